@@ -1,0 +1,137 @@
+import numpy as np
+import pytest
+
+from cir_core.errors import InputError
+from cir_core.index import Index
+from cir_core.scoring import DEFAULT_LAMBDA, chord_scores, cosine_scores, rank
+
+
+def _unit(x: np.ndarray) -> np.ndarray:
+    return x / np.linalg.norm(x, axis=-1, keepdims=True)
+
+
+def _naive_chord(q, qe, vr, g, lam, variant, eps=1e-6):
+    """Definition, materialising (B, N, D) differences in float64."""
+    q, qe, vr, g = (_unit(np.asarray(x, np.float64)) for x in (q, qe, vr, g))
+    d = q - (qe if variant == "empty" else vr)  # (B, D)
+    diff = g[None, :, :] - vr[:, None, :]  # (B, N, D)
+    dist = np.linalg.norm(diff, axis=2)
+    dn = np.linalg.norm(d, axis=1)[:, None]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        cos_dir = np.einsum("bnd,bd->bn", diff, d) / (dist * dn)
+    cos_dir[(dist < eps) | (dn < eps)] = 0.0
+    return q @ g.T + lam * cos_dir
+
+
+@pytest.fixture
+def world():
+    rng = np.random.default_rng(0)
+    g = _unit(rng.standard_normal((60, 16))).astype(np.float32)
+    q = _unit(rng.standard_normal((4, 16))).astype(np.float32)
+    qe = _unit(rng.standard_normal((4, 16))).astype(np.float32)
+    ref = np.array([3, 10, 20, 59])
+    return q, qe, g[ref], g, ref
+
+
+def test_cosine_scores_not_assuming_unit_norm():
+    g = np.array([[2.0, 0.0], [0.0, 0.5], [1.0, 1.0]], np.float32)
+    q = np.array([[3.0, 0.0]], np.float32)
+    # cos with (1,0)=1, with (0,1)=0, with (1,1)=1/sqrt(2)
+    np.testing.assert_allclose(cosine_scores(q, g), [[1.0, 0.0, 2**-0.5]], atol=1e-6)
+
+
+@pytest.mark.parametrize("variant", ["empty", "reference"])
+def test_chord_matches_definition(world, variant):
+    q, qe, vr, g, _ = world
+    got = chord_scores(q, qe, vr, g, lam=0.5, variant=variant)
+    assert got.shape == (4, 60) and got.dtype == np.float32
+    np.testing.assert_allclose(got, _naive_chord(q, qe, vr, g, 0.5, variant), atol=1e-5)
+
+
+def test_chord_guards_reference_and_empty_direction(world):
+    q, qe, vr, g, ref = world
+    s = chord_scores(q, qe, vr, g)
+    assert np.isfinite(s).all()
+    # The reference itself: v_c - v_r = 0, so only the cosine term remains.
+    np.testing.assert_allclose(s[np.arange(4), ref], (q @ g.T)[np.arange(4), ref], atol=1e-6)
+    # q == q_empty: d = 0, Chord reduces to cosine everywhere.
+    np.testing.assert_allclose(chord_scores(q, q, vr, g), q @ g.T, atol=1e-6)
+
+
+def test_chord_near_duplicate_of_reference_is_accurate():
+    rng = np.random.default_rng(1)
+    vr = _unit(rng.standard_normal(32))
+    near = _unit(vr + 1e-4 * rng.standard_normal(32))  # 2 - 2cos ~ 1e-8: float32 cancels it
+    g = np.stack([vr, near, _unit(rng.standard_normal(32))]).astype(np.float32)
+    q, qe = _unit(rng.standard_normal((2, 32))).astype(np.float32)
+    got = chord_scores(q, qe, vr.astype(np.float32), g)
+    np.testing.assert_allclose(got, _naive_chord(q[None], qe[None], vr[None], g, DEFAULT_LAMBDA, "empty"), atol=1e-4)
+
+
+def test_chord_scale_invariant_in_gallery_rows(world):
+    q, qe, vr, g, _ = world
+    scaled = g * np.linspace(0.5, 2.0, len(g), dtype=np.float32)[:, None]
+    np.testing.assert_allclose(chord_scores(q, qe, vr, scaled), chord_scores(q, qe, vr, g), atol=1e-5)
+
+
+def test_chord_broadcasts_one_reference(world):
+    q, qe, vr, g, _ = world
+    one = chord_scores(q, qe[0], vr[0], g)
+    np.testing.assert_allclose(one[2], chord_scores(q[2], qe[0], vr[0], g)[0], atol=1e-6)
+
+
+def test_rank_exact_excludes_reference(world):
+    q, qe, vr, g, ref = world
+    for scoring in ("cosine", "chord"):
+        s, ids = rank(q, qe, vr, g, k=5, scoring=scoring, exclude=ref)
+        assert s.shape == ids.shape == (4, 5) and ids.dtype == np.int64
+        assert not (ids == ref[:, None]).any()
+        full = cosine_scores(q, g) if scoring == "cosine" else chord_scores(q, qe, vr, g)
+        full[np.arange(4), ref] = -np.inf
+        np.testing.assert_array_equal(ids, np.argsort(-full, axis=1, kind="stable")[:, :5])
+        assert (np.diff(s, axis=1) <= 0).all()
+
+
+def test_rank_k_clipped_with_exclusion():
+    g = np.eye(3, dtype=np.float32)
+    s, ids = rank(g[:1], None, None, g, k=10, exclude=np.array([0]))
+    assert ids.shape == (1, 2) and 0 not in ids and np.isfinite(s).all()
+
+
+@pytest.mark.parametrize("scoring", ["cosine", "chord"])
+def test_rank_shortlist_equals_exact_when_shortlist_covers_gallery(world, scoring):
+    q, qe, vr, g, ref = world
+    index = Index.build(g, kind="flat")
+    exact = rank(q, qe, vr, g, k=7, scoring=scoring, exclude=ref)
+    short = rank(q, qe, vr, g, k=7, scoring=scoring, exclude=ref, index=index, shortlist=59)
+    np.testing.assert_array_equal(short[1], exact[1])
+    np.testing.assert_allclose(short[0], exact[0], atol=1e-5)
+
+
+def test_rank_small_shortlist_keeps_reference_out(world):
+    q, qe, vr, g, ref = world
+    # The reference is usually the cosine top-1 of its own query's neighbourhood; use q = v_r.
+    s, ids = rank(vr, qe, vr, g, k=3, scoring="chord", exclude=ref, index=Index.build(g), shortlist=3)
+    assert ids.shape == (4, 3) and not (ids == ref[:, None]).any() and np.isfinite(s).all()
+
+
+def test_rank_validation(world):
+    q, qe, vr, g, ref = world
+    with pytest.raises(InputError, match="dim"):
+        rank(q[:, :8], qe, vr, g, k=1)
+    with pytest.raises(InputError):
+        rank(q, qe, vr, g, k=1, scoring="dot")
+    with pytest.raises(InputError):
+        rank(q, qe, vr, g, k=1, exclude=np.array([0, 1]))
+    with pytest.raises(InputError):
+        rank(q, qe, vr, g, k=1, exclude=np.array([0, 1, 2, 60]))
+    with pytest.raises(InputError):
+        rank(q, qe, vr, g, k=1, shortlist=10)
+    with pytest.raises(InputError):
+        rank(q, qe, vr, g, k=1, index=Index.build(g[:10]))
+    with pytest.raises(InputError):
+        chord_scores(q, qe, vr, g, variant="other")
+    with pytest.raises(InputError):
+        chord_scores(q, None, vr, g, variant="empty")
+    with pytest.raises(InputError):
+        chord_scores(q, qe, vr[:2], g)
