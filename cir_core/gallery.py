@@ -1,0 +1,291 @@
+"""Galleries (a folder, a manifest, or generated items) and their on-disk embedding cache.
+
+`EmbeddingCache` keys every row by the item's fingerprint, so a restart re-encodes only what is
+new or changed, and a different backbone gets its own folder.
+"""
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import os
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PIL import Image
+
+from .errors import GalleryError, ImageLoadError
+from .imageio import load_image
+
+IMAGE_EXTS = (".jpg", ".jpeg", ".png", ".webp", ".bmp")
+ImageFn = Callable[["GalleryItem", "int | None"], Image.Image]
+
+
+@dataclass(frozen=True)
+class GalleryItem:
+    """One gallery entry: a file (`path`) or a generated item described by `meta`."""
+
+    id: str
+    path: str | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+class Gallery:
+    """An ordered list of items; row i of its embeddings is `items[i]`."""
+
+    def __init__(self, name: str, items: Sequence[GalleryItem], image_fn: ImageFn | None = None):
+        self.name = name
+        self.items = list(items)
+        self.image_fn = image_fn
+        self._pos: dict[str, int] = {}
+        for i, it in enumerate(self.items):
+            if it.id in self._pos:
+                raise GalleryError(f"gallery {name!r}: duplicate item id {it.id!r}")
+            self._pos[it.id] = i
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __repr__(self) -> str:
+        return f"Gallery(name={self.name!r}, items={len(self)})"
+
+    @property
+    def ids(self) -> list[str]:
+        return [it.id for it in self.items]
+
+    def index_of(self, id: str) -> int:
+        """Row of item `id`; GalleryError if the gallery has no such item."""
+        try:
+            return self._pos[id]
+        except KeyError:
+            raise GalleryError(f"gallery {self.name!r} has no item {id!r}") from None
+
+    def load_image(self, i: int, size: int | None = None) -> Image.Image:
+        """RGB image of item i. `size`: generated items render at it; files shrink to fit in it."""
+        item = self.items[i]
+        if self.image_fn is not None:
+            return self.image_fn(item, size)
+        if item.path is None:
+            raise GalleryError(f"gallery {self.name!r} item {item.id!r} has no path and no image_fn")
+        img = load_image(item.path)
+        if size is not None:
+            img.thumbnail((size, size))  # keeps aspect, never upscales
+        return img
+
+    def fingerprint(self, i: int) -> str:
+        """What identifies item i's pixels: meta['fingerprint'], else path|size|mtime_ns."""
+        item = self.items[i]
+        if "fingerprint" in item.meta:
+            return str(item.meta["fingerprint"])
+        if item.path is not None:
+            path = os.path.abspath(item.path)
+            try:
+                st = os.stat(path)
+            except OSError:
+                raise ImageLoadError(f"cannot load image {path!r}: file not found") from None
+            return f"{path}|{st.st_size}|{st.st_mtime_ns}"
+        # A generated item without an explicit fingerprint: its spec (meta) determines its pixels.
+        spec = json.dumps(item.meta, sort_keys=True, default=str)
+        return f"{item.id}|" + hashlib.sha1(spec.encode()).hexdigest()
+
+    @classmethod
+    def from_items(cls, name: str, items: Sequence[GalleryItem], image_fn: ImageFn | None = None) -> "Gallery":
+        return cls(name, items, image_fn)
+
+    @classmethod
+    def from_folder(
+        cls,
+        path: str | os.PathLike,
+        recursive: bool = True,
+        exts: Sequence[str] = IMAGE_EXTS,
+        name: str | None = None,
+    ) -> "Gallery":
+        """Every image under `path` (ids = relative POSIX paths, sorted). Hidden files are skipped."""
+        root = Path(path).expanduser()
+        if not root.is_dir():
+            raise GalleryError(f"gallery folder {str(root)!r} does not exist or is not a folder")
+        wanted = {e.lower() for e in exts}
+        found = []
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith(".")) if recursive else []
+            for f in filenames:
+                # '._x.jpg' (macOS resource forks) and other dotfiles are never images.
+                if not f.startswith(".") and os.path.splitext(f)[1].lower() in wanted:
+                    found.append(Path(dirpath, f))
+        if not found:
+            raise GalleryError(f"gallery folder {str(root)!r} has no images ({', '.join(sorted(wanted))})")
+        rel = sorted((p.relative_to(root).as_posix(), p) for p in found)
+        items = [GalleryItem(r, str(p), {}) for r, p in rel]
+        return cls(name or root.resolve().name or str(root), items)
+
+    @classmethod
+    def from_manifest(cls, path: str | os.PathLike, name: str | None = None) -> "Gallery":
+        """JSONL or CSV rows with `path` (relative to the manifest's folder), optional `id`, rest → meta."""
+        mpath = Path(path).expanduser()
+        if not mpath.is_file():
+            raise GalleryError(f"gallery manifest {str(mpath)!r} not found")
+        rows = _read_manifest(mpath)
+        items = []
+        seen: set[str] = set()
+        for line, row in rows:
+            where = f"manifest {str(mpath)!r} line {line}"
+            if not row.get("path"):
+                raise GalleryError(f"{where}: no 'path'")
+            p = Path(str(row["path"])).expanduser()
+            p = p if p.is_absolute() else mpath.parent / p
+            if not p.is_file():
+                raise GalleryError(f"{where}: file {str(p)!r} not found")
+            id_ = str(row.get("id") or row["path"])
+            if id_ in seen:
+                raise GalleryError(f"{where}: duplicate id {id_!r}")
+            seen.add(id_)
+            meta = {k: v for k, v in row.items() if k not in ("id", "path")}
+            items.append(GalleryItem(id_, str(p), meta))
+        if not items:
+            raise GalleryError(f"gallery manifest {str(mpath)!r} lists no images")
+        return cls(name or mpath.stem, items)
+
+
+def _read_manifest(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    """(line number, row) pairs; JSONL if the first non-blank character is '{', else CSV."""
+    text = path.read_text(encoding="utf-8-sig")
+    if text.lstrip().startswith("{"):
+        rows = []
+        for n, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise GalleryError(f"manifest {str(path)!r} line {n}: invalid JSON ({exc.msg})") from None
+            if not isinstance(row, dict):
+                raise GalleryError(f"manifest {str(path)!r} line {n}: expected a JSON object")
+            rows.append((n, row))
+        return rows
+    reader = csv.DictReader(text.splitlines())
+    if reader.fieldnames is None or "path" not in reader.fieldnames:
+        raise GalleryError(f"manifest {str(path)!r} line 1: CSV header has no 'path' column")
+    return [(reader.line_num, dict(row)) for row in reader]
+
+
+def _safe_name(name: str) -> str:
+    # Sanitising can merge names ('a/b', 'a_b'); the hash suffix keeps their caches apart.
+    clean = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._")[:60] or "gallery"
+    return f"{clean}-{hashlib.sha1(name.encode()).hexdigest()[:8]}"
+
+
+def _atomic_write(path: Path, write: Callable[[Any], None], binary: bool) -> None:
+    """Write via a unique temp file + os.replace, so readers see the old or the new file, whole."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8"})) as f:
+        write(f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+class EmbeddingCache:
+    """Per-(backbone, gallery) embeddings on disk under `root`, keyed by item fingerprints."""
+
+    # Intermediate saves while encoding, so a killed ingest resumes: at least this many seconds
+    # apart, and at least 10x the last save's duration apart (<= ~10% overhead on huge galleries).
+    checkpoint_s = 60.0
+
+    def __init__(self, root: str | os.PathLike):
+        self.root = Path(root).expanduser()
+
+    def folder(self, gallery: Gallery, backbone: Any) -> Path:
+        return self.root / hashlib.sha1(backbone.id.encode()).hexdigest()[:16] / _safe_name(gallery.name)
+
+    def embed(
+        self,
+        gallery: Gallery,
+        backbone: Any,
+        batch_size: int = 64,
+        progress: bool = False,
+        progress_cb: Callable[[int, int], None] | None = None,
+    ) -> np.ndarray:
+        """Embeddings (N, D) float32 aligned with `gallery.items`; encodes only new/changed items.
+
+        `progress_cb(done, total)` counts items actually encoded. Unreadable images raise
+        `ImageLoadError` naming the file.
+        """
+        folder = self.folder(gallery, backbone)
+        keys = [gallery.fingerprint(i) for i in range(len(gallery))]
+        old = self._load(folder, backbone)
+        out = np.zeros((len(keys), int(backbone.dim)), np.float32)
+        done = np.zeros(len(keys), bool)
+        for i, k in enumerate(keys):
+            if k in old:
+                out[i], done[i] = old[k], True
+        todo = np.nonzero(~done)[0]
+        if len(todo) == 0 and old.keys() == set(keys):  # nothing new, nothing removed: no write
+            return out
+        folder.mkdir(parents=True, exist_ok=True)
+        ident = {"id": backbone.id, "dim": int(backbone.dim)}
+        _atomic_write(folder / "backbone.json", lambda f: json.dump(ident, f), False)
+
+        bar = None
+        if progress:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=len(todo), unit="image", desc=f"embedding {gallery.name}")
+        if progress_cb:
+            progress_cb(0, len(todo))
+        last_save, save_cost = time.monotonic(), 0.0
+        for start in range(0, len(todo), batch_size):
+            chunk = todo[start : start + batch_size]
+            images = [self._image(gallery, int(i)) for i in chunk]
+            out[chunk] = backbone.encode_images(images, batch_size=batch_size, progress=False)
+            done[chunk] = True
+            n_done = start + len(chunk)
+            if bar is not None:
+                bar.update(len(chunk))
+            if progress_cb:
+                progress_cb(n_done, len(todo))
+            if n_done < len(todo) and time.monotonic() - last_save > max(self.checkpoint_s, 10 * save_cost):
+                t0 = time.monotonic()
+                self._save(folder, [k for k, d in zip(keys, done) if d], out[done])
+                last_save, save_cost = time.monotonic(), time.monotonic() - t0
+        if bar is not None:
+            bar.close()
+        self._save(folder, keys, out)
+        return out
+
+    @staticmethod
+    def _image(gallery: Gallery, i: int) -> Image.Image:
+        try:
+            return gallery.load_image(i, size=None)
+        except ImageLoadError as exc:
+            raise ImageLoadError(f"gallery {gallery.name!r} item {gallery.items[i].id!r}: {exc}") from None
+
+    @staticmethod
+    def _save(folder: Path, keys: list[str], emb: np.ndarray) -> None:
+        # keys.json is the commit point: removed first, written last. A kill in between leaves no
+        # keys.json, so the next run re-encodes rather than pairing old keys with new rows.
+        (folder / "keys.json").unlink(missing_ok=True)
+        _atomic_write(folder / "embeddings.npy", lambda f: np.save(f, np.ascontiguousarray(emb)), True)
+        _atomic_write(folder / "keys.json", lambda f: json.dump(keys, f), False)
+
+    @staticmethod
+    def _load(folder: Path, backbone: Any) -> dict[str, np.ndarray]:
+        """fingerprint -> row of a previous run, or {} when there is none or it is unusable."""
+        try:
+            meta = json.loads((folder / "backbone.json").read_text(encoding="utf-8"))
+            keys = json.loads((folder / "keys.json").read_text(encoding="utf-8"))
+            emb = np.load(folder / "embeddings.npy")
+        except (OSError, ValueError, EOFError):
+            return {}
+        if (
+            meta.get("id") != backbone.id
+            or not isinstance(keys, list)
+            or emb.ndim != 2
+            or emb.shape != (len(keys), int(backbone.dim))
+        ):
+            return {}
+        return dict(zip(keys, emb.astype(np.float32, copy=False)))
