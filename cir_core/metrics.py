@@ -31,7 +31,9 @@ def _per_query(x: np.ndarray, q: int, name: str) -> np.ndarray:
     return x
 
 
-def recall_at_k(ranked: np.ndarray, target: np.ndarray, ks: Sequence[int] = (1, 5, 10, 50)) -> dict[str, float]:
+def recall_at_k(
+    ranked: np.ndarray, target: np.ndarray, ks: Sequence[int] = (1, 5, 10, 50)
+) -> dict[str, float]:
     """R@k: fraction of queries whose single target is among the first k ids."""
     r, ks = _ranked(ranked, ks)
     t = _per_query(target, r.shape[0], "target")

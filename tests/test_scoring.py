@@ -65,7 +65,8 @@ def test_chord_near_duplicate_of_reference_is_accurate():
     g = np.stack([vr, near, _unit(rng.standard_normal(32))]).astype(np.float32)
     q, qe = _unit(rng.standard_normal((2, 32))).astype(np.float32)
     got = chord_scores(q, qe, vr.astype(np.float32), g)
-    np.testing.assert_allclose(got, _naive_chord(q[None], qe[None], vr[None], g, DEFAULT_LAMBDA, "empty"), atol=1e-4)
+    want = _naive_chord(q[None], qe[None], vr[None], g, DEFAULT_LAMBDA, "empty")
+    np.testing.assert_allclose(got, want, atol=1e-4)
 
 
 def test_chord_scale_invariant_in_gallery_rows(world):
