@@ -149,9 +149,11 @@ def rank(
     """Top-k gallery rows per query: (scores (B, k) float32, ids (B, k) int64), best first.
 
     Exact over the whole gallery by default. With `index` (built over the same gallery), the
-    top-`shortlist` by cosine come from FAISS and are re-scored exactly (Chord) on that shortlist.
-    `exclude` (B,) holds each query's reference row to drop (-1: none). `k` is clipped to the
-    number of rankable rows (N, or N - 1 when some row is excluded).
+    top-`shortlist` (default DEFAULT_SHORTLIST, at least k) by cosine come from FAISS, plus one
+    for the reference, and are re-scored exactly on that shortlist. `exclude` (B,) holds each
+    query's reference row to drop (-1: none). `k` is clipped to the number of rankable rows (N, or
+    N - 1 when some row is excluded). An HNSW index that reaches fewer than k items leaves id -1
+    with score -inf in the tail.
     """
     if scoring not in SCORINGS:
         raise InputError(f"unknown scoring {scoring!r}; expected one of {SCORINGS}")
