@@ -1,0 +1,274 @@
+"""open_clip backbones: build or load one, encode images and texts, save a ``local-dir:`` folder."""
+from __future__ import annotations
+
+import difflib
+import functools
+import hashlib
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any, Sequence, Union
+
+import numpy as np
+import open_clip
+import torch
+from PIL import Image
+from tqdm.auto import tqdm
+
+from cir_core.errors import BackboneError, CheckpointError
+from cir_core.imageio import load_image
+
+TINY_MODEL = "cir-tiny-vit"
+CONFIG_DIR = Path(__file__).resolve().parent / "model_configs"
+DEFAULT_BACKBONE_DIR = Path(__file__).resolve().parent.parent / "assets" / "backbone" / TINY_MODEL
+DEFAULT_MODEL = f"local-dir:{DEFAULT_BACKBONE_DIR}"
+CONFIG_FILE, WEIGHTS_FILE = "open_clip_config.json", "open_clip_model.safetensors"
+ImageInput = Union[Image.Image, str, os.PathLike]
+
+
+def register_project_configs() -> None:
+    """Make ``model_configs/*.json`` (e.g. ``cir-tiny-vit``) known to open_clip; idempotent."""
+    known = set(open_clip.list_models())
+    if any(p.stem not in known for p in CONFIG_DIR.glob("*.json")):
+        open_clip.add_model_config(CONFIG_DIR)
+
+
+@functools.lru_cache(maxsize=64)
+def _sha256_prefix(path: str, mtime_ns: int, size: int) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()[:16]
+
+
+def weights_hash(path: str | os.PathLike) -> str:
+    """First 16 hex digits of the file's sha256, memoised per (path, mtime, size)."""
+    st = os.stat(path)
+    return _sha256_prefix(os.path.abspath(path), st.st_mtime_ns, st.st_size)
+
+
+def _read_state_dict(path: Path) -> dict[str, torch.Tensor]:
+    try:
+        if path.suffix == ".safetensors":
+            from safetensors.torch import load_file
+            obj: Any = load_file(str(path), device="cpu")
+        else:
+            obj = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # corrupt file, or a pickle holding more than tensors
+        raise CheckpointError(f"cannot read checkpoint {path}: {type(exc).__name__}: {exc}") from None
+    if isinstance(obj, dict) and isinstance(obj.get("state_dict"), dict):
+        obj = obj["state_dict"]
+    if not isinstance(obj, dict) or not all(isinstance(v, torch.Tensor) for v in obj.values()):
+        raise CheckpointError(f"checkpoint {path} does not hold a state dict of tensors")
+    # DataParallel / DDP checkpoints prefix every key with "module."
+    return {k.removeprefix("module."): v for k, v in obj.items()}
+
+
+def _load_weights(model: torch.nn.Module, path: Path, name: str) -> None:
+    """Load ``path`` into ``model`` or raise a one-line ``CheckpointError`` listing mismatches."""
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint file {path} not found (model '{name}')")
+    state = _read_state_dict(path)
+    expected = model.state_dict()
+    for key in ("logit_scale", "logit_bias"):  # scalar vs 1-element, both occur in the wild
+        if key in state and key in expected and state[key].numel() == expected[key].numel():
+            state[key] = state[key].reshape(expected[key].shape)
+    problems = [f"missing {k}" for k in expected if k not in state]
+    problems += [f"unexpected {k}" for k in state if k not in expected]
+    problems += [f"{k} is {tuple(state[k].shape)} in the file but {tuple(v.shape)} in the model"
+                 for k, v in expected.items() if k in state and state[k].shape != v.shape]
+    if problems:
+        shown = "; ".join(problems[:4]) + (f"; ... {len(problems) - 4} more" if len(problems) > 4 else "")
+        raise CheckpointError(
+            f"checkpoint {path} does not fit model '{name}' ({len(problems)} mismatches): {shown}")
+    model.load_state_dict(state, strict=True)
+
+
+def _offline_hint(what: str, exc: Exception) -> BackboneError:
+    from huggingface_hub import constants
+    if constants.HF_HUB_OFFLINE or os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes"):
+        why = "they are not in the local cache and HF_HUB_OFFLINE is set"
+    else:
+        why = f"they are not in the local cache and could not be downloaded (network unavailable?): {exc}"
+    return BackboneError(f"cannot load weights for {what}: {why}".splitlines()[0])
+
+
+def _find_local_weights(folder: Path) -> Path:
+    preferred = folder / WEIGHTS_FILE
+    if preferred.is_file():
+        return preferred
+    found = sorted(p for ext in ("safetensors", "bin", "pth", "pt") for p in folder.glob(f"*.{ext}"))
+    if not found:
+        raise CheckpointError(f"backbone folder {folder} has no weights file (expected {WEIGHTS_FILE})")
+    return found[0]
+
+
+class Backbone:
+    """An open_clip model in eval mode plus its tokenizer and eval transform."""
+
+    def __init__(self, model: torch.nn.Module, tokenizer: Any, preprocess: Any, device: str,
+                 name: str, id: str, dim: int | None = None) -> None:
+        self.model, self.tokenizer, self.preprocess = model, tokenizer, preprocess
+        self.device, self.name, self.id = device, name, id
+        if dim is None:  # towers differ in where they keep it (CLIP, timm, HF): ask the model itself
+            with torch.inference_mode():
+                dim = model.encode_text(tokenizer([""]).to(device)).shape[-1]
+        self.dim = int(dim)
+        size = open_clip.get_model_preprocess_cfg(model)["size"]
+        self.image_size = int(size) if isinstance(size, int) else int(max(size))  # side; max if not square
+        self.context_length = int(getattr(tokenizer, "context_length", model.context_length))
+
+    def __repr__(self) -> str:
+        return f"Backbone(id={self.id!r}, dim={self.dim}, device={self.device!r})"
+
+    def image_tensor(self, images: Sequence[ImageInput]) -> torch.Tensor:
+        """Preprocessed batch ``(N, 3, H, W)`` on the backbone's device; paths go through ``load_image``."""
+        return torch.stack([self.preprocess(load_image(im)) for im in images]).to(self.device)
+
+    def tokenize(self, texts: Sequence[str]) -> torch.Tensor:
+        """Token ids ``(N, context_length)`` on the backbone's device (long texts are truncated)."""
+        return self.tokenizer(list(texts)).to(self.device)
+
+    def _encode(self, items: Sequence[Any], batch_size: int, progress: bool, kind: str) -> np.ndarray:
+        out = [np.zeros((0, self.dim), np.float32)]
+        encode = self.model.encode_image if kind == "images" else self.model.encode_text
+        prepare = self.image_tensor if kind == "images" else self.tokenize
+        with torch.inference_mode(), tqdm(total=len(items), disable=not progress, unit=kind[:-1],
+                                          desc=f"encoding {kind}") as bar:
+            for start in range(0, len(items), max(1, batch_size)):
+                chunk = items[start:start + max(1, batch_size)]
+                feats = encode(prepare(chunk)).float()
+                out.append(torch.nn.functional.normalize(feats, dim=-1).cpu().numpy())
+                bar.update(len(chunk))
+        return np.ascontiguousarray(np.concatenate(out), dtype=np.float32)
+
+    def encode_images(self, images: Sequence[ImageInput], batch_size: int = 64,
+                      progress: bool = False) -> np.ndarray:
+        """L2-normalised image embeddings, float32 ``(N, dim)``."""
+        return self._encode(list(images), batch_size, progress, "images")
+
+    def encode_texts(self, texts: Sequence[str], batch_size: int = 256, progress: bool = False) -> np.ndarray:
+        """L2-normalised text embeddings, float32 ``(N, dim)``; empty strings are valid inputs."""
+        return self._encode([str(t) for t in texts], batch_size, progress, "texts")
+
+
+def _create(spec: str, pretrained: str | None, device: str, seed: int,
+            weights_follow: bool) -> tuple[Any, Any]:
+    # Seed inside a forked RNG: same call -> same random weights, caller's RNG untouched.
+    # local-dir weights are loaded by _load_weights instead, for its one-line mismatch errors.
+    quiet = (lambda r: not str(r.msg).startswith("No pretrained weights loaded")) if weights_follow else None
+    if quiet:  # open_clip would announce "initialized randomly" just before we load the weights
+        logging.getLogger().addFilter(quiet)
+    try:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            model, _, preprocess = open_clip.create_model_and_transforms(
+                spec, pretrained=pretrained, device=device, load_weights=not spec.startswith("local-dir:"))
+    finally:
+        if quiet:
+            logging.getLogger().removeFilter(quiet)
+    return model, preprocess
+
+
+def load_backbone(model: str = DEFAULT_MODEL, pretrained: str | None = None, device: str = "cpu",
+                  seed: int = 0) -> Backbone:
+    """Build an open_clip backbone.
+
+    ``model``: an open_clip name (``"ViT-B-32"``, ``"cir-tiny-vit"``), ``"local-dir:/path"`` or
+    ``"hf-hub:org/repo"``. ``pretrained``: None (random init from ``seed``), an open_clip tag, or a
+    checkpoint file (``.safetensors``, ``.pt``, ``.pth``, ``.bin``). Raises ``BackboneError`` /
+    ``CheckpointError`` with a one-line message.
+    """
+    register_project_configs()
+    weights: Path | None = None
+    if pretrained is not None and model.startswith(("local-dir:", "hf-hub:")):
+        raise BackboneError(f"pretrained='{pretrained}' cannot be combined with '{model}', "
+                            "which names its own weights")
+    if model.startswith("local-dir:"):
+        folder = Path(model[len("local-dir:"):]).expanduser()
+        if not (folder / CONFIG_FILE).is_file():
+            raise BackboneError(f"backbone folder {folder} not found or has no {CONFIG_FILE}"
+                                + (f" (train one, or use model='{TINY_MODEL}' for random weights)"
+                                   if folder == DEFAULT_BACKBONE_DIR else ""))
+        weights = _find_local_weights(folder)
+        try:
+            cfg = json.loads((folder / CONFIG_FILE).read_text())
+        except (OSError, ValueError) as exc:
+            raise BackboneError(f"cannot read {folder / CONFIG_FILE}: {exc}") from None
+        name, spec = str(cfg.get("model_name", folder.name)), f"local-dir:{folder}"
+        ident, open_clip_pretrained = f"{name}@local:{weights_hash(weights)}", None
+    elif model.startswith("hf-hub:"):
+        name = spec = model
+        ident, open_clip_pretrained = model, None
+        try:  # open_clip only warns and keeps random weights when these are missing: resolve first
+            open_clip.pretrained.download_pretrained_from_hf(model[len("hf-hub:"):])
+        except Exception as exc:
+            raise _offline_hint(model, exc) from None
+    else:
+        model = model.replace("/", "-")  # open_clip's own spelling rule: "ViT-B/32" is "ViT-B-32"
+        known = open_clip.list_models()
+        if model not in known:
+            by_lower = {k.lower(): k for k in known}  # so "vit-b-32" suggests "ViT-B-32" first
+            close = [by_lower[k] for k in difflib.get_close_matches(model.lower(), by_lower, n=5, cutoff=0.5)]
+            raise BackboneError(f"unknown model '{model}'"
+                                + (f"; did you mean {', '.join(close)}?" if close else
+                                   f"; see open_clip.list_models() ({len(known)} names)"))
+        name = spec = model
+        if pretrained is None:
+            ident, open_clip_pretrained = f"{model}@random-seed{seed}", None
+        elif pretrained in open_clip.list_pretrained_tags_by_model(model):
+            ident, open_clip_pretrained = f"{model}@{pretrained}", pretrained
+        else:
+            weights = Path(pretrained).expanduser()
+            if not weights.is_file():
+                if weights.suffix in (".safetensors", ".pt", ".pth", ".bin") or os.sep in pretrained:
+                    raise CheckpointError(f"checkpoint file {weights} not found (model '{model}')")
+                tags = open_clip.list_pretrained_tags_by_model(model)
+                shown = ", ".join(tags[:6]) + (", ..." if len(tags) > 6 else "") if tags else "none"
+                raise CheckpointError(f"pretrained '{pretrained}' is neither a checkpoint file nor a "
+                                      f"known tag for '{model}' (tags: {shown})")
+            ident, open_clip_pretrained = f"{model}@local:{weights_hash(weights)}", None
+    try:
+        net, preprocess = _create(spec, open_clip_pretrained, device, seed, weights is not None)
+    except (RuntimeError, OSError, ValueError, KeyError, TypeError) as exc:
+        if open_clip_pretrained is not None or spec.startswith("hf-hub:"):
+            raise _offline_hint(f"{name} pretrained='{open_clip_pretrained}'", exc) from None
+        raise BackboneError(f"cannot build model '{name}': {exc}".splitlines()[0]) from None
+    if weights is not None:
+        _load_weights(net, weights, name)
+    net.eval().requires_grad_(False)
+    dim = (open_clip.get_model_config(spec) or {}).get("embed_dim")
+    return Backbone(net, open_clip.get_tokenizer(spec), preprocess, device, name, ident, dim)
+
+
+def save_backbone_dir(model: torch.nn.Module, model_name: str, out_dir: Path,
+                      extra: dict | None = None) -> Path:
+    """Write ``model`` as an open_clip ``local-dir:`` folder (config + safetensors); returns ``out_dir``."""
+    from safetensors.torch import save_file
+
+    register_project_configs()
+    model_cfg = open_clip.get_model_config(model_name)
+    if model_cfg is None:
+        raise BackboneError(f"unknown model '{model_name}': cannot write its config")
+    pp = {k: list(v) if isinstance(v, tuple) else v
+          for k, v in open_clip.get_model_preprocess_cfg(model).items()}
+    # open_clip's local-dir loader insists on the nested {"model_cfg", "preprocess_cfg"} layout.
+    config = {"model_cfg": model_cfg, "preprocess_cfg": pp, "model_name": model_name, "extra": extra or {}}
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tensors, seen = {}, set()
+    for key, value in model.state_dict().items():
+        value = value.detach().cpu()
+        # safetensors refuses tensors sharing storage (tied weights) and non-contiguous views.
+        ptr = value.untyped_storage().data_ptr()
+        tensors[key] = value.clone() if ptr in seen or not value.is_contiguous() else value
+        seen.add(ptr)
+    # Write-then-rename so a reader never sees a half-written folder.
+    tmp = out_dir / (WEIGHTS_FILE + ".tmp")
+    save_file(tensors, str(tmp), metadata={"model_name": model_name})
+    os.replace(tmp, out_dir / WEIGHTS_FILE)
+    (out_dir / (CONFIG_FILE + ".tmp")).write_text(json.dumps(config, indent=2))
+    os.replace(out_dir / (CONFIG_FILE + ".tmp"), out_dir / CONFIG_FILE)
+    return out_dir
