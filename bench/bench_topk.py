@@ -15,7 +15,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a clone, no install needed
-from cir_core.index import Index  # noqa: E402
+from cir_core.index import Index  # noqa: E402  (sets OMP_WAIT_POLICY before faiss loads)
+
+import faiss  # noqa: E402
 
 
 def _unit(rng: np.random.Generator, n: int, d: int) -> np.ndarray:
@@ -58,7 +60,7 @@ def main() -> None:
     print(json.dumps({
         "bench": "topk", "n": a.n, "d": a.d, "queries": a.queries, "k": a.k,
         "faiss_s": round(faiss_s, 6), "naive_s": round(naive_s, 6),
-        "speedup": round(naive_s / faiss_s, 2),
+        "speedup": round(naive_s / faiss_s, 2), "omp_threads": faiss.omp_get_max_threads(),
     }))
 
 

@@ -1,3 +1,5 @@
+import os
+
 import faiss
 import numpy as np
 import pytest
@@ -11,8 +13,9 @@ def _unit(rng: np.random.Generator, n: int, d: int) -> np.ndarray:
     return x / np.linalg.norm(x, axis=1, keepdims=True)
 
 
-def test_blas_threshold_lowered_on_import():
+def test_blas_threshold_lowered_and_omp_wait_policy_set_on_import():
     assert faiss.cvar.distance_compute_blas_threshold == 20
+    assert os.environ.get("OMP_WAIT_POLICY")  # PASSIVE unless the user chose otherwise
 
 
 def test_flat_matches_numpy_exact():
