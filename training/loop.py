@@ -1,0 +1,209 @@
+"""The one training loop every trainer uses.
+
+A trainer supplies a `Task` (its model, its batches, its loss, its validation, its export); the
+loop owns everything else: seeding, AdamW with warmup + cosine, gradient accumulation, bf16
+autocast on CUDA, DDP under torchrun, tqdm, periodic validation, and resumable checkpoints
+(`<out>/last/`: trainables as safetensors, optimizer state loaded with weights_only=True, a JSON
+state). Batches are a pure function of (seed, step, rank), so a resumed run sees the same data.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import subprocess
+import time
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+from safetensors.torch import load_file, save_file
+from tqdm import tqdm
+
+
+@dataclass
+class LoopConfig:
+    steps: int = 1000
+    lr: float = 1e-3
+    weight_decay: float = 0.1
+    warmup: int = 100
+    schedule: str = "cosine"  # cosine | constant (after warmup)
+    grad_accum: int = 1
+    grad_clip: float = 1.0
+    eval_every: int = 500
+    ckpt_every: int = 500
+    log_every: int = 50
+    seed: int = 0
+    device: str = "auto"
+    precision: str = "auto"  # auto (bf16 on CUDA, fp32 on CPU) | fp32 | bf16
+    threads: int = 0  # CPU threads; 0 leaves torch's default
+    max_minutes: float = 0.0  # stop (with a checkpoint) after this wall time; 0 = no limit
+    out_dir: str = "runs/default"
+    extra: dict = field(default_factory=dict)
+
+
+class Task(Protocol):
+    model: torch.nn.Module  # everything trainable lives under this module
+
+    def param_groups(self, cfg: LoopConfig) -> list[dict]: ...
+    def batch(self, step: int, rank: int, rng: random.Random) -> Any: ...
+    def loss(self, model: torch.nn.Module, batch: Any) -> tuple[torch.Tensor, dict[str, float]]: ...
+    def validate(self) -> dict[str, float]: ...
+    def export(self, out_dir: Path, metrics: dict[str, float]) -> None: ...
+
+
+def git_commit() -> str:
+    try:
+        return subprocess.check_output(["git", "rev-parse", "--short", "HEAD"], text=True,
+                                       stderr=subprocess.DEVNULL, cwd=Path(__file__).parent).strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % (1 << 32))
+    torch.manual_seed(seed)
+
+
+def _dist() -> tuple[int, int, int]:
+    """(rank, world size, local rank) under torchrun; (0, 1, 0) otherwise."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world > 1 and not torch.distributed.is_initialized():
+        backend = "nccl" if torch.cuda.is_available() else "gloo"
+        torch.distributed.init_process_group(backend)
+    return int(os.environ.get("RANK", "0")), world, int(os.environ.get("LOCAL_RANK", "0"))
+
+
+def lr_factor(step: int, cfg: LoopConfig) -> float:
+    if step < cfg.warmup:
+        return (step + 1) / cfg.warmup
+    if cfg.schedule == "constant":
+        return 1.0
+    t = (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
+    return 0.5 * (1 + math.cos(math.pi * min(1.0, t)))
+
+
+def _save(out: Path, task: Task, opt: torch.optim.Optimizer, step: int, cfg: LoopConfig,
+          history: list) -> None:
+    tmp = out / "last.tmp"
+    tmp.mkdir(parents=True, exist_ok=True)
+    state = {k: v.detach().contiguous().clone() for k, v in task.model.state_dict().items()}
+    save_file(state, str(tmp / "model.safetensors"))
+    torch.save(opt.state_dict(), tmp / "optimizer.pt")
+    torch.save({"torch_rng": torch.get_rng_state()}, tmp / "rng.pt")
+    (tmp / "state.json").write_text(json.dumps(
+        {"step": step, "config": asdict(cfg), "history": history, "git_commit": git_commit()}, indent=1))
+    last = out / "last"
+    if last.exists():
+        for f in last.iterdir():
+            f.unlink()
+        last.rmdir()
+    tmp.rename(last)  # a kill mid-save leaves the previous checkpoint intact
+
+
+def _resume(out: Path, task: Task, opt: torch.optim.Optimizer) -> tuple[int, list]:
+    last = out / "last"
+    if not (last / "state.json").exists():
+        return 0, []
+    task.model.load_state_dict(load_file(str(last / "model.safetensors")))
+    opt.load_state_dict(torch.load(last / "optimizer.pt", weights_only=True))
+    torch.set_rng_state(torch.load(last / "rng.pt", weights_only=True)["torch_rng"])
+    state = json.loads((last / "state.json").read_text())
+    return int(state["step"]), list(state.get("history", []))
+
+
+def run(task: Task, cfg: LoopConfig, resume: bool = True) -> dict[str, float]:
+    """Train `task` for cfg.steps optimizer updates; returns the final validation metrics."""
+    rank, world, local = _dist()
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    seed_everything(cfg.seed + rank)
+    dev = cfg.device if cfg.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+    if dev == "cuda":
+        dev = f"cuda:{local}"
+        torch.cuda.set_device(local)
+    use_bf16 = cfg.precision == "bf16" or (cfg.precision == "auto" and dev.startswith("cuda"))
+    task.model.to(dev)
+    out = Path(cfg.out_dir)
+    opt = torch.optim.AdamW(task.param_groups(cfg), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    for g in opt.param_groups:
+        g["base_lr"] = g["lr"]
+    start, history = _resume(out, task, opt) if resume else (0, [])
+    model = task.model
+    if world > 1:
+        model = torch.nn.parallel.DistributedDataParallel(
+            task.model, device_ids=[local] if dev.startswith("cuda") else None)
+    t0, metrics = time.time(), {}
+    bar = tqdm(range(start, cfg.steps), initial=start, total=cfg.steps, disable=rank != 0,
+               desc=Path(cfg.out_dir).name, dynamic_ncols=True)
+    for step in bar:
+        for g in opt.param_groups:
+            g["lr"] = g["base_lr"] * lr_factor(step, cfg)
+        model.train()
+        logs: dict[str, float] = {}
+        for micro in range(cfg.grad_accum):
+            rng = random.Random(f"{cfg.seed}:{step}:{micro}:{rank}")
+            batch = task.batch(step, rank, rng)
+            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=use_bf16):
+                loss, logs = task.loss(model, batch)
+            (loss / cfg.grad_accum).backward()
+        if cfg.grad_clip:
+            torch.nn.utils.clip_grad_norm_(task.model.parameters(), cfg.grad_clip)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        done = step + 1
+        if done % cfg.log_every == 0:
+            bar.set_postfix({k: f"{v:.3f}" for k, v in logs.items()})
+        timed_out = cfg.max_minutes and (time.time() - t0) > 60 * cfg.max_minutes
+        if rank == 0 and (done % cfg.eval_every == 0 or done == cfg.steps or timed_out):
+            task.model.eval()
+            metrics = task.validate()
+            history.append({"step": done, **metrics, **logs})
+            tqdm.write(json.dumps(history[-1]))
+        if rank == 0 and (done % cfg.ckpt_every == 0 or done == cfg.steps or timed_out):
+            _save(out, task, opt, done, cfg, history)
+        if timed_out:
+            tqdm.write(f"stopping after {cfg.max_minutes} min at step {done} (resumable)")
+            break
+    if rank == 0:
+        if not metrics:
+            task.model.eval()
+            metrics = task.validate()
+        task.export(out, metrics)
+    return metrics
+
+
+def config_from_args(defaults: LoopConfig, config_file: str | None, overrides: list[str]) -> LoopConfig:
+    """Defaults < JSON config file < `key=value` overrides. Keys that are not loop settings
+    (a trainer's own hyper-parameters) land in `extra`."""
+    data = asdict(defaults)
+    extra = dict(data.pop("extra"))
+    items: list[tuple[str, Any]] = []
+    if config_file:
+        path = Path(config_file)
+        if not path.is_file():
+            raise SystemExit(f"config file not found: {config_file}")
+        items += list(json.loads(path.read_text()).items())
+    for ov in overrides:
+        key, sep, val = ov.partition("=")
+        if not sep:
+            raise SystemExit(f"override {ov!r} is not key=value")
+        items.append((key, _parse(val)))
+    names = {f.name for f in fields(LoopConfig)}
+    for key, val in items:
+        if key in names and key != "extra":
+            data[key] = val
+        else:
+            extra[key] = val
+    return LoopConfig(**data, extra=extra)
+
+
+def _parse(s: str) -> Any:
+    try:
+        return json.loads(s)
+    except ValueError:
+        return s
