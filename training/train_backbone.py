@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from cir_core.backbone import TINY_MODEL, register_project_configs, save_backbone_dir
+from cir_core.text_tower import encode_tokens
 from cir_core.world import apply_edit, caption, possible_edits, render, sample_scene
 from cir_core.world.spec import Scene
 
@@ -84,7 +85,10 @@ class BackboneTask:
     def loss(self, model, batch) -> tuple[torch.Tensor, dict[str, float]]:
         dev = next(model.parameters()).device
         images, tokens = (t.to(dev) for t in batch)
-        img, txt, scale = model(images, tokens)[:3]  # normalised features, exp(logit_scale)
+        m = getattr(model, "module", model)
+        img = F.normalize(m.encode_image(images), dim=-1)
+        txt = F.normalize(encode_tokens(m, tokens), dim=-1)  # trimmed: ~40 of 64 tokens used
+        scale = m.logit_scale.exp().clamp(max=100)
         logits = scale * img @ txt.T
         labels = torch.arange(len(img), device=dev)
         loss = (F.cross_entropy(logits, labels) + F.cross_entropy(logits.T, labels)) / 2
@@ -97,7 +101,7 @@ class BackboneTask:
             feats = [self.model.encode_image(to_tensor(images[i:i + 256]).to(dev))
                      for i in range(0, len(images), 256)]
         else:
-            feats = [self.model.encode_text(self.tokenizer(texts[i:i + 512]).to(dev))
+            feats = [encode_tokens(self.model, self.tokenizer(texts[i:i + 512]).to(dev))
                      for i in range(0, len(texts), 512)]
         return F.normalize(torch.cat(feats).float(), dim=-1).cpu()
 
