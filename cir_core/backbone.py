@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+from functools import partial
 import hashlib
 import json
 import logging
@@ -18,6 +19,7 @@ from tqdm.auto import tqdm
 
 from cir_core.errors import BackboneError, CheckpointError
 from cir_core.imageio import load_image
+from cir_core.text_tower import encode_tokens
 
 TINY_MODEL = "cir-tiny-vit"
 CONFIG_DIR = Path(__file__).resolve().parent / "model_configs"
@@ -133,7 +135,8 @@ class Backbone:
 
     def _encode(self, items: Sequence[Any], batch_size: int, progress: bool, kind: str) -> np.ndarray:
         out = [np.zeros((0, self.dim), np.float32)]
-        encode = self.model.encode_image if kind == "images" else self.model.encode_text
+        # The text path trims trailing padding (exact for causal towers, and cheaper).
+        encode = self.model.encode_image if kind == "images" else partial(encode_tokens, self.model)
         prepare = self.image_tensor if kind == "images" else self.tokenize
         with torch.inference_mode(), tqdm(total=len(items), disable=not progress, unit=kind[:-1],
                                           desc=f"encoding {kind}") as bar:

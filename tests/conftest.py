@@ -8,3 +8,21 @@ os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: takes more than ~15 s on 2 CPU cores")
+
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def tiny_backbone():
+    """The project's tiny architecture with random weights: fast, offline, deterministic."""
+    from cir_core.backbone import load_backbone
+
+    return load_backbone("cir-tiny-vit", pretrained=None, seed=0)
+
+
+@pytest.fixture(scope="session")
+def small_bench():
+    from cir_core.world import build_benchmark
+
+    return build_benchmark("test", 24)

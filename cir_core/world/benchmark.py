@@ -70,6 +70,20 @@ class Benchmark:
     def identities(self) -> list[int]:
         return [it.scene.character.identity for it in self.items]
 
+    def gallery(self, size: int = 64):
+        """The benchmark as a `cir_core.gallery.Gallery`: images are rendered on demand (at
+        `size` for the encoder, at any size for display), fingerprinted by scene + seed + size."""
+        from cir_core.gallery import Gallery, GalleryItem
+
+        items = [GalleryItem(it.item_id, None, {"fingerprint": it.fingerprint(size), "index": i,
+                                                 "identity": it.scene.character.identity})
+                 for i, it in enumerate(self.items)]
+
+        def image_fn(item: GalleryItem, s: int | None) -> Image.Image:
+            return self.items[item.meta["index"]].image(s or size)
+
+        return Gallery.from_items(f"world-{self.split}-{len(self.queries)}", items, image_fn)
+
 
 def _failed(q: Query, rng: random.Random) -> Scene | None:
     """A same-character scene where the modification failed: a change missing or a wrong value."""

@@ -64,13 +64,19 @@ def sequential_edits(scene: Scene, n: int, rng: random.Random,
     each (scenes[-1] is the target)."""
     uid = {o.shape: i for i, o in enumerate(scene.objects)}
     next_uid, touched, edits, scenes = len(uid), set(), [], []
-    cur = scene
+    cur, seen = scene, {scene.key()}
     for _ in range(n):
         cands = [e for e in possible_edits(cur, ops) if _touch_key(e, uid) not in touched
                  and (e.target is None or (uid[e.target], "all") not in touched)]
         if not cands:
             break
         e = rng.choice(cands)
+        # Re-adding an object just removed (or a chain of such edits) would return to an earlier
+        # scene: take the next candidate that does not (no extra draw, so other queries keep theirs).
+        i = cands.index(e)
+        e = next((c for c in cands[i:] + cands[:i] if apply_edit(cur, c).key() not in seen), None)
+        if e is None:
+            break
         touched.add(_touch_key(e, uid))
         if e.op == "shape":
             uid[e.value] = uid.pop(e.target)
@@ -81,13 +87,16 @@ def sequential_edits(scene: Scene, n: int, rng: random.Random,
         elif e.op == "remove":
             touched.add((uid.pop(e.target), "all"))
         cur = apply_edit(cur, e)
+        seen.add(cur.key())
         edits.append(e)
         scenes.append(cur)
     return edits, scenes
 
 
-def _captions(rng: random.Random, edits: list[Edit], scenes: list[Scene]) -> tuple[str, list[str]]:
-    """Target caption + negative captions, all with the same omissions (as one annotator would)."""
+def _captions(rng: random.Random, edits: list[Edit], scenes: list[Scene],
+              allow_novel: bool = True) -> tuple[str, list[str]]:
+    """Target caption + negative captions, all with the same omissions (as one annotator would).
+    With allow_novel=False no negative describes a held-out combination."""
     char_edit = any(e.op.startswith("char_") for e in edits)
     r = rng.random()
     character = char_edit or r >= 0.35
@@ -106,7 +115,7 @@ def _captions(rng: random.Random, edits: list[Edit], scenes: list[Scene]) -> tup
     else:
         wrong = [apply_edit(ref, e) for e in possible_edits(ref, (edits[0].op,))
                  if e.target == edits[0].target and e != edits[0]]
-        wrong = [w for w in wrong if w.key() != target.key()]
+        wrong = [w for w in wrong if w.key() != target.key() and (allow_novel or not w.is_novel())]
         if wrong:
             failed.append(rng.choice(wrong))  # right kind of change, wrong value
     tc = cap(target)
@@ -126,7 +135,7 @@ def sample_query(rng: random.Random, edit_type: str, query_id: str = "",
         if len(edits) < min(n, 2 if edit_type == "long" else n):
             continue
         target = scenes[-1]
-        if not allow_novel and target.is_novel():
+        if not allow_novel and any(s.is_novel() for s in scenes):  # intermediates are in the text
             continue
         if edit_type == "long":
             sentences = tuple(_sentence(edit_text(e, rng)) for e in edits)
@@ -136,7 +145,7 @@ def sample_query(rng: random.Random, edit_type: str, query_id: str = "",
             sentences = (edit_text(edits[0], rng, short=edit_type == "short"),)
             if edit_type != "short":
                 sentences = (_sentence(sentences[0]),)
-        tc, negs = _captions(rng, edits, [ref] + scenes)
+        tc, negs = _captions(rng, edits, [ref] + scenes, allow_novel)
         ref_cap = caption(ref, rng, name=rng.random() < 0.5)
         return Query(query_id, ref, rng.randrange(1 << 30), edit_type, tuple(edits), sentences,
                      target, rng.randrange(1 << 30), tc, tuple(negs), ref_cap,

@@ -1,0 +1,13 @@
+"""Project-wide defaults that several modules share."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+ASSETS_DIR = REPO_ROOT / "assets"
+
+
+def cache_dir() -> Path:
+    """Where gallery embeddings are cached: $CIR_CACHE_DIR, else ~/.cache/cir-workbench."""
+    return Path(os.environ.get("CIR_CACHE_DIR", Path.home() / ".cache" / "cir-workbench"))

@@ -1,0 +1,33 @@
+"""The zero-training baselines every CIR paper reports: text-only, image-only and their sum."""
+from __future__ import annotations
+
+import numpy as np
+
+from .base import Method, normalise, register_method
+
+
+@register_method
+class TextOnly(Method):
+    name = "text-only"
+    description = "f_T(edit): ignores the reference image"
+
+    def _compose(self, ref: np.ndarray, texts: list[str]) -> np.ndarray:
+        return self.backbone.encode_texts(texts)
+
+
+@register_method
+class ImageOnly(Method):
+    name = "image-only"
+    description = "v_r: ignores the edit (q − q_∅ = 0, so Chord adds nothing)"
+
+    def _compose(self, ref: np.ndarray, texts: list[str]) -> np.ndarray:
+        return ref.copy()
+
+
+@register_method
+class Sum(Method):
+    name = "sum"
+    description = "norm(v_r + f_T(edit))"
+
+    def _compose(self, ref: np.ndarray, texts: list[str]) -> np.ndarray:
+        return normalise(ref) + self.backbone.encode_texts(texts)
