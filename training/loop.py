@@ -53,6 +53,7 @@ class Task(Protocol):
     def loss(self, model: torch.nn.Module, batch: Any) -> tuple[torch.Tensor, dict[str, float]]: ...
     def validate(self) -> dict[str, float]: ...
     def export(self, out_dir: Path, metrics: dict[str, float]) -> None: ...
+    # optional: before_step(self, step: int, optimizer) -> None, called after the lr is set
 
 
 def git_commit() -> str:
@@ -143,6 +144,8 @@ def run(task: Task, cfg: LoopConfig, resume: bool = True) -> dict[str, float]:
     for step in bar:
         for g in opt.param_groups:
             g["lr"] = g["base_lr"] * lr_factor(step, cfg)
+        if hasattr(task, "before_step"):  # e.g. PACT's phases: freeze a group by zeroing its lr
+            task.before_step(step, opt)
         model.train()
         logs: dict[str, float] = {}
         for micro in range(cfg.grad_accum):
