@@ -1,7 +1,8 @@
 """The benchmark gallery: each query's exact target among hard distractors, CIRR/CIRCO style.
 
 Per query the gallery holds the reference, the target, and five hard distractors that form the
-query's subset of six with the target: the edit satisfied by other characters (x2 or x3), the
+query's subset of six with the target: the edit satisfied by other characters (x3, or x4 when no failed
+modification exists), the
 reference itself re-rendered (same character, nothing changed), and a failed modification (same
 character, wrong value or a change missing). Random filler scenes pad the gallery. Every gallery
 scene whose key equals the target's counts as a ground truth for mAP.

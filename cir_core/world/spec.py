@@ -94,15 +94,22 @@ class Scene:
         return (self.character.identity, self.background) in HELD_OUT_CHAR_BG
 
     def validate(self) -> None:
-        assert self.background in BACKGROUNDS, self.background
-        assert 0 <= self.character.identity < N_IDENTITIES
-        assert self.character.position in POSITIONS and self.character.facing in FACINGS
-        assert 1 <= len(self.objects) <= 3, "a scene has 1-3 objects"
-        assert len({o.shape for o in self.objects}) == len(self.objects), "shapes must be distinct"
-        assert len({o.position for o in self.objects}) == len(self.objects), "one object per slot"
+        """Raise ValueError naming the first thing wrong with this scene."""
+        checks = [
+            (self.background in BACKGROUNDS, f"unknown background {self.background!r}"),
+            (0 <= self.character.identity < N_IDENTITIES, f"identity {self.character.identity} out of range"),
+            (self.character.position in POSITIONS, f"bad character position {self.character.position!r}"),
+            (self.character.facing in FACINGS, f"bad facing {self.character.facing!r}"),
+            (1 <= len(self.objects) <= 3, "a scene has 1-3 objects"),
+            (len({o.shape for o in self.objects}) == len(self.objects), "object shapes must be distinct"),
+            (len({o.position for o in self.objects}) == len(self.objects), "one object per slot"),
+        ]
         for o in self.objects:
-            assert o.shape in SHAPES and o.colour in COLOURS and o.size in SIZES
-            assert o.position in POSITIONS
+            checks.append((o.shape in SHAPES and o.colour in COLOURS and o.size in SIZES
+                           and o.position in POSITIONS, f"bad object {o}"))
+        for ok, msg in checks:
+            if not ok:
+                raise ValueError(f"invalid scene: {msg}")
 
     def to_dict(self) -> dict:
         return asdict(self)
