@@ -26,3 +26,60 @@ def small_bench():
     from cir_core.world import build_benchmark
 
     return build_benchmark("test", 24)
+
+
+@pytest.fixture(scope="session")
+def train_cache_root(tmp_path_factory):
+    """Where the DiCE/PACE tests keep their embed caches (train queries and val gallery)."""
+    return tmp_path_factory.mktemp("train-cache")
+
+
+@pytest.fixture(scope="session")
+def train_cache(tiny_backbone, train_cache_root):
+    """Frozen embeddings of 48 world training queries (tiny backbone, random weights)."""
+    import torch
+
+    from training.embed_cache import build_train_cache
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)  # see one_thread
+    try:
+        return build_train_cache(tiny_backbone, 48, seed=0, root=train_cache_root, progress=False)
+    finally:
+        torch.set_num_threads(before)
+
+
+@pytest.fixture
+def head_cfg(train_cache, train_cache_root, tmp_path):
+    """make(defaults, key=value...) -> a small LoopConfig for the DiCE/PACE trainers on the
+    `train_cache` queries: CPU, no validation unless val_queries is given."""
+    from training.loop import config_from_args
+
+    def make(defaults, **kw):
+        base = {"backbone": "cir-tiny-vit", "n_train": 48, "cache_root": str(train_cache_root),
+                "val_cache_root": str(train_cache_root / "val"), "val_queries": 0, "batch_size": 16,
+                "warmup": 2, "steps": 4, "eval_every": 1000, "ckpt_every": 1000, "log_every": 1000,
+                "device": "cpu", "threads": 0, "out_dir": str(tmp_path / "run"),
+                "export_dir": str(tmp_path / "export"), **kw}
+        cfg = config_from_args(defaults, None, [])
+        for k, v in base.items():
+            if hasattr(cfg, k) and k != "extra":
+                setattr(cfg, k, v)
+            else:
+                cfg.extra[k] = v
+        cfg.extra = {**defaults.extra, **cfg.extra}
+        return cfg
+
+    return make
+
+
+@pytest.fixture
+def one_thread():
+    """torch on one thread for the test, restored after: small ops on 2 threads collapse (10-20x)
+    when another process holds a core, and these tests are all small ops."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

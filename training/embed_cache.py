@@ -1,0 +1,224 @@
+"""Frozen embeddings of N world training queries, built once per backbone and reused.
+
+DiCE and PACE train only small heads on top of frozen towers, so every epoch would re-encode the
+same images and texts: encode them once here and train on the arrays (cheap on any machine).
+
+    python -m training.embed_cache --n 20000 [--backbone local-dir:...] [--seed 0]
+
+Layout of `<root>/<key>/` (key = backbone id, N, seed, RENDER_VERSION, image size, a fingerprint
+of the world's first queries, this format's version):
+  ref_img.npy, tgt_img.npy   (N, D) float16   reference / target image embeddings
+  texts.npy (U, D) float16 + texts.json       every distinct text, encoded once
+  ref_caption.npy, edit.npy, target_caption.npy   (N,) int32 rows of texts.npy
+  neg_idx.npy + neg_off.npy, sent_idx.npy + sent_off.npy   ragged: query i owns idx[off[i]:off[i+1]]
+  edit_type.npy (N,) int8 (index into EDIT_TYPES), ref_key.npy / tgt_key.npy (N,) int64 scene keys
+  meta.json
+Sentences are `split_sentences(q.text)` (what PACE sees at inference): one per atomic edit for
+"long" queries, the edit itself otherwise.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import itertools
+import json
+import os
+import shutil
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from cir_core.config import cache_dir
+from cir_core.text import split_sentences
+from cir_core.world import EDIT_TYPES, query_stream, render
+from cir_core.world.render import RENDER_VERSION
+
+FORMAT_VERSION = 1
+ARRAYS = ("ref_img", "tgt_img", "texts", "ref_caption", "edit", "target_caption", "neg_idx",
+          "neg_off", "sent_idx", "sent_off", "edit_type", "ref_key", "tgt_key")
+
+
+def scene_hash(key: tuple) -> int:
+    """A stable int64 of a scene key (equal keys = the same scene, whatever the render)."""
+    return int.from_bytes(hashlib.sha1(repr(key).encode()).digest()[:8], "little", signed=True)
+
+
+def world_fingerprint(seed: int, k: int = 8) -> str:
+    """Changes when the world's language or sampling changes (RENDER_VERSION covers pixels)."""
+    qs = itertools.islice(query_stream(seed), k)
+    return hashlib.sha1("|".join(f"{q.text}#{q.target_caption}#{q.ref_seed}" for q in qs)
+                        .encode()).hexdigest()[:10]
+
+
+def cache_key(backbone, n: int, seed: int) -> str:
+    ident = f"{backbone.id}|{n}|{seed}|r{RENDER_VERSION}|{backbone.image_size}|" \
+            f"{world_fingerprint(seed)}|f{FORMAT_VERSION}"
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in backbone.id)[:60]
+    return f"{safe}-n{n}-s{seed}-{hashlib.sha1(ident.encode()).hexdigest()[:10]}"
+
+
+class TrainEmbeddings:
+    """The loaded cache. Gathered rows are float32, unit norm up to float16 storage (~1e-3)."""
+
+    def __init__(self, folder: Path):
+        self.folder = Path(folder)
+        self.meta = json.loads((self.folder / "meta.json").read_text())
+        a = {k: np.load(self.folder / f"{k}.npy") for k in ARRAYS}
+        self.ref_img, self.tgt_img, self.texts = a["ref_img"], a["tgt_img"], a["texts"]
+        self.ref_caption, self.edit, self.target_caption = a["ref_caption"], a["edit"], a["target_caption"]
+        self.neg_idx, self.neg_off = a["neg_idx"], a["neg_off"]
+        self.sent_idx, self.sent_off = a["sent_idx"], a["sent_off"]
+        self.edit_type, self.ref_key, self.tgt_key = a["edit_type"], a["ref_key"], a["tgt_key"]
+        self.n, self.dim = int(self.meta["n"]), int(self.meta["dim"])
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __repr__(self) -> str:
+        return f"TrainEmbeddings(n={self.n}, dim={self.dim}, texts={len(self.texts)}, folder={self.folder})"
+
+    @property
+    def n_sentences(self) -> np.ndarray:
+        return np.diff(self.sent_off)
+
+    def text(self, rows: np.ndarray) -> np.ndarray:
+        """(…, D) float32 embeddings of text rows (indices into texts.npy)."""
+        return self.texts[rows].astype(np.float32)
+
+    def image(self, which: str, idx: np.ndarray) -> np.ndarray:
+        return (self.ref_img if which == "ref" else self.tgt_img)[idx].astype(np.float32)
+
+    def sentences(self, i: int) -> np.ndarray:
+        """(n_i, D) embeddings of query i's sentences."""
+        return self.text(self.sent_idx[self.sent_off[i]:self.sent_off[i + 1]])
+
+    def negatives(self, i: int) -> np.ndarray:
+        """(m_i, D) embeddings of query i's negative captions (m_i may be 0)."""
+        return self.text(self.neg_idx[self.neg_off[i]:self.neg_off[i + 1]])
+
+    def type_mask(self, *types: str) -> np.ndarray:
+        codes = [EDIT_TYPES.index(t) for t in types]
+        return np.isin(self.edit_type, codes)
+
+
+def _render_pair(args: tuple) -> tuple:
+    ref, rs, tgt, ts, size = args
+    return render(ref, size, rs), render(tgt, size, ts)
+
+
+def _encode_by_length(backbone, texts: list[str]) -> np.ndarray:
+    """encode_texts in length order: the text tower trims padding per batch, so batching
+    sentences with sentences and captions with captions halves the cost."""
+    order = np.argsort([len(t) for t in texts], kind="stable")
+    emb = backbone.encode_texts([texts[i] for i in order], batch_size=256)
+    out = np.empty_like(emb, dtype=np.float16)
+    out[order] = emb
+    return out
+
+
+def build_train_cache(backbone, n: int, seed: int = 0, root: Path | None = None,
+                      chunk: int = 512, workers: int = 0, progress: bool = True) -> TrainEmbeddings:
+    """Encode the first `n` queries of `query_stream(seed)` with `backbone` (images rendered at
+    `backbone.image_size`) and write the cache; a finished cache is reused, never rebuilt."""
+    root = Path(root) if root is not None else cache_dir() / "train"
+    folder = root / cache_key(backbone, n, seed)
+    if (folder / "meta.json").is_file():
+        return TrainEmbeddings(folder)
+    t0, size = time.time(), backbone.image_size
+    text_ids: dict[str, int] = {}
+    text_rows: list[np.ndarray] = []
+    fields: dict[str, list] = {k: [] for k in ("ref_caption", "edit", "target_caption", "neg_idx",
+                                                "neg_len", "sent_idx", "sent_len", "edit_type",
+                                                "ref_key", "tgt_key")}
+    ref_img, tgt_img = [], []
+
+    def tid(t: str) -> int:
+        return text_ids.setdefault(t, len(text_ids))
+
+    pool = ProcessPoolExecutor(workers) if workers > 0 else None
+    stream = query_stream(seed)
+    bar = tqdm(total=n, disable=not progress, unit="query", desc=f"train cache n={n}")
+    try:
+        for start in range(0, n, chunk):
+            qs = list(itertools.islice(stream, min(chunk, n - start)))
+            args = [(q.reference, q.ref_seed, q.target, q.target_seed, size) for q in qs]
+            pairs = list(pool.map(_render_pair, args, chunksize=16) if pool else map(_render_pair, args))
+            ref_img.append(backbone.encode_images([p[0] for p in pairs], batch_size=256).astype(np.float16))
+            tgt_img.append(backbone.encode_images([p[1] for p in pairs], batch_size=256).astype(np.float16))
+            n_known = len(text_ids)
+            for q in qs:
+                sents = split_sentences(q.text) or [q.text]
+                fields["ref_caption"].append(tid(q.ref_caption))
+                fields["edit"].append(tid(q.text))
+                fields["target_caption"].append(tid(q.target_caption))
+                fields["neg_idx"] += [tid(t) for t in q.negatives]
+                fields["neg_len"].append(len(q.negatives))
+                fields["sent_idx"] += [tid(s) for s in sents]
+                fields["sent_len"].append(len(sents))
+                fields["edit_type"].append(EDIT_TYPES.index(q.edit_type))
+                fields["ref_key"].append(scene_hash(q.reference.key()))
+                fields["tgt_key"].append(scene_hash(q.target.key()))
+            new = list(text_ids)[n_known:]  # dicts keep insertion order: the texts first seen now
+            if new:
+                text_rows.append(_encode_by_length(backbone, new))
+            bar.update(len(qs))
+            bar.set_postfix(texts=len(text_ids))
+    finally:
+        bar.close()
+        if pool:
+            pool.shutdown()
+    arrays = {
+        "ref_img": np.concatenate(ref_img), "tgt_img": np.concatenate(tgt_img),
+        "texts": np.concatenate(text_rows),
+        **{k: np.asarray(fields[k], np.int32) for k in ("ref_caption", "edit", "target_caption",
+                                                        "neg_idx", "sent_idx")},
+        "neg_off": np.concatenate([[0], np.cumsum(fields["neg_len"])]).astype(np.int64),
+        "sent_off": np.concatenate([[0], np.cumsum(fields["sent_len"])]).astype(np.int64),
+        "edit_type": np.asarray(fields["edit_type"], np.int8),
+        "ref_key": np.asarray(fields["ref_key"], np.int64), "tgt_key": np.asarray(fields["tgt_key"], np.int64),
+    }
+    meta = {"backbone": backbone.id, "dim": backbone.dim, "n": n, "seed": seed,
+            "render_version": RENDER_VERSION, "image_size": size, "format": FORMAT_VERSION,
+            "world_fingerprint": world_fingerprint(seed), "n_texts": len(text_ids),
+            "n_sentences": int(arrays["sent_off"][-1]), "edit_types": list(EDIT_TYPES),
+            "build_seconds": round(time.time() - t0, 1)}
+    tmp = folder.with_name(folder.name + f".tmp{os.getpid()}")
+    tmp.mkdir(parents=True, exist_ok=True)
+    for k, v in arrays.items():
+        np.save(tmp / f"{k}.npy", v)
+    (tmp / "texts.json").write_text(json.dumps(list(text_ids)))
+    (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
+    try:
+        tmp.rename(folder)  # atomic: a reader sees the whole cache or none of it
+    except OSError:  # another process finished first: use its copy
+        shutil.rmtree(tmp, ignore_errors=True)
+    return TrainEmbeddings(folder)
+
+
+def load_train_cache(backbone, n: int, seed: int = 0, root: Path | None = None,
+                     **build_kw) -> TrainEmbeddings:
+    """The cache for (backbone, n, seed), built first if it does not exist yet."""
+    return build_train_cache(backbone, n, seed, root, **build_kw)
+
+
+def main(argv: list[str] | None = None) -> None:
+    from cir_core.backbone import DEFAULT_MODEL, load_backbone
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--backbone", default=DEFAULT_MODEL)
+    ap.add_argument("--pretrained", default=None)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--n", type=int, default=20000)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--root", type=Path, default=None, help="default: cir_core.config.cache_dir()/train")
+    ap.add_argument("--workers", type=int, default=0, help="render processes (0: render inline)")
+    args = ap.parse_args(argv)
+    bb = load_backbone(args.backbone, args.pretrained, device=args.device)
+    print(build_train_cache(bb, args.n, args.seed, args.root, workers=args.workers))
+
+
+if __name__ == "__main__":
+    main()
