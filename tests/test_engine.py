@@ -1,0 +1,199 @@
+"""cir_core.engine: one compare request, shared encodes, marks, progression, failures per method."""
+import numpy as np
+import pytest
+from PIL import Image
+
+from _cir_fakes import NeedsCheckpoint, fake_trained_methods, long_query, make_engine
+from cir_core.appconfig import AppConfig, apply_offline_default, from_args, is_hub_repo_id
+from cir_core.engine import MAX_STEPS, TextMemo, resolve_checkpoints
+from cir_core.errors import CheckpointError, ImageLoadError, InputError
+
+COLUMNS = ["pact", "dice", "pace", "compose-only"]
+
+
+@pytest.fixture
+def engine():
+    with fake_trained_methods():
+        yield make_engine()
+
+
+class CountingBackbone:
+    """Wraps a backbone and counts the images and texts it encodes."""
+
+    def __init__(self, inner):
+        self.inner, self.images, self.texts = inner, 0, []
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def encode_images(self, images, **kw):
+        self.images += len(images)
+        return self.inner.encode_images(images, **kw)
+
+    def encode_texts(self, texts, **kw):
+        self.texts += list(texts)
+        return self.inner.encode_texts(texts, **kw)
+
+
+def test_compare_world_query_marks_and_progression(engine):
+    q, row = long_query(engine)
+    res = engine.compare(engine.reference_from_row(row), q.text, k=5, scoring="chord")
+    assert [m.name for m in res.methods] == [*COLUMNS, "sum"]
+    assert all(m.ok and len(m.hits) == 5 for m in res.methods)
+    assert res.query_id == q.query_id and res.target_rows  # ground truth known for a world query
+    for m in res.methods:
+        assert [h.rank for h in m.hits] == [1, 2, 3, 4, 5]
+        assert all(h.row != row for h in m.hits)  # the reference is never retrieved
+        assert all(h.is_target == (h.row in res.target_rows) for h in m.hits)
+        assert all(h.same_character == (h.character == res.reference.character) for h in m.hits)
+        scores = [h.score for h in m.hits]
+        assert scores == sorted(scores, reverse=True)
+        assert m.lam == pytest.approx(0.34)
+    assert res.progression.method == "pace" and res.progression.native
+    assert len(res.progression.steps) == len(q.sentences)
+    assert [s.sentence for s in res.progression.steps] == list(q.sentences)
+    assert set(res.timings) == {"encode", "compose", "search", "total"}
+    assert res.to_dict()["reference"]["item_id"] == engine.item_id(row)
+
+
+def test_gallery_reference_is_never_encoded_and_texts_encoded_once():
+    with fake_trained_methods():
+        e = make_engine()
+        counting = CountingBackbone(e.backbone)
+        e.text_memo = TextMemo(counting)  # what the methods will be built on
+        q, row = long_query(e)
+        res = e.compare(e.reference_from_row(row), q.text, k=3)
+    assert all(m.ok for m in res.methods)
+    assert counting.images == 0
+    # every distinct text once, in one batch, however many methods and steps read it
+    assert len(counting.texts) == len(set(counting.texts))
+    assert q.text in counting.texts and "" in counting.texts
+
+
+def test_free_text_edit_has_identity_marks_but_no_ground_truth(engine):
+    ref = engine.reference_from_row(0)
+    res = engine.compare(ref, "Make the square blue. Move the character to the left.", k=4)
+    assert res.query_id is None and res.target_rows == []
+    hits = res.methods[0].hits
+    assert all(h.is_target is None for h in hits)
+    assert all(h.same_character is not None for h in hits) and ref.character
+    assert len(res.progression.steps) == 2
+
+
+def test_upload_reference_encoded_once(engine, tmp_path):
+    path = tmp_path / "ref.png"
+    engine.image(5, 96).save(path)
+    ref = engine.reference_from_upload(str(path))
+    assert ref.kind == "upload" and ref.row is None and ref.character is None
+    again = engine.reference_from_upload(str(path))
+    assert again.encode_ms == 0.0 and np.array_equal(again.embedding, ref.embedding)
+    res = engine.compare(ref, "Add a red star.", k=3)
+    assert all(h.same_character is None and h.is_target is None for h in res.methods[0].hits)
+
+
+@pytest.mark.parametrize("edit, msg", [("", "empty"), ("   \n ", "empty"), ("x" * 2001, "limit"),
+                                       ("...", "no words")])
+def test_bad_edits(engine, edit, msg):
+    with pytest.raises(InputError, match=msg):
+        engine.compare(engine.reference_from_row(0), edit)
+
+
+def test_bad_arguments(engine):
+    ref = engine.reference_from_row(0)
+    with pytest.raises(InputError, match="k must"):
+        engine.compare(ref, "Add a star.", k=0)
+    with pytest.raises(InputError, match="scoring"):
+        engine.compare(ref, "Add a star.", scoring="dot")
+    with pytest.raises(InputError, match="no item"):
+        engine.reference_from_id("nope/1")
+
+
+def test_bad_uploads(engine, tmp_path):
+    txt = tmp_path / "notes.png"
+    txt.write_text("not an image")
+    with pytest.raises(ImageLoadError, match="not a recognised image"):
+        engine.reference_from_upload(str(txt))
+    bomb = tmp_path / "bomb.png"
+    Image.new("1", (8000, 6000)).save(bomb)  # 48 Mpx, a few kB on disk
+    with pytest.raises(ImageLoadError, match="exceeds"):
+        engine.reference_from_upload(str(bomb))
+
+
+def test_missing_checkpoint_is_reported_in_its_column_only():
+    with fake_trained_methods(dice=NeedsCheckpoint):
+        e = make_engine()
+        res = e.compare(e.reference_from_row(0), "Add a red star. Make it night.", k=3)
+    by = {m.name: m for m in res.methods}
+    assert not by["dice"].ok and "no checkpoint" in by["dice"].error and by["dice"].hits == []
+    assert all(by[n].ok and by[n].hits for n in ("pact", "pace", "compose-only", "sum"))
+
+
+def test_unregistered_method_and_prefix_progression_fallback():
+    with fake_trained_methods():
+        from cir_core.methods import base
+
+        saved = base._REGISTRY.pop("pace")
+        try:
+            e = make_engine()
+            res = e.compare(e.reference_from_row(0), "Add a red star. Make it night. Turn left.", k=2)
+        finally:
+            base._REGISTRY["pace"] = saved
+    by = {m.name: m for m in res.methods}
+    assert "is registered in this build" in by["pace"].error
+    prog = res.progression
+    assert prog.method == "pact" and not prog.native and "not PACE" in prog.note
+    assert len(prog.steps) == 3
+
+
+def test_a_method_that_crashes_leaves_the_others_working():
+    class Broken(NeedsCheckpoint):
+        name, needs_checkpoint = "pact", False
+
+        def _compose(self, ref, texts):
+            raise RuntimeError("boom")
+
+    with fake_trained_methods(pact=Broken):
+        e = make_engine()
+        res = e.compare(e.reference_from_row(0), "Add a star.", k=2)
+    assert "boom" in res.methods[0].error and all(m.ok for m in res.methods[1:])
+
+
+def test_progression_is_capped(engine):
+    text = " ".join(f"Step number {i} here." for i in range(MAX_STEPS + 3))
+    res = engine.compare(engine.reference_from_row(0), text, k=2)
+    assert len(res.progression.steps) == MAX_STEPS and f"of {MAX_STEPS + 3}" in res.progression.note
+
+
+def test_search_examples_and_queries(engine):
+    assert len(engine.search("")) == len(engine.gallery)
+    name = engine.character(0)
+    rows = engine.search(name.lower())
+    assert 0 in rows and all(name in (engine.character(r) or "") or name in engine.caption(r) for r in rows)
+    assert engine.search(engine.item_id(7)) == [7]
+    ex = engine.example_queries()
+    assert len(ex) == 6 and len(ex[0].sentences) >= 2
+    with pytest.raises(InputError, match="no world query"):
+        engine.query("test-99999")
+
+
+def test_checkpoint_sources(tmp_path, monkeypatch):
+    assert resolve_checkpoints(str(tmp_path), ["pact"]).folder == tmp_path
+    missing = resolve_checkpoints(str(tmp_path / "nope"), ["pact"])
+    assert missing.folder is None and "not found" in missing.error
+    assert is_hub_repo_id("org/cir-checkpoints") and is_hub_repo_id("hf-hub:org/x")
+    assert not is_hub_repo_id(str(tmp_path)) and not is_hub_repo_id("./x/y")
+    hub = resolve_checkpoints("someone/cir-ckpts-that-do-not-exist", ["pact", "dice"])
+    assert hub.folder is None and "could not fetch" in hub.error and "someone/cir-ckpts" in hub.error
+    with pytest.raises(CheckpointError, match="could not fetch"):
+        hub.folder_for("pact")
+
+
+def test_config_flags_env_and_offline(monkeypatch):
+    cfg = from_args(["--world-queries", "40", "--port", "7999", "--unknown-flag"],
+                    env={"CIR_GALLERY": "/data/frames", "CIR_PORT": "1", "CIR_DB": "x.sqlite"})
+    assert (cfg.world_queries, cfg.port, cfg.gallery, cfg.db) == (40, 7999, "/data/frames", "x.sqlite")
+    assert AppConfig(backbone="hf-hub:org/model").uses_hub() and not AppConfig().uses_hub()
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    apply_offline_default(AppConfig())
+    import os
+    assert os.environ["HF_HUB_OFFLINE"] == "1"
