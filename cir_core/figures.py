@@ -1,0 +1,323 @@
+"""Qualitative figures in the style of the PACT paper's MovieNet figures: for each query, the
+reference with its edit text, then one row per method with its top-k; ground-truth targets framed
+in green, results showing the reference's character marked with a blue dot.
+
+Two layers:
+- `render(panels, ...)`: PIL images / numpy arrays in, a matplotlib figure out (`save` writes PNG
+  or PDF by suffix, `to_image` gives a PIL image). No model, no gallery.
+- `build_panels(engine, entries, ...)` runs the queries through `cir_core.engine.Engine.compare`;
+  `export(...)` writes PNG + PDF + the query-list JSON that regenerates the same figure:
+
+    python -m cir_core.figures --queries q.json --out fig.pdf --out fig.png
+
+`q.json` is the exported JSON, or a bare list of entries. An entry is a world query id
+("test-00010"), {"query_id": ...}, {"reference": <gallery item id>, "text": ...}, or
+{"reference_path": <image file>, "text": ...}.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+from PIL import Image
+
+from .errors import CIRError, InputError
+
+TARGET_COLOUR = "#1a9641"  # the green of the app's ground-truth frame
+SAME_COLOUR = "#2166ac"  # the blue of the same-character dot
+FORMATS = (".png", ".pdf")
+
+
+@dataclass
+class Cell:
+    image: Image.Image | np.ndarray
+    score: float | None = None
+    target: bool | None = None  # None: ground truth unknown
+    same_character: bool | None = None  # None: the reference's character is unknown
+
+
+@dataclass
+class Panel:
+    reference: Image.Image | np.ndarray
+    text: str
+    title: str = ""
+    rows: list[tuple[str, list[Cell] | str]] = field(default_factory=list)  # (label, cells | error)
+
+
+def _array(img: Image.Image | np.ndarray) -> np.ndarray:
+    if isinstance(img, Image.Image):
+        return np.asarray(img.convert("RGB"))
+    arr = np.asarray(img)
+    if arr.dtype != np.uint8:
+        arr = np.clip(arr * (255.0 if arr.max() <= 1.0 else 1.0), 0, 255).astype(np.uint8)
+    return arr
+
+
+def render(panels: Sequence[Panel], marks: bool = True, scores: bool = True, cell: float = 0.95,
+           dpi: int = 200):
+    """A matplotlib Figure: one block per panel, reference + edit on the left, a row per method."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Circle, Rectangle
+
+    if not panels:
+        raise InputError("a figure needs at least one query")
+    k = max((len(c) for p in panels for _, c in p.rows if not isinstance(c, str)), default=1)
+    gap, label_w, pad = 0.06 * cell, 1.05, 0.12
+    ref_side = 1.6 * cell
+    cap_h = 0.16 if scores else 0.02
+    row_h = cell + cap_h
+    heights = []
+    for p in panels:
+        n = max(len(p.rows), 1)
+        text_lines = len(textwrap.wrap(p.text, 30)) if p.text else 0
+        left_h = 0.22 + ref_side + 0.05 + 0.13 * min(text_lines, 9)
+        heights.append(max(0.22 + n * row_h + (n - 1) * gap, left_h))
+    width = pad + ref_side + 0.18 + label_w + k * cell + (k - 1) * gap + pad
+    height = pad + sum(heights) + 0.25 * (len(panels) - 1) + pad
+    fig = Figure(figsize=(width, height), dpi=dpi)
+    fig.patch.set_facecolor("white")
+
+    def axes(x: float, y_top: float, w: float, h: float):
+        ax = fig.add_axes((x / width, (height - y_top - h) / height, w / width, h / height))
+        ax.set_xticks([])
+        ax.set_yticks([])
+        for s in ax.spines.values():
+            s.set_visible(False)
+        return ax
+
+    def text(x: float, y_top: float, s: str, **kw: Any) -> None:
+        fig.text(x / width, 1 - y_top / height, s, **kw)
+
+    y = pad
+    grid_x = pad + ref_side + 0.18 + label_w
+    for p, h in zip(panels, heights):
+        if p.title:
+            text(pad, y + 0.02, p.title, fontsize=7.5, fontweight="bold", va="top")
+        ax = axes(pad, y + 0.22, ref_side, ref_side)
+        ax.imshow(_array(p.reference), interpolation="lanczos")
+        for s in ax.spines.values():
+            s.set_visible(True)
+            s.set_color("#444444")
+            s.set_linewidth(0.8)
+        if p.text:
+            lines = textwrap.wrap(p.text, 30)
+            if len(lines) > 9:
+                lines = lines[:8] + [lines[8][:26] + " …"]
+            text(pad, y + 0.22 + ref_side + 0.05, "“" + "\n".join(lines) + "”", fontsize=6.2,
+                 va="top", style="italic", linespacing=1.25)
+        for j in range(k):
+            text(grid_x + j * (cell + gap) + cell / 2, y + 0.02, str(j + 1), fontsize=6.5,
+                 ha="center", va="top", color="#555555")
+        for r, (label, cells) in enumerate(p.rows):
+            top = y + 0.22 + r * (row_h + gap)
+            text(grid_x - 0.08, top + cell / 2, label, fontsize=7.5, ha="right", va="center",
+                 fontweight="bold")
+            if isinstance(cells, str):
+                text(grid_x, top + cell / 2, "\n".join(textwrap.wrap(cells, 24 * max(k, 2))),
+                     fontsize=6, va="center", color="#888888", style="italic")
+                continue
+            for j, c in enumerate(cells):
+                ax = axes(grid_x + j * (cell + gap), top, cell, cell)
+                ax.imshow(_array(c.image), interpolation="lanczos")
+                if marks and c.target:
+                    ax.add_patch(Rectangle((0, 0), 1, 1, transform=ax.transAxes, fill=False,
+                                           edgecolor=TARGET_COLOUR, linewidth=3.2, clip_on=False))
+                if marks and c.same_character:
+                    ax.add_patch(Circle((0.88, 0.88), 0.075, transform=ax.transAxes,
+                                        facecolor=SAME_COLOUR, edgecolor="white", linewidth=0.8))
+                if scores and c.score is not None:
+                    text(grid_x + j * (cell + gap) + cell / 2, top + cell + 0.02,
+                         f"{c.score:.3f}" + (" ✓" if marks and c.target else ""), fontsize=5.5,
+                         ha="center", va="top", color=TARGET_COLOUR if marks and c.target else "#333333")
+        y += h + 0.25
+    return fig
+
+
+def to_image(fig) -> Image.Image:
+    """Rasterise a figure (Agg) to an RGB PIL image."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    return Image.fromarray(np.asarray(canvas.buffer_rgba())[..., :3].copy())
+
+
+def save(fig, path: str | Path) -> Path:
+    """Write `fig` as PNG or PDF, chosen by the suffix."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    path = Path(path)
+    if path.suffix.lower() not in FORMATS:
+        raise InputError(f"cannot write {path.name}: figures are {' or '.join(FORMATS)}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    FigureCanvasAgg(fig)  # attach a canvas: a bare Figure has none to print with
+    fig.savefig(path, dpi=fig.dpi, facecolor="white", metadata=None if path.suffix == ".png" else
+                {"Creator": "cir-workbench cir_core.figures"})
+    return path
+
+
+@dataclass
+class Exported:
+    spec: dict  # what the .json holds
+    panels: list[Panel]
+    figure: Any  # the matplotlib Figure
+
+
+# -- queries → panels ---------------------------------------------------------------------------
+
+def parse_entries(spec: Any) -> list[dict]:
+    """Normalise a query list: ids, JSON text, the exported JSON, or a list of entry dicts."""
+    if isinstance(spec, (str, bytes)):
+        raw = spec.decode() if isinstance(spec, bytes) else spec
+        raw = raw.strip()
+        if not raw:
+            raise InputError("no queries given: list world query ids (test-00010, …) or paste a JSON list")
+        if raw[0] in "[{":
+            try:
+                spec = json.loads(raw)
+            except json.JSONDecodeError as exc:
+                raise InputError(f"the query list is not valid JSON: {exc.msg} (line {exc.lineno})") from None
+        else:
+            spec = [s for s in raw.replace(",", " ").split() if s]
+    if isinstance(spec, dict):
+        spec = spec.get("queries", [])
+    if not isinstance(spec, list) or not spec:
+        raise InputError("the query list is empty (expected a JSON list, or {\"queries\": [...]})")
+    out = []
+    for i, e in enumerate(spec):
+        if isinstance(e, str):
+            e = {"query_id": e}
+        if not isinstance(e, dict):
+            raise InputError(f"query #{i + 1} is {type(e).__name__}; expected an id or an object")
+        if "query_id" in e:
+            out.append({"query_id": str(e["query_id"])})
+        elif "reference" in e or "reference_path" in e:
+            key = "reference" if "reference" in e else "reference_path"
+            if not str(e.get("text", "")).strip():
+                raise InputError(f"query #{i + 1} has a {key} but no edit 'text'")
+            out.append({key: str(e[key]), "text": str(e["text"])})
+        else:
+            raise InputError(f"query #{i + 1} needs 'query_id', or 'reference'/'reference_path' + 'text'")
+    return out
+
+
+def build_panels(engine: Any, entries: Sequence[dict], methods: Sequence[str], k: int = 5,
+                 scoring: str = "cosine", lam: float | None = None, thumb: int = 192,
+                 progress_cb: Callable[[int, int], None] | None = None) -> list[Panel]:
+    """Run every entry through `engine.compare` (no progression) and lay the results out."""
+    if not methods:
+        raise InputError("choose at least one method")
+    panels = []
+    for i, e in enumerate(entries):
+        if progress_cb:
+            progress_cb(i, len(entries))
+        if "query_id" in e:
+            q, row = engine.query(e["query_id"])
+            ref, text, title = engine.reference_from_row(row), q.text, q.query_id
+        elif "reference" in e:
+            ref, text, title = engine.reference_from_id(e["reference"]), e["text"], e["reference"]
+        else:
+            ref, text, title = engine.reference_from_upload(e["reference_path"]), e["text"], \
+                Path(e["reference_path"]).name
+        res = engine.compare(ref, text, k=k, scoring=scoring, lam=lam, methods=methods, progression=False)
+        if ref.character:
+            title += f" · {ref.character}"
+        ref_img = ref.image if ref.row is None else engine.thumbnail(ref.row, thumb)
+        rows: list[tuple[str, list[Cell] | str]] = []
+        for m in res.methods:
+            if not m.ok:
+                rows.append((m.label, m.error or "unavailable"))
+                continue
+            rows.append((m.label, [Cell(engine.thumbnail(h.row, thumb), h.score, h.is_target,
+                                        h.same_character) for h in m.hits]))
+        panels.append(Panel(ref_img, res.edit, title, rows))
+    if progress_cb:
+        progress_cb(len(entries), len(entries))
+    return panels
+
+
+def export(engine: Any, entries: Sequence[dict], methods: Sequence[str], outputs: Sequence[str | Path],
+           k: int = 5, scoring: str = "cosine", lam: float | None = None, marks: bool = True,
+           scores: bool = True, progress_cb: Callable[[int, int], None] | None = None) -> Exported:
+    """Render and write every path in `outputs` (.png/.pdf/.json). The JSON (`Exported.spec`)
+    regenerates the figure with `python -m cir_core.figures --queries it.json`."""
+    for p in outputs:
+        if Path(p).suffix.lower() not in (*FORMATS, ".json"):
+            raise InputError(f"cannot write {Path(p).name}: outputs are .png, .pdf or .json")
+    panels = build_panels(engine, entries, methods, k, scoring, lam, progress_cb=progress_cb)
+    spec = {"queries": list(entries), "methods": list(methods), "k": int(k), "scoring": scoring,
+            "lambda": lam, "marks": marks, "scores": scores, "backbone": engine.backbone.id,
+            "gallery": engine.gallery.name,
+            "regenerate": "python -m cir_core.figures --queries THIS.json --out fig.pdf --out fig.png"}
+    fig = render(panels, marks=marks, scores=scores)
+    for p in outputs:
+        p = Path(p)
+        if p.suffix.lower() == ".json":
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_text(json.dumps(spec, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        else:
+            save(fig, p)
+    return Exported(spec, panels, fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    from .appconfig import apply_offline_default, build_parser, from_args
+
+    ap = argparse.ArgumentParser(parents=[build_parser(add_help=False)], description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--queries", required=True, help="JSON file (the exported one, or a list); '-' = stdin")
+    ap.add_argument("--out", action="append", required=True, help="fig.pdf / fig.png / q.json; repeatable")
+    ap.add_argument("--methods", help="comma-separated; default: the JSON's, else the app's columns")
+    ap.add_argument("--k", type=int, help="results per method (default: the JSON's, else 5)")
+    ap.add_argument("--scoring", choices=("cosine", "chord"))
+    ap.add_argument("--lambda", dest="lam", type=float, help="Chord λ (default: each method's own)")
+    ap.add_argument("--no-marks", action="store_true", help="no ground-truth frames / identity dots")
+    ap.add_argument("--no-scores", action="store_true")
+    args = ap.parse_args(argv)
+    cfg = from_args(argv, known_only=True)
+    apply_offline_default(cfg)
+    from .engine import load_engine
+
+    try:
+        raw = sys.stdin.read() if args.queries == "-" else Path(args.queries).read_text(encoding="utf-8")
+    except OSError as exc:
+        print(f"error: cannot read {args.queries}: {exc.strerror}", file=sys.stderr)
+        return 2
+    try:
+        doc = json.loads(raw) if raw.strip()[:1] in "[{" else None
+        entries = parse_entries(doc if doc is not None else raw)
+        doc = doc if isinstance(doc, dict) else {}
+        methods = ([m.strip() for m in args.methods.split(",") if m.strip()] if args.methods
+                   else doc.get("methods") or [*cfg.columns, *([cfg.baseline] if cfg.baseline else [])])
+        engine = load_engine(cfg)
+        if doc.get("backbone") and doc["backbone"] != engine.backbone.id:
+            print(f"warning: the query list was made with backbone {doc['backbone']}, this run uses "
+                  f"{engine.backbone.id}", file=sys.stderr)
+        out = export(engine, entries, methods, args.out, k=args.k or int(doc.get("k", 5)),
+                      scoring=args.scoring or doc.get("scoring", "cosine"),
+                      lam=args.lam if args.lam is not None else doc.get("lambda"),
+                      marks=not args.no_marks and bool(doc.get("marks", True)),
+                      scores=not args.no_scores and bool(doc.get("scores", True)))
+    except CIRError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for p in args.out:
+        print(p)
+    for label, cells in (r for p in out.panels for r in p.rows):
+        if isinstance(cells, str):
+            print(f"note: {label}: {cells}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

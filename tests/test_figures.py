@@ -1,0 +1,71 @@
+"""cir_core.figures: the grid renderer (arrays in, image out), query lists, the CLI."""
+import json
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from _cir_fakes import N_QUERIES, cache_root
+from cir_core.errors import InputError
+from cir_core.figures import Cell, Panel, main, parse_entries, render, save, to_image
+
+
+def _panel(k=3, rows=2):
+    rng = np.random.default_rng(0)
+    img = lambda: (rng.random((32, 32, 3)) * 255).astype(np.uint8)  # noqa: E731
+    cells = [Cell(img(), 0.9 - 0.1 * j, target=j == 1, same_character=j == 0) for j in range(k)]
+    return Panel(Image.fromarray(img()), "Make the square blue. Move the character to the left.",
+                 "test-00001 · Ada", [("PACT", cells)] * (rows - 1) + [("DiCE", "no checkpoint")])
+
+
+def test_render_marks_and_sizes(tmp_path):
+    fig = render([_panel(), _panel(k=4, rows=3)])
+    img = to_image(fig)
+    assert img.mode == "RGB" and img.width > img.height / 2
+    arr = np.asarray(img).reshape(-1, 3)
+    assert ((arr == (26, 150, 65)).all(1)).sum() > 50  # the ground-truth frame is drawn
+    assert ((arr == (33, 102, 172)).all(1)).sum() > 10  # the same-character dot too
+    plain = np.asarray(to_image(render([_panel()], marks=False))).reshape(-1, 3)
+    assert ((plain == (26, 150, 65)).all(1)).sum() == 0
+    assert save(fig, tmp_path / "f.pdf").read_bytes()[:5] == b"%PDF-"
+    assert Image.open(save(fig, tmp_path / "f.png")).size == img.size
+    with pytest.raises(InputError, match="png or .pdf"):
+        save(fig, tmp_path / "f.gif")
+    with pytest.raises(InputError, match="at least one"):
+        render([])
+
+
+@pytest.mark.parametrize("spec, want", [
+    ("test-00001, test-00002", [{"query_id": "test-00001"}, {"query_id": "test-00002"}]),
+    ('["test-00003"]', [{"query_id": "test-00003"}]),
+    ('{"queries": [{"reference": "test/000001", "text": "Add a star."}]}',
+     [{"reference": "test/000001", "text": "Add a star."}]),
+    ([{"reference_path": "/x.png", "text": "t"}], [{"reference_path": "/x.png", "text": "t"}]),
+])
+def test_parse_entries(spec, want):
+    assert parse_entries(spec) == want
+
+
+@pytest.mark.parametrize("spec, msg", [("", "no queries"), ("[1", "not valid JSON"), ("[]", "empty"),
+                                       ('[{"reference": "a"}]', "no edit"), ("[3]", "expected an id")])
+def test_parse_entries_errors(spec, msg):
+    with pytest.raises(InputError, match=msg):
+        parse_entries(spec)
+
+
+def test_cli_regenerates_from_json(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("CIR_BACKBONE", raising=False)
+    q = tmp_path / "q.json"
+    q.write_text(json.dumps(["test-00001", {"reference": "test/000005", "text": "Add a red star."}]))
+    common = ["--backbone", "cir-tiny-vit", "--world-queries", str(N_QUERIES),
+              "--cache-dir", str(cache_root()), "--methods", "sum,pact", "--k", "3"]
+    outs = [tmp_path / "fig.pdf", tmp_path / "fig.png", tmp_path / "again.json"]
+    assert main(["--queries", str(q), *[a for o in outs for a in ("--out", str(o))], *common]) == 0
+    assert outs[0].read_bytes()[:5] == b"%PDF-" and Image.open(outs[1]).width > 300
+    spec = json.loads(outs[2].read_text())
+    assert spec["queries"][0] == {"query_id": "test-00001"} and spec["methods"] == ["sum", "pact"]
+    # the exported JSON is itself a valid --queries file
+    assert main(["--queries", str(outs[2]), "--out", str(tmp_path / "b.png"), *common]) == 0
+    assert main(["--queries", str(tmp_path / "missing.json"), "--out", str(tmp_path / "c.png"),
+                 *common]) == 2
+    assert "cannot read" in capsys.readouterr().err
