@@ -1,0 +1,81 @@
+"""The Gradio app, one module per tab (`compare.py`, `figures.py`); `build_demo` composes them.
+
+    demo = build_demo(AppConfig(world_queries=30))   # or build_demo(engine=my_engine)
+    demo.launch(**launch_kwargs(cfg))
+
+The engine (backbone, gallery embeddings, index, methods) is built on the first page load, with a
+progress bar while a new gallery is embedded; a later start reads the embeddings from the cache.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from cir_core.appconfig import AppConfig
+
+from .common import CSS, EngineHolder, theme
+
+__all__ = ["build_demo", "launch_kwargs", "EngineHolder"]
+
+MAX_UPLOAD = "25mb"
+
+
+def banner(engine: Any) -> str:
+    """One line on what the app runs: backbone, gallery, which methods load."""
+    status = engine.method_status()
+    marks = " · ".join(f"{'✓' if err is None else '⚠'} {_label(n)}" for n, err in status.items())
+    n = len(engine.gallery)
+    kind = "generated world, test split" if engine.bench is not None else "images"
+    lines = [f"**Backbone** `{engine.backbone.id}` · **Gallery** {engine.gallery.name} ({n:,} {kind}; "
+             f"{engine.index.kind} index) · **Methods** {marks}"]
+    lines += [f"⚠ {note}" for note in engine.notes]
+    return "\n\n".join(lines)
+
+
+def _label(name: str) -> str:
+    from cir_core.engine import method_label
+
+    return method_label(name)
+
+
+def build_demo(config: AppConfig | None = None, engine: Any = None) -> Any:
+    """The Blocks app. `engine` skips loading (tests inject a small one); otherwise the engine
+    is built from `config` on the first page load."""
+    import gradio as gr
+
+    from . import compare, figures
+
+    cfg = config or AppConfig()
+    holder = EngineHolder(cfg, engine)
+    with gr.Blocks(title="CIR Workbench", analytics_enabled=False) as demo:
+        gr.Markdown("# CIR Workbench\nComposed image retrieval: one reference, one edit, every method "
+                    "side by side.", elem_id="app-title")
+        top = gr.Markdown("Loading the backbone and the gallery…", elem_id="banner")
+        with gr.Tabs():
+            with gr.Tab("Compare", id="compare"):
+                ctab = compare.build(holder, cfg)
+            with gr.Tab("Figures", id="figures"):
+                fig_outputs, fig_load = figures.build(holder, cfg, ctab)
+
+        def on_load(progress=gr.Progress()):
+            from cir_core.errors import CIRError
+
+            n_out = 1 + len(ctab.load_outputs) + len(fig_outputs)
+            try:
+                eng = holder.get(progress)
+            except CIRError as exc:
+                gr.Warning(str(exc))
+                return [f"⚠ {exc}"] + [gr.skip()] * (n_out - 1)
+            return [banner(eng), *ctab.load(eng), *fig_load(eng)]
+
+        demo.load(on_load, None, [top, *ctab.load_outputs, *fig_outputs], api_visibility="private")
+    demo.cir_holder = holder  # type: ignore[attr-defined]  (tests and scripts reach the engine)
+    return demo
+
+
+def launch_kwargs(cfg: AppConfig | None = None) -> dict:
+    """What `demo.launch` needs besides the Blocks: host/port (None: Gradio's own defaults and env
+    vars), the theme and CSS (Gradio 6 takes them at launch), the upload size limit."""
+    cfg = cfg or AppConfig()
+    return {"server_name": cfg.host, "server_port": cfg.port, "theme": theme(), "css": CSS,
+            "max_file_size": MAX_UPLOAD, "footer_links": ["api", "settings"]}
+

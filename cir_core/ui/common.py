@@ -1,0 +1,142 @@
+"""What the tabs share: the lazily built engine, result thumbnails with their marks, the look."""
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable
+
+from PIL import Image, ImageDraw
+
+from cir_core.appconfig import AppConfig
+from cir_core.errors import CIRError
+
+TARGET_RGB = (26, 150, 65)  # the green frame of a ground-truth target (same as cir_core.figures)
+SAME_RGB = (33, 102, 172)  # the blue dot of a result showing the reference's character
+THUMB = 160
+
+LEGEND = ("<span class='legend-target'>green frame, ✓</span> ground-truth target (world queries) · "
+          "<span class='legend-same'>●</span> same character as the reference")
+
+
+class EngineHolder:
+    """Builds the engine on first use (from the page load, with a progress bar) and keeps it.
+    A load failure is remembered and re-raised with its message: fix the setting and restart."""
+
+    def __init__(self, config: AppConfig, engine: Any = None,
+                 loader: Callable[..., Any] | None = None):
+        self.config = config
+        self.engine = engine
+        self.error: CIRError | None = None
+        self._loader = loader
+        self._lock = threading.Lock()
+
+    def get(self, progress: Any = None) -> Any:
+        if self.engine is not None:
+            return self.engine
+        with self._lock:
+            if self.engine is None and self.error is None:
+                from cir_core.engine import load_engine
+
+                def cb(done: int, total: int) -> None:
+                    if progress is not None and total:
+                        progress((done, total), desc="Embedding the gallery (first run only; cached "
+                                 "for later starts)", unit="images")
+
+                if progress is not None:
+                    progress(0.0, desc="Loading the backbone and the gallery")
+                try:
+                    self.engine = (self._loader or load_engine)(self.config, progress_cb=cb)
+                except CIRError as exc:
+                    self.error = exc
+            if self.error is not None:
+                raise type(self.error)(f"The workbench could not start: {self.error}")
+            return self.engine
+
+
+def mark(img: Image.Image, target: bool | None, same: bool | None) -> Image.Image:
+    """A copy of `img` with the ground-truth frame and the same-character dot drawn on it."""
+    if not target and not same:
+        return img
+    out = img.convert("RGB").copy()
+    d = ImageDraw.Draw(out)
+    w, h = out.size
+    if target:
+        t = max(3, min(w, h) // 22)
+        for i in range(t):
+            d.rectangle((i, i, w - 1 - i, h - 1 - i), outline=TARGET_RGB)
+    if same:
+        r = max(4, min(w, h) // 14)
+        cx, cy = w - r - max(6, w // 20), r + max(6, h // 20)
+        d.ellipse((cx - r - 2, cy - r - 2, cx + r + 2, cy + r + 2), fill=(255, 255, 255))
+        d.ellipse((cx - r, cy - r, cx + r, cy + r), fill=SAME_RGB)
+    return out
+
+
+def hit_caption(hit: Any) -> str:
+    """'#1 · 0.731 · ✓ target · Ada (same)': rank, score and the marks, for a result thumbnail."""
+    parts = [f"#{hit.rank}", f"{hit.score:.3f}"]
+    if hit.is_target:
+        parts.append("✓ target")
+    if hit.character:
+        parts.append(hit.character + (" (same)" if hit.same_character else ""))
+    return " · ".join(parts)
+
+
+def gallery_items(engine: Any, hits: list, size: int = THUMB) -> list[tuple[Image.Image, str]]:
+    return [(mark(engine.thumbnail(h.row, size), h.is_target, h.same_character), hit_caption(h))
+            for h in hits]
+
+
+def fmt_ms(ms: float) -> str:
+    return f"{ms / 1000:.2f} s" if ms >= 1000 else f"{ms:.1f} ms"
+
+
+CSS = """
+.gradio-container {max-width: 1480px !important; margin: 0 auto;}
+#app-title h1 {margin-bottom: 0; font-size: 1.55rem;}
+#app-title p {margin-top: 2px; color: var(--body-text-color-subdued);}
+#banner {font-size: 0.86rem; padding: 6px 12px; border-radius: 8px;
+         background: var(--background-fill-secondary); border: 1px solid var(--border-color-primary);}
+#banner p {margin: 2px 0;}
+.status-msg p {margin: 4px 0;}
+.timings {font-size: 0.85rem; color: var(--body-text-color-subdued);}
+.col-head {min-height: 3.2em;}
+.col-head p {margin: 0; font-size: 0.86rem;}
+.col-head strong {font-size: 1rem;}
+.col-err {color: #b45309;}
+.step-label {font-size: 0.85rem;}
+.step-label p {margin: 0 0 2px 0;}
+.legend-target {border: 2px solid rgb(26,150,65); padding: 0 4px; border-radius: 3px;}
+.legend-same {color: rgb(33,102,172); font-size: 1.1em;}
+.small-note p {font-size: 0.82rem; color: var(--body-text-color-subdued); margin: 2px 0;}
+.ref-info p {margin: 2px 0; font-size: 0.9rem;}
+#compare-btn {min-height: 44px; font-size: 1.05rem;}
+.prog-row:not(:has(*)) {display: none !important;}  /* steps beyond the edit's sentences */
+/* result galleries take their content's height (Gradio's default is a 450 px scroll box) */
+.result-gallery .grid-wrap, .prog-gallery .grid-wrap {min-height: 0 !important; max-height: none !important;
+  overflow-y: visible !important;}
+.result-gallery, .prog-gallery {height: auto !important;}
+/* result captions (rank, score, marks, character) below the picture, never over it */
+.result-gallery .thumbnail-item, .prog-gallery .thumbnail-item, #ref-examples-gallery .thumbnail-item {
+  aspect-ratio: auto !important; height: auto !important; display: flex !important;
+  flex-direction: column !important;}
+.result-gallery .thumbnail-item img, .prog-gallery .thumbnail-item img,
+#ref-examples-gallery .thumbnail-item img {aspect-ratio: 1 / 1; width: 100%; height: auto !important;
+  object-fit: contain;}
+.result-gallery .caption-label, .prog-gallery .caption-label, #ref-examples-gallery .caption-label {
+  position: static !important; max-width: 100% !important; white-space: normal !important;
+  border: none !important; border-top: 1px solid var(--border-color-primary) !important;
+  border-radius: 0 !important; font-size: 11px !important; line-height: 1.3 !important;
+  padding: 2px 4px !important; text-align: center !important; background: transparent !important;}
+#ref-examples-gallery .caption-label {text-align: left !important; display: -webkit-box;
+  -webkit-line-clamp: 3; -webkit-box-orient: vertical; overflow: hidden;}
+"""
+
+
+def theme() -> Any:
+    import gradio as gr
+
+    # System fonts only: the default theme would fetch web fonts, and the app runs offline.
+    return gr.themes.Soft(primary_hue="indigo", secondary_hue="slate", neutral_hue="slate",
+                          font=["ui-sans-serif", "system-ui", "Segoe UI", "Roboto", "Helvetica Neue",
+                                "Arial", "sans-serif"],
+                          font_mono=["ui-monospace", "SFMono-Regular", "Menlo", "Consolas", "monospace"])

@@ -1,0 +1,126 @@
+"""The Figures tab: paper-style qualitative grids (reference + edit, a row per method), exported as
+PNG + PDF + the query-list JSON that regenerates them with `python -m cir_core.figures`."""
+from __future__ import annotations
+
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import gradio as gr
+
+from cir_core.appconfig import AppConfig
+from cir_core.engine import method_label
+from cir_core.errors import CIRError, InputError
+from cir_core.figures import export, parse_entries, to_image
+from cir_core.scoring import DEFAULT_LAMBDA
+
+from .common import EngineHolder
+
+CURRENT = "The current Compare query"
+LISTED = "World query ids or a JSON list"
+
+
+def current_entry(ref_id: str | None, upload: str | None, edit: str | None) -> dict:
+    if not (edit or "").strip():
+        raise InputError("The Compare tab has no edit yet: type one there, or list query ids here.")
+    if upload:
+        return {"reference_path": str(upload), "text": edit}
+    if (ref_id or "").strip():
+        return {"reference": ref_id.strip(), "text": edit}
+    raise InputError("The Compare tab has no reference yet: choose one there, or list query ids here.")
+
+
+@dataclass
+class FigureView:
+    preview: Any  # PIL image or None
+    files: list[str]
+    status: str
+    error: str | None = None
+
+
+def export_view(engine: Any, source: str, listed: str, ref_id: str | None, upload: str | None,
+                edit: str | None, methods: list[str], k: int = 5, scoring: str = "cosine",
+                own_lambda: bool = True, lam: float = DEFAULT_LAMBDA, marks: bool = True,
+                scores: bool = True, out_dir: str | Path | None = None,
+                progress_cb: Callable[[int, int], None] | None = None) -> FigureView:
+    """Build the figure and write fig.png, fig.pdf and queries.json under `out_dir` (a new temp
+    folder by default)."""
+    try:
+        entries = [current_entry(ref_id, upload, edit)] if source == CURRENT else parse_entries(listed)
+        if len(entries) > 12:
+            raise InputError(f"{len(entries)} queries: a figure holds at most 12; split the list.")
+        out = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="cir-figure-"))
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        paths = [out / f"cir-figure-{stamp}.png", out / f"cir-figure-{stamp}.pdf",
+                 out / f"cir-figure-{stamp}-queries.json"]
+        sc = "chord" if str(scoring).lower().startswith("chord") else "cosine"
+        res = export(engine, entries, list(methods or []), paths, k=int(k), scoring=sc,
+                     lam=None if own_lambda else float(lam), marks=marks, scores=scores,
+                     progress_cb=progress_cb)
+    except CIRError as exc:
+        return FigureView(None, [], f"⚠ {exc}", str(exc))
+    preview = to_image(res.figure)
+    missing = [f"{label}: {cells}" for p in res.panels for label, cells in p.rows if isinstance(cells, str)]
+    note = ("\n\nRows without results: " + "; ".join(dict.fromkeys(missing))) if missing else ""
+    n = len(entries)
+    status = (f"Exported {n} quer{'y' if n == 1 else 'ies'} × {len(methods)} method"
+              f"{'s' * (len(methods) != 1)}, top-{int(k)}. Regenerate with "
+              f"`python -m cir_core.figures --queries {paths[2].name} --out fig.pdf --out fig.png`{note}")
+    return FigureView(preview, [str(p) for p in paths], status)
+
+
+def build(holder: EngineHolder, cfg: AppConfig, compare: Any):
+    names = list(cfg.columns) + ([cfg.baseline] if cfg.baseline else [])
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=2, min_width=320):
+            gr.Markdown("### Queries")
+            source = gr.Radio([CURRENT, LISTED], value=CURRENT, show_label=False, elem_id="fig-source")
+            listed = gr.Textbox(label="Query ids or JSON", lines=4, visible=False, elem_id="fig-queries",
+                                placeholder='test-00010, test-00017\nor [{"query_id": "test-00010"}, '
+                                            '{"reference": "test/000123", "text": "Make it blue."}]')
+            gr.Markdown("### Layout")
+            methods = gr.CheckboxGroup([(method_label(n), n) for n in names], value=list(cfg.columns),
+                                       label="Methods (one row each)", elem_id="fig-methods")
+            k = gr.Slider(1, 10, value=5, step=1, label="Results per method (k)")
+            with gr.Row():
+                marks = gr.Checkbox(value=True, label="Ground-truth and identity marks")
+                scores = gr.Checkbox(value=True, label="Scores under results")
+            gr.Markdown("Scoring and λ follow the Compare tab.", elem_classes="small-note")
+            run = gr.Button("Export PNG + PDF + JSON", variant="primary", elem_id="fig-export")
+            status = gr.Markdown("", elem_classes="status-msg", elem_id="fig-status")
+        with gr.Column(scale=3, min_width=420):
+            preview = gr.Image(label="Preview", interactive=False, height=560, elem_id="fig-preview",
+                               buttons=["download", "fullscreen"])
+            files = gr.File(label="Files", file_count="multiple", interactive=False, elem_id="fig-files")
+
+    source.change(lambda s: gr.update(visible=s == LISTED), [source], [listed], api_visibility="private")
+
+    def on_export(src, lst, ref, up, text, meth, kk, sc, own, lm, mk, scs, progress=gr.Progress()):
+        try:
+            engine = holder.get(progress)
+        except CIRError as exc:
+            gr.Warning(str(exc))
+            return None, None, f"⚠ {exc}"
+
+        def cb(done: int, total: int) -> None:
+            progress((done, total), desc="Retrieving and drawing", unit="queries")
+
+        view = export_view(engine, src, lst, ref, up, text, meth, int(kk), sc, own, lm, mk, scs,
+                           progress_cb=cb)
+        if view.error:
+            gr.Warning(view.error)
+        return view.preview, view.files or None, view.status
+
+    run.click(on_export, [source, listed, compare.ref_id, compare.upload, compare.edit, methods, k,
+                          compare.scoring, compare.own_lambda, compare.lam, marks, scores],
+              [preview, files, status], api_name="export_figure")
+
+    def load(engine: Any) -> list:
+        avail = set(engine.available_methods())
+        choices = [(method_label(n) + ("" if n in avail else " (unavailable)"), n) for n in names]
+        value = [n for n in names if n in avail and n != cfg.baseline] or [n for n in names if n in avail]
+        return [gr.update(choices=choices, value=value)]
+
+    return [methods], load
