@@ -1,0 +1,45 @@
+"""DiCE (seed 001): direct composition of the reference and edit embeddings by a gated MLP.
+
+    x = LayerNorm([z_r; z_e]),   ẑ = W_p(GELU(W_1 x) ⊙ W_2 x),   hidden 4D, dropout 0.05
+
+z_r is the reference image embedding at inference (training also feeds the reference caption's
+embedding, see training/train_dice.py). q_∅ is Φ(v_r, f_T("")): the same module with the empty
+edit, so Chord's q − q_∅ is the change the edit text causes.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+
+from .base import register_method
+from .trained import GatedMLP, TrainedMethod
+
+
+class DiCENet(nn.Module):
+    """Φ(z_r, z_e) → ẑ (D,), unnormalised."""
+
+    def __init__(self, dim: int, hidden_mult: float = 4.0, dropout: float = 0.05):
+        super().__init__()
+        self.mlp = GatedMLP(2 * dim, int(hidden_mult * dim), dim, dropout)
+
+    def forward(self, z_r: torch.Tensor, z_e: torch.Tensor) -> torch.Tensor:
+        return self.mlp(torch.cat([z_r, z_e], dim=-1))
+
+
+@register_method
+class DiCE(TrainedMethod):
+    name = "dice"
+    description = "gated MLP on [v_r; f_T(edit)] (DiCE-CIR)"
+    DEFAULT_ARCH = {"hidden_mult": 4.0, "dropout": 0.05}
+
+    @classmethod
+    def build_module(cls, dim: int, arch: dict) -> nn.Module:
+        return DiCENet(dim, float(arch["hidden_mult"]), float(arch["dropout"]))
+
+    @torch.no_grad()
+    def _compose(self, ref: np.ndarray, texts: list[str]) -> np.ndarray:
+        z_e = self.encode_texts(texts)
+        out = [self.module(self._tensor(ref[i:i + 4096]), self._tensor(z_e[i:i + 4096])).float().cpu()
+               for i in range(0, len(ref), 4096)]
+        return torch.cat(out).numpy()

@@ -1,0 +1,146 @@
+"""What the trained heads on frozen towers (DiCE, PACE) share: the gated MLP block, checkpoint
+folders (config.json + model.safetensors) and a memo of text embeddings.
+
+A checkpoint folder's config.json holds: method, backbone (id), embed_dim, arch (what builds the
+module), chord_lambda, hparams (the training recipe), metrics, git_commit.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any, ClassVar, Sequence
+
+import numpy as np
+import torch
+from torch import nn
+
+from cir_core.errors import CheckpointError
+
+from .base import Method, read_method_config
+
+log = logging.getLogger(__name__)
+WEIGHTS = "model.safetensors"
+
+
+class GatedMLP(nn.Module):
+    """DiCE's block (seed 001 eq. 3-4): x = LayerNorm(input); W_p(GELU(W_1 x) ⊙ W_2 x).
+    Dropout (on the gated hidden state) is the paper's 0.05; where it sits is not stated."""
+
+    def __init__(self, in_dim: int, hidden: int, out_dim: int, dropout: float = 0.05,
+                 zero_out: bool = False):
+        super().__init__()
+        self.norm = nn.LayerNorm(in_dim)
+        self.w1, self.w2 = nn.Linear(in_dim, hidden), nn.Linear(in_dim, hidden)
+        self.drop = nn.Dropout(dropout)
+        self.wp = nn.Linear(hidden, out_dim)
+        if zero_out:  # a residual branch that starts as the identity
+            nn.init.zeros_(self.wp.weight)
+            nn.init.zeros_(self.wp.bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.norm(x)
+        return self.wp(self.drop(nn.functional.gelu(self.w1(x)) * self.w2(x)))
+
+
+def git_commit() -> str:
+    try:
+        return subprocess.check_output(["git", "rev-parse", "--short", "HEAD"], text=True,
+                                       stderr=subprocess.DEVNULL, cwd=Path(__file__).parent).strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+class TrainedMethod(Method):
+    """A Method backed by a small torch module over frozen embeddings."""
+
+    needs_checkpoint = True
+    DEFAULT_ARCH: ClassVar[dict] = {}
+    TEXT_MEMO = 4096  # text embeddings kept (the app and validation repeat texts)
+
+    def __init__(self, backbone: Any, config: dict | None = None, module: nn.Module | None = None):
+        super().__init__(backbone, config)
+        self.arch = {**self.DEFAULT_ARCH, **self.config.get("arch", {})}
+        self.module = (module if module is not None else self.build_module(backbone.dim, self.arch))
+        self.module.to(getattr(backbone, "device", "cpu")).eval()
+        self._memo: OrderedDict[str, np.ndarray] = OrderedDict()
+
+    @classmethod
+    def build_module(cls, dim: int, arch: dict) -> nn.Module:
+        raise NotImplementedError
+
+    # -- text embeddings ----------------------------------------------------------------------
+    def encode_texts(self, texts: Sequence[str]) -> np.ndarray:
+        """f_T of each text (L2-normalised, (B, D)), memoised: only unseen texts are encoded."""
+        todo = list(dict.fromkeys(t for t in texts if t not in self._memo))
+        if todo:
+            for t, e in zip(todo, self.backbone.encode_texts(todo)):
+                self._memo[t] = e
+        out = np.stack([self._memo[t] for t in texts]) if texts else \
+            np.zeros((0, self.backbone.dim), np.float32)
+        for t in texts:
+            self._memo.move_to_end(t)
+        while len(self._memo) > self.TEXT_MEMO:
+            self._memo.popitem(last=False)
+        return out
+
+    def _tensor(self, x: np.ndarray) -> torch.Tensor:
+        p = next(self.module.parameters())
+        return torch.as_tensor(np.asarray(x, np.float32), device=p.device)
+
+    # -- checkpoints --------------------------------------------------------------------------
+    @classmethod
+    def from_checkpoint(cls, backbone: Any, folder: str | Path) -> "TrainedMethod":
+        """Load a checkpoint folder; CheckpointError (one line) if it is missing, unreadable, for
+        another method, or for another embedding dimension (checked before the weights)."""
+        folder = Path(folder)
+        cfg = read_method_config(folder)
+        if cfg.get("method") != cls.name:
+            raise CheckpointError(f"{folder} holds a {cfg.get('method')!r} checkpoint, not {cls.name!r}")
+        dim = cfg.get("embed_dim")
+        if dim != backbone.dim:
+            raise CheckpointError(f"{cls.name} checkpoint {folder} was trained for embedding dimension "
+                                  f"{dim} (backbone {cfg.get('backbone')}), but backbone {backbone.id} "
+                                  f"has dimension {backbone.dim}")
+        if cfg.get("backbone") != backbone.id:  # same width, other tower: runs, but means little
+            log.warning("%s checkpoint %s was trained on backbone %s, loading it on %s", cls.name,
+                        folder, cfg.get("backbone"), backbone.id)
+        method = cls(backbone, cfg)
+        path = folder / WEIGHTS
+        if not path.is_file():
+            raise CheckpointError(f"{cls.name} checkpoint {folder} has no {WEIGHTS}")
+        try:
+            from safetensors.torch import load_file
+            state = load_file(str(path), device="cpu")
+        except Exception as e:  # corrupt or truncated file
+            raise CheckpointError(f"cannot read {path}: {type(e).__name__}: {e}".splitlines()[0]) from None
+        expected = method.module.state_dict()
+        bad = sorted(set(expected) ^ set(state)) + [k for k in expected if k in state
+                                                    and state[k].shape != expected[k].shape]
+        if bad:
+            raise CheckpointError(f"{path} does not fit {cls.name} with arch {method.arch}: "
+                                  f"{len(bad)} mismatched tensors, e.g. {bad[0]}")
+        method.module.load_state_dict(state)
+        return method
+
+    def save(self, folder: str | Path, metrics: dict | None = None, hparams: dict | None = None) -> Path:
+        """Write config.json + model.safetensors into `folder` (created; files replaced atomically)."""
+        from safetensors.torch import save_file
+
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        config = {"method": self.name, "backbone": self.backbone.id, "embed_dim": self.backbone.dim,
+                  "arch": self.arch, "chord_lambda": self.chord_lambda,
+                  "hparams": hparams if hparams is not None else self.config.get("hparams", {}),
+                  "metrics": metrics if metrics is not None else self.config.get("metrics", {}),
+                  "git_commit": git_commit()}
+        state = {k: v.detach().float().cpu().contiguous() for k, v in self.module.state_dict().items()}
+        save_file(state, str(folder / (WEIGHTS + ".tmp")))
+        os.replace(folder / (WEIGHTS + ".tmp"), folder / WEIGHTS)
+        (folder / "config.json.tmp").write_text(json.dumps(config, indent=1))
+        os.replace(folder / "config.json.tmp", folder / "config.json")
+        self.config.update(config)
+        return folder
