@@ -1,0 +1,171 @@
+"""What the DiCE and PACE trainers share: heads on frozen towers, trained on the embed cache.
+
+EMA of the weights, the world's val split (R@K, Chord λ selection), parameter groups, export of
+the EMA weights as a method checkpoint folder, and the CLI. The test split is never touched.
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import random
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+from torch import nn
+
+from cir_core.eval import breakdown, metrics_for
+from cir_core.scoring import chord_scores, cosine_scores
+
+from .loop import LoopConfig, config_from_args, run
+
+LAMBDA_GRID = (0.02, 0.05, 0.08, 0.12, 0.16, 0.2, 0.25, 0.34, 0.45, 0.6, 0.8, 1.0)
+REPORTED = ("R@1", "R@5", "R@10", "R@50", "Rs@1", "mAP@10", "identity@1", "edit@1")
+
+
+class EMAWrapper(nn.Module):
+    """The trained net plus an exponential moving average of its weights.
+
+    The average starts at zero and is bias-corrected (divided by 1 − decay^t, as Adam's moments),
+    so it never mixes in the random initialisation; with the paper's 0.9995 over 20k steps the
+    correction is e^−10, i.e. nothing. It lives in this module's state dict, so the loop's
+    checkpoints resume it exactly. decay = 0 disables it (the "w/o EMA" ablation)."""
+
+    def __init__(self, net: nn.Module, decay: float):
+        super().__init__()
+        self.net, self.decay = net, float(decay)
+        if self.decay > 0:
+            self.ema = copy.deepcopy(net).requires_grad_(False)
+            for p in self.ema.parameters():
+                p.zero_()
+        self.register_buffer("ema_count", torch.zeros((), dtype=torch.long))
+
+    def forward(self, *args: Any, **kw: Any) -> Any:
+        return self.net(*args, **kw)
+
+    @torch.no_grad()
+    def update(self) -> None:
+        """Fold the current weights into the average (call once per optimizer step)."""
+        if self.decay > 0:
+            for e, p in zip(self.ema.parameters(), self.net.parameters()):
+                e.mul_(self.decay).add_(p.detach().float(), alpha=1 - self.decay)
+            self.ema_count += 1
+
+    @torch.no_grad()
+    def averaged_state(self) -> dict[str, torch.Tensor]:
+        """The net's state dict with EMA weights, the current weights folded in (no mutation)."""
+        state = {k: v.detach().clone() for k, v in self.net.state_dict().items()}
+        if self.decay <= 0:
+            return state
+        t = int(self.ema_count) + 1
+        names = [n for n, _ in self.net.named_parameters()]
+        for n, e, p in zip(names, self.ema.parameters(), self.net.parameters()):
+            state[n] = (self.decay * e + (1 - self.decay) * p.float()) / (1 - self.decay ** t)
+        return state
+
+
+def param_groups(net: nn.Module, weight_decay: float) -> list[dict]:
+    """Weight decay on matrices only, not on biases and LayerNorm gains (the usual AdamW split)."""
+    decay = [p for p in net.parameters() if p.requires_grad and p.ndim >= 2]
+    rest = [p for p in net.parameters() if p.requires_grad and p.ndim < 2]
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": rest, "weight_decay": 0.0}]
+
+
+def np_rng(rng: random.Random) -> np.random.Generator:
+    """A numpy generator drawn from the loop's per-step `random.Random` (resumable batches)."""
+    return np.random.default_rng(rng.getrandbits(64))
+
+
+class ValBench:
+    """`n` queries of the world's val split; gallery embeddings cached on disk (EmbeddingCache)."""
+
+    def __init__(self, backbone: Any, n: int, cache_root: Path | None = None, progress: bool = False):
+        from cir_core.config import cache_dir
+        from cir_core.gallery import EmbeddingCache
+        from cir_core.world import build_benchmark
+
+        self.bench = build_benchmark("val", n)
+        gallery = self.bench.gallery(backbone.image_size)
+        self.gallery = EmbeddingCache(cache_root or cache_dir()).embed(gallery, backbone, progress=progress)
+        self.ref_idx = np.asarray(self.bench.reference_idx)
+        self.refs = self.gallery[self.ref_idx]
+        self.texts = [q.text for q in self.bench.queries]
+        self.gt, self.edit_ok = self.bench.gt_sets(), self.bench.edit_ok_sets()
+        self.identities = np.asarray(self.bench.identities())
+
+    def queries(self, method) -> tuple[np.ndarray, np.ndarray]:
+        return method.compose(self.refs, self.texts), method.compose_empty(self.refs)
+
+    def metrics(self, q: np.ndarray, q0: np.ndarray, lam: float | None) -> tuple[dict, dict]:
+        """(metrics, R@10 per edit type) for cosine (lam None) or Chord(lam)."""
+        s = cosine_scores(q, self.gallery) if lam is None else \
+            chord_scores(q, q0, self.refs, self.gallery, lam=lam)
+        s[np.arange(len(s)), self.ref_idx] = -np.inf
+        m, ranked = metrics_for(s, self.bench, self.gt, self.edit_ok, self.identities)
+        return m, breakdown(ranked, self.bench)
+
+    def report(self, method, lam: float | None = None) -> dict[str, float]:
+        """The periodic validation line: cosine metrics, R@10 per type, Chord(λ) R@1/R@10."""
+        q, q0 = self.queries(method)
+        cos, by_type = self.metrics(q, q0, None)
+        chord, _ = self.metrics(q, q0, method.chord_lambda if lam is None else lam)
+        return {**{f"val_{k}": cos[k] for k in REPORTED}, **{f"val_{k}": v for k, v in by_type.items()},
+                "val_chord_R@1": chord["R@1"], "val_chord_R@10": chord["R@10"]}
+
+    def select_lambda(self, method, grid: Sequence[float] = LAMBDA_GRID) -> tuple[float, dict]:
+        """Chord λ with the best val R@10 (ties: higher R@1, then closer to 0.34); PACT Table 14."""
+        q, q0 = self.queries(method)
+        table = {float(l): self.metrics(q, q0, float(l))[0] for l in grid}
+        best = max(table, key=lambda l: (table[l]["R@10"], table[l]["R@1"], -abs(l - 0.34)))
+        return best, {"split": "val", "n_queries": len(self.texts), "criterion": "R@10",
+                      "R@10": {f"{l:g}": table[l]["R@10"] for l in table},
+                      "R@1": {f"{l:g}": table[l]["R@1"] for l in table}}
+
+
+def export_method(method, wrapper: EMAWrapper, val: ValBench | None, dest: Path, cfg: LoopConfig,
+                  metrics: dict, grid: Sequence[float] = LAMBDA_GRID) -> dict:
+    """Load the EMA weights into `method`, choose Chord λ on val, save the checkpoint folder."""
+    method.module.load_state_dict(wrapper.averaged_state())
+    method.module.eval()
+    out = dict(metrics)
+    if val is not None:
+        lam, search = val.select_lambda(method, grid)
+        method.chord_lambda = lam
+        out.update(val.report(method))
+        out["lambda_search"] = search
+    hparams = {**{k: v for k, v in asdict(cfg).items() if k != "extra"}, **cfg.extra}
+    method.save(dest, metrics=out, hparams=hparams)
+    print(json.dumps({"exported": str(dest), "chord_lambda": method.chord_lambda,
+                      **{k: v for k, v in out.items() if k != "lambda_search"}}))
+    return out
+
+
+def load_inputs(x: dict, backbone: Any = None):
+    """(backbone, train cache) from a trainer's extra settings (`backbone` given: reuse it)."""
+    from cir_core.backbone import load_backbone
+
+    from .embed_cache import load_train_cache
+
+    if backbone is None:
+        dev = x.get("backbone_device") or ("cuda" if torch.cuda.is_available() else "cpu")
+        backbone = load_backbone(x["backbone"], x.get("pretrained"), device=dev)
+    root = Path(x["cache_root"]) if x.get("cache_root") else None
+    cache = load_train_cache(backbone, int(x["n_train"]), int(x.get("data_seed", 0)), root,
+                             workers=int(x.get("render_workers", 0)))
+    return backbone, cache
+
+
+def cli(task_cls, defaults: LoopConfig, argv: list[str] | None, doc: str | None) -> dict:
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--config", help="JSON file of settings (loop and trainer keys)")
+    ap.add_argument("--no-resume", action="store_true", help="ignore a checkpoint in out_dir")
+    ap.add_argument("overrides", nargs="*", help="key=value, e.g. steps=200 out_dir=runs/x")
+    args = ap.parse_args(argv)
+    cfg = config_from_args(defaults, args.config, args.overrides)
+    cfg.extra = {**defaults.extra, **cfg.extra}
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)  # before the cache build encodes anything
+    return run(task_cls(cfg), cfg, resume=not args.no_resume)

@@ -1,0 +1,119 @@
+"""Train DiCE (seed 001 §III-C) on the frozen-embedding cache of the world's training queries.
+
+    python -m training.train_dice --config training/configs/dice_tiny.json [key=value ...]
+
+Each sample (z_r^img, z_r^txt, z_e, z_t) is used twice, once per reference modality. Losses:
+  align  1 − cos(ẑ, z_t)
+  delta  1 − cos(ẑ − z_r^img, z_t − z_r^txt)        (ẑ unit-normalised first, see below)
+  ctr    InfoNCE of ẑ against the batch's target captions, τ = 0.07
+weighted 1 / 1 / 0.2 (`w_align`, `w_delta`, `w_ctr`: 0 drops a loss, the paper's ablations).
+AdamW lr 5e-3, wd 0.05, warmup then constant, EMA of the weights (`ema`, 0 disables); the
+exported checkpoint holds the EMA weights and the Chord λ chosen on val.
+"""
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from cir_core.methods.dice import DiCE, DiCENet
+
+from .heads import EMAWrapper, LAMBDA_GRID, ValBench, cli, export_method, load_inputs, np_rng, param_groups
+from .loop import LoopConfig
+
+# Paper: 20k steps (4k warmup), batch 512; dice_vitl14.json keeps those, dice_tiny.json scales down.
+DEFAULTS = LoopConfig(steps=20000, lr=5e-3, weight_decay=0.05, warmup=4000, schedule="constant",
+                      eval_every=2000, ckpt_every=1000, out_dir="runs/dice",
+                      extra={"backbone": "local-dir:assets/backbone/cir-tiny-vit", "n_train": 20000,
+                             "data_seed": 0, "batch_size": 512, "hidden_mult": 4.0, "dropout": 0.05,
+                             "w_align": 1.0, "w_delta": 1.0, "w_ctr": 0.2, "tau": 0.07, "ema": 0.9995,
+                             "delta_ref": "img", "delta_normalise": True, "val_queries": 500,
+                             "export_dir": "assets/methods/dice"})
+
+
+def dice_losses(z_hat: torch.Tensor, z_img: torch.Tensor, z_txt: torch.Tensor, z_t: torch.Tensor,
+                tau: float = 0.07, same_target: torch.Tensor | None = None,
+                delta_ref: torch.Tensor | None = None, normalise: bool = True) -> dict[str, torch.Tensor]:
+    """The three DiCE losses for R instances over B samples (R a multiple of B: instance r is
+    sample r mod B). z_hat (R, D); z_img, z_txt, z_t (B, D). `same_target` (B, B) marks pairs of
+    samples with the same target caption (not negatives of each other); `delta_ref` (R, D)
+    replaces z_r^img in the delta residual ("own" reference per instance)."""
+    z_hat = z_hat.float()
+    reps = len(z_hat) // len(z_t)
+    tile = lambda x: x.repeat(reps, 1)  # noqa: E731
+    zt = tile(z_t)
+    align = 1 - F.cosine_similarity(z_hat, zt, dim=-1).mean()
+    zh = F.normalize(z_hat, dim=-1) if normalise else z_hat
+    base = tile(z_img) if delta_ref is None else delta_ref
+    delta = 1 - F.cosine_similarity(zh - base, zt - tile(z_txt), dim=-1).mean()
+    logits = F.normalize(z_hat, dim=-1) @ F.normalize(z_t, dim=-1).T / tau  # (R, B)
+    labels = torch.arange(len(z_t), device=z_t.device).repeat(reps)
+    if same_target is not None:
+        off = same_target & ~torch.eye(len(z_t), dtype=torch.bool, device=z_t.device)
+        logits = logits.masked_fill(off.repeat(reps, 1), float("-inf"))
+    ctr = F.cross_entropy(logits, labels)
+    return {"align": align, "delta": delta, "ctr": ctr}
+
+
+class DiCETask:
+    def __init__(self, cfg: LoopConfig, backbone: Any = None):
+        self.cfg, self.x = cfg, cfg.extra
+        self.backbone, self.cache = load_inputs(self.x, backbone)
+        arch = {"hidden_mult": float(self.x["hidden_mult"]), "dropout": float(self.x["dropout"])}
+        torch.manual_seed(cfg.seed)  # the init is part of the run: same seed, same weights
+        self.model = EMAWrapper(DiCENet(self.backbone.dim, **arch), float(self.x["ema"]))
+        self.method = DiCE(self.backbone, {"arch": arch})  # evaluation copy, receives EMA weights
+        nv = int(self.x.get("val_queries", 0))
+        self.val = ValBench(self.backbone, nv, self.x.get("val_cache_root")) if nv else None
+
+    def param_groups(self, cfg: LoopConfig) -> list[dict]:
+        return param_groups(self.model.net, cfg.weight_decay)
+
+    def before_step(self, step: int, optimizer: Any) -> None:
+        if step > 0:  # the weights after `step` updates (the last update is folded in at export)
+            self.model.update()
+
+    def batch(self, step: int, rank: int, rng: random.Random) -> dict[str, torch.Tensor]:
+        c, bs = self.cache, int(self.x["batch_size"])
+        idx = np_rng(rng).choice(len(c), size=min(bs, len(c)), replace=False)
+        tids = c.target_caption[idx]
+        return {"z_img": torch.from_numpy(c.image("ref", idx)),
+                "z_txt": torch.from_numpy(c.text(c.ref_caption[idx])),
+                "z_e": torch.from_numpy(c.text(c.edit[idx])),
+                "z_t": torch.from_numpy(c.text(tids)),
+                "same": torch.from_numpy(tids[:, None] == tids[None, :])}
+
+    def loss(self, model, batch) -> tuple[torch.Tensor, dict[str, float]]:
+        dev = next(self.model.parameters()).device
+        b = {k: v.to(dev) for k, v in batch.items()}
+        z_r = torch.cat([b["z_img"], b["z_txt"]])  # both reference modalities, as in the paper
+        z_hat = model(z_r, torch.cat([b["z_e"], b["z_e"]]))
+        own = z_r if self.x.get("delta_ref", "img") == "own" else None
+        parts = dice_losses(z_hat, b["z_img"], b["z_txt"], b["z_t"], float(self.x["tau"]), b["same"],
+                            own, bool(self.x.get("delta_normalise", True)))
+        total = sum(float(self.x[f"w_{k}"]) * v for k, v in parts.items())
+        return total, {"loss": total.item(), **{k: v.item() for k, v in parts.items()}}
+
+    def validate(self) -> dict[str, float]:
+        if self.val is None:
+            return {}
+        self.method.module.load_state_dict(self.model.averaged_state())
+        return self.val.report(self.method)
+
+    def export(self, out_dir: Path, metrics: dict[str, float]) -> None:
+        dest = Path(self.x.get("export_dir") or out_dir / "export")
+        export_method(self.method, self.model, self.val, dest, self.cfg,
+                      {**metrics, "train_queries": len(self.cache), "train_cache": self.cache.folder.name},
+                      self.x.get("lambda_grid", LAMBDA_GRID))
+
+
+def main(argv: list[str] | None = None) -> dict:
+    return cli(DiCETask, DEFAULTS, argv, __doc__)
+
+
+if __name__ == "__main__":
+    main()
