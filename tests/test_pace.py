@@ -1,0 +1,157 @@
+"""PACE: one accumulation step per sentence, batching, multi-step hard-negative mining, trainer."""
+import json
+import random
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from safetensors.torch import load_file
+
+from cir_core.errors import CheckpointError
+from cir_core.methods import create_method
+from cir_core.methods.pace import PACE
+from training.loop import run
+from training.train_pace import DEFAULTS, PACETask, info_nce, mine_hard_negatives
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+TEXTS = ["Make the square blue.", "Paint the cross black. Add a big purple triangle. Move left.",
+         "", "Put it in a forest. Make the circle small.", "at night"]
+
+
+@pytest.fixture
+def pace(tiny_backbone):
+    """A PACE whose residual branches are not zero (as trained ones are not)."""
+    torch.manual_seed(0)
+    m = PACE(tiny_backbone)
+    for mlp in (m.module.fusion, m.module.accumulator):
+        torch.nn.init.normal_(mlp.wp.weight, std=0.05)
+    return m
+
+
+def refs(n, dim, seed=0):
+    r = np.random.default_rng(seed).standard_normal((n, dim)).astype(np.float32)
+    return r / np.linalg.norm(r, axis=1, keepdims=True)
+
+
+def test_one_step_per_sentence(pace, tiny_backbone):
+    ref = refs(1, tiny_backbone.dim)[0]
+    assert len(pace.steps(ref, TEXTS[1])) == 3 + 1  # q_0..q_3
+    assert len(pace.steps(ref, TEXTS[0])) == 2  # a single sentence is one step
+    assert len(pace.steps(ref, "")) == 1  # no sentence: q_0 only
+    sents = ["Paint the cross black.", "Add a big purple triangle.", "Move left."]
+    prog = pace.progression(ref, sents)
+    assert len(prog) == 3 and all(p.shape == (tiny_backbone.dim,) for p in prog)
+    steps = pace.steps(ref, TEXTS[1])
+    for a, b in zip(prog, steps[1:]):
+        np.testing.assert_allclose(a, b, atol=1e-6)
+    assert not np.allclose(steps[1], steps[2], atol=1e-4)  # each step changes the query
+    np.testing.assert_allclose(np.linalg.norm(np.stack(steps), axis=1), 1, atol=1e-5)
+
+
+def test_batched_compose_equals_one_by_one(pace, tiny_backbone):
+    r = refs(len(TEXTS), tiny_backbone.dim)
+    q = pace.compose(r, TEXTS)  # mixed lengths: padded and masked
+    for i, t in enumerate(TEXTS):
+        np.testing.assert_allclose(q[i], pace.steps(r[i], t)[-1], atol=1e-5)
+    np.testing.assert_allclose(pace.compose_empty(r)[2], q[2], atol=1e-6)  # q_∅ = q_0("")
+
+
+def test_untrained_pace_is_the_sum_baseline(tiny_backbone):
+    r = refs(2, tiny_backbone.dim)
+    q = PACE(tiny_backbone).compose(r, TEXTS[:2])
+    s = create_method("sum", tiny_backbone).compose(r, TEXTS[:2])
+    np.testing.assert_allclose(q, s, atol=1e-5)
+
+
+def test_mining_hand_made_bank():
+    e = torch.eye(5)
+    pos = e[[0]]  # the target
+    q0 = F.normalize(e[1] + 0.5 * e[0], dim=0)  # step 0 prefers bank entry 1 (e1) to the target
+    q1 = F.normalize(e[2] + 0.5 * e[0], dim=0)  # step 1 prefers entry 2 (e2)
+    states = torch.stack([q0, q1])[None]  # (1, 2, D): q_0, q_1
+    bank = torch.stack([e[0], e[1], e[2], e[3], -e[1], F.normalize(e[0] + 0.3 * e[1], dim=0)])
+    keys = torch.tensor([7, 1, 2, 3, 4, 7])  # entries 0 and 5 show the target's scene (key 7)
+    n = torch.tensor([1])
+    idx, valid = mine_hard_negatives(states, n, pos, bank, keys, torch.tensor([7]), per_step=4, cap=8)
+    assert set(idx[valid].tolist()) == {1, 2}  # union over steps; never the target's scene
+    # without keys, entry 5 (a re-render of the target) ranks above the positive and is mined
+    idx, valid = mine_hard_negatives(states, n, pos, bank, per_step=4, cap=8)
+    assert 5 in idx[valid].tolist() and 0 not in idx[valid].tolist()
+    # n = 0: only q_0 counts
+    idx, valid = mine_hard_negatives(states, torch.tensor([0]), pos, bank, keys, torch.tensor([7]), 4, 8)
+    assert set(idx[valid].tolist()) == {1}
+    # the cap keeps what q_n scores highest: e2 under q_1
+    idx, valid = mine_hard_negatives(states, n, pos, bank, keys, torch.tensor([7]), 4, 1)
+    assert idx[valid].tolist() == [2]
+    # every returned candidate beats the positive at some step
+    scores = states[0] @ bank.T
+    for j in idx[valid].tolist():
+        assert (scores[:, j] > (states[0] @ pos[0])).any()
+
+
+def test_info_nce_with_hard_negatives():
+    q = torch.eye(3)
+    t = torch.eye(3)
+    base = info_nce(q, t, 0.1).item()
+    none = info_nce(q, t, 0.1, hard=torch.zeros(3, 2, 3), hard_valid=torch.zeros(3, 2, dtype=torch.bool))
+    assert none.item() == pytest.approx(base, abs=1e-6)
+    hard = q[:, None].repeat(1, 1, 1) * 0.99  # a near-copy of the query: a very hard negative
+    assert info_nce(q, t, 0.1, hard=hard, hard_valid=torch.ones(3, 1, dtype=torch.bool)).item() > base + 0.5
+
+
+def test_trainer_reduces_loss_on_a_fixed_batch(head_cfg, tiny_backbone):
+    cfg = head_cfg(DEFAULTS, bank_size=64, step_loss=0.5, long_fraction=0.5)
+    task = PACETask(cfg, tiny_backbone)
+    batch = task.batch(0, 0, random.Random(0))
+    assert int(batch["n"].max()) >= 2 and int(batch["n"].min()) == 1  # long and single mixed
+    opt = torch.optim.AdamW(task.param_groups(cfg), lr=1e-3)
+    first = None
+    for _ in range(25):
+        loss, logs = task.loss(task.model, batch)
+        first = first if first is not None else loss.item()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(task.model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad()
+    assert {"nce", "hard", "step_nce", "acc"} <= set(logs)
+    assert loss.item() < 0.6 * first  # mined negatives change as it learns: not monotone
+
+
+def test_end_to_end_export_and_reload(head_cfg, tiny_backbone, tmp_path):
+    cfg = head_cfg(DEFAULTS, steps=3, val_queries=8, bank_size=64, lambda_grid=[0.1, 0.34])
+    run(PACETask(cfg, tiny_backbone), cfg)
+    conf = json.loads((tmp_path / "export" / "config.json").read_text())
+    assert conf["method"] == "pace" and conf["chord_lambda"] in (0.1, 0.34)
+    assert "val_R@10[long]" in conf["metrics"]
+    m = create_method("pace", tiny_backbone, tmp_path / "export")
+    r = refs(len(TEXTS), tiny_backbone.dim)
+    q = m.compose(r, TEXTS)
+    again = PACE.from_checkpoint(tiny_backbone, m.save(tmp_path / "again"))
+    np.testing.assert_array_equal(again.compose(r, TEXTS), q)
+    np.testing.assert_array_equal(again.progression(r[1], ["A b.", "C d."])[1],
+                                  m.progression(r[1], ["A b.", "C d."])[1])
+
+
+def test_resume_equals_uninterrupted(head_cfg, tiny_backbone, tmp_path):
+    def go(steps, out):
+        cfg = head_cfg(DEFAULTS, steps=steps, out_dir=str(out), export_dir=str(out / "export"),
+                       bank_size=64, ema=0.9, schedule="constant", ckpt_every=1)
+        run(PACETask(cfg, tiny_backbone), cfg)
+        return load_file(str(out / "last" / "model.safetensors"))
+
+    whole = go(4, tmp_path / "a")
+    go(2, tmp_path / "b")
+    resumed = go(4, tmp_path / "b")
+    for k in whole:
+        torch.testing.assert_close(resumed[k], whole[k], rtol=0, atol=0)
+
+
+def test_refuses_another_dimension(tiny_backbone, tmp_path):
+    from types import SimpleNamespace
+
+    folder = PACE(tiny_backbone).save(tmp_path / "ck", metrics={})
+    cfg = json.loads((folder / "config.json").read_text())
+    assert cfg["embed_dim"] == tiny_backbone.dim and "hidden_mult" in cfg["arch"]
+    with pytest.raises(CheckpointError, match="dimension"):
+        PACE.from_checkpoint(SimpleNamespace(dim=64, id="small@x", device="cpu"), folder)

@@ -1,0 +1,172 @@
+"""Train PACE (seed 002) on the frozen-embedding cache of the world's training queries.
+
+    python -m training.train_pace --config training/configs/pace_tiny.json [key=value ...]
+
+Triplets (reference image, long edit, target image): `long_fraction` of each batch are "long"
+queries (2–10 sentences), the rest single-sentence ones, so the model sees every length (the
+paper stresses robustness to length). Loss: InfoNCE of q_n against the batch's target images
+plus multi-step hard negatives: every state q_0..q_n scores a bank of `bank_size` image
+embeddings drawn from the cache (other queries' references and targets); at each step the top
+`mine_per_step` candidates scoring above the positive are kept, the union over steps is capped
+at `mine_cap` (the ones q_n scores highest) and added as extra negatives of q_n. A bank entry
+showing the target's own scene is never a negative. `step_loss` > 0 adds the same InfoNCE on
+every intermediate state q_0..q_{n−1} (averaged; 0 by default: the paper trains q_n).
+"""
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from cir_core.methods.pace import PACE, PACENet, final_state
+
+from .heads import EMAWrapper, LAMBDA_GRID, ValBench, cli, export_method, load_inputs, np_rng, param_groups
+from .loop import LoopConfig
+
+DEFAULTS = LoopConfig(steps=10000, lr=1e-3, weight_decay=0.05, warmup=500, schedule="cosine",
+                      eval_every=2000, ckpt_every=1000, out_dir="runs/pace",
+                      extra={"backbone": "local-dir:assets/backbone/cir-tiny-vit", "n_train": 20000,
+                             "data_seed": 0, "batch_size": 256, "long_fraction": 0.6,
+                             "hidden_mult": 4.0, "acc_hidden_mult": 4.0, "dropout": 0.05,
+                             "tau": 0.05, "bank_size": 8192, "mine_per_step": 8, "mine_cap": 64,
+                             "step_loss": 0.0, "ema": 0.999, "val_queries": 500,
+                             "export_dir": "assets/methods/pace"})
+
+
+@torch.no_grad()
+def mine_hard_negatives(states: torch.Tensor, n: torch.Tensor, positives: torch.Tensor,
+                        bank: torch.Tensor, bank_keys: torch.Tensor | None = None,
+                        pos_keys: torch.Tensor | None = None, per_step: int = 8,
+                        cap: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
+    """Multi-step hard negatives. states (B, K+1, D): q_0..q_K (rows valid up to n_b);
+    positives (B, D); bank (M, D). Returns (idx (B, C) into the bank, valid (B, C) bool): the
+    union over valid steps of each step's top-`per_step` bank entries that score above the
+    positive, capped at C = min(cap, M) entries ranked by q_n's score. Entries whose key equals
+    the positive's key (the same scene) are never returned."""
+    states, positives, bank = states.float(), positives.float(), bank.float()
+    B, K1, _ = states.shape
+    scores = torch.einsum("bkd,md->bkm", states, bank)  # (B, K+1, M)
+    pos = torch.einsum("bkd,bd->bk", states, positives)
+    above = scores > pos[..., None]
+    above &= (torch.arange(K1, device=n.device)[None] <= n[:, None])[..., None]
+    if bank_keys is not None and pos_keys is not None:
+        above &= (bank_keys[None, :] != pos_keys[:, None])[:, None, :]
+    masked = scores.masked_fill(~above, float("-inf"))
+    top_v, top_i = masked.topk(min(per_step, bank.shape[0]), dim=-1)  # (B, K+1, m)
+    hits = torch.zeros(B, bank.shape[0], device=bank.device)
+    hits.scatter_add_(1, top_i.flatten(1), torch.isfinite(top_v).flatten(1).float())
+    final = scores[torch.arange(B, device=n.device), n]  # q_n's scores rank the union
+    v, idx = final.masked_fill(hits == 0, float("-inf")).topk(min(cap, bank.shape[0]), dim=-1)
+    return idx, torch.isfinite(v)
+
+
+def info_nce(q: torch.Tensor, targets: torch.Tensor, tau: float, same: torch.Tensor | None = None,
+             hard: torch.Tensor | None = None, hard_valid: torch.Tensor | None = None,
+             reduction: str = "mean") -> torch.Tensor:
+    """InfoNCE of q (B, D) against the batch's targets (B, D) (row b's positive is target b),
+    plus per-row extra negatives hard (B, C, D) where hard_valid. `same` (B, B) marks pairs of
+    rows with the same target scene (not negatives of each other)."""
+    q = F.normalize(q.float(), dim=-1)
+    logits = q @ targets.float().T / tau
+    if same is not None:
+        logits = logits.masked_fill(same & ~torch.eye(len(q), dtype=torch.bool, device=q.device),
+                                    float("-inf"))
+    if hard is not None and hard.shape[1]:
+        h = torch.einsum("bd,bcd->bc", q, hard.float()) / tau
+        logits = torch.cat([logits, h.masked_fill(~hard_valid, float("-inf"))], 1)
+    return F.cross_entropy(logits, torch.arange(len(q), device=q.device), reduction=reduction)
+
+
+class PACETask:
+    def __init__(self, cfg: LoopConfig, backbone: Any = None):
+        self.cfg, self.x = cfg, cfg.extra
+        self.backbone, self.cache = load_inputs(self.x, backbone)
+        self.arch = {k: float(self.x[k]) for k in ("hidden_mult", "acc_hidden_mult", "dropout")}
+        torch.manual_seed(cfg.seed)
+        self.model = EMAWrapper(PACENet(self.backbone.dim, **self.arch), float(self.x["ema"]))
+        self.method = PACE(self.backbone, {"arch": self.arch})
+        nsent = self.cache.n_sentences
+        self.long_pool = np.flatnonzero(nsent >= 2)
+        self.single_pool = np.flatnonzero(nsent == 1)
+        nv = int(self.x.get("val_queries", 0))
+        self.val = ValBench(self.backbone, nv, self.x.get("val_cache_root")) if nv else None
+
+    def param_groups(self, cfg: LoopConfig) -> list[dict]:
+        return param_groups(self.model.net, cfg.weight_decay)
+
+    def before_step(self, step: int, optimizer: Any) -> None:
+        if step > 0:
+            self.model.update()
+
+    def batch(self, step: int, rank: int, rng: random.Random) -> dict[str, torch.Tensor]:
+        c, g = self.cache, np_rng(rng)
+        bs = int(self.x["batch_size"])
+        n_long = min(len(self.long_pool), int(round(bs * float(self.x["long_fraction"]))))
+        if not len(self.single_pool):
+            n_long = min(len(self.long_pool), bs)
+        idx = np.concatenate([g.choice(self.long_pool, n_long, replace=False),
+                              g.choice(self.single_pool, min(len(self.single_pool), bs - n_long),
+                                       replace=False)])
+        n = c.n_sentences[idx]
+        sents = np.zeros((len(idx), int(n.max()), c.dim), np.float32)
+        for r, i in enumerate(idx):
+            sents[r, :n[r]] = c.sentences(int(i))
+        m = min(int(self.x["bank_size"]), 2 * len(c))
+        pick = g.choice(2 * len(c), m, replace=False)  # rows < N: references, else targets
+        ref_rows, tgt_rows = pick[pick < len(c)], pick[pick >= len(c)] - len(c)
+        bank = np.concatenate([c.image("ref", ref_rows), c.image("tgt", tgt_rows)])
+        keys = np.concatenate([c.ref_key[ref_rows], c.tgt_key[tgt_rows]])
+        tkey = c.tgt_key[idx]
+        t = lambda a: torch.from_numpy(np.ascontiguousarray(a))  # noqa: E731
+        return {"v_r": t(c.image("ref", idx)), "text": t(c.text(c.edit[idx])), "sents": t(sents),
+                "n": t(n.astype(np.int64)), "v_t": t(c.image("tgt", idx)), "t_key": t(tkey),
+                "bank": t(bank), "bank_keys": t(keys), "same": t(tkey[:, None] == tkey[None, :])}
+
+    def loss(self, model, batch) -> tuple[torch.Tensor, dict[str, float]]:
+        dev = next(self.model.parameters()).device
+        b = {k: v.to(dev) for k, v in batch.items()}
+        tau = float(self.x["tau"])
+        states = model(b["v_r"], b["text"], b["sents"], b["n"]).float()  # (B, K+1, D)
+        idx, valid = mine_hard_negatives(states.detach(), b["n"], b["v_t"], b["bank"], b["bank_keys"],
+                                         b["t_key"], int(self.x["mine_per_step"]), int(self.x["mine_cap"]))
+        hard = b["bank"][idx]  # (B, C, D)
+        q_n = final_state(states, b["n"])
+        main = info_nce(q_n, b["v_t"], tau, b["same"], hard, valid)
+        total, logs = main, {"nce": main.item(), "hard": valid.float().sum(1).mean().item()}
+        w = float(self.x.get("step_loss", 0.0))
+        if w > 0:
+            per = torch.stack([info_nce(states[:, k], b["v_t"], tau, b["same"], hard, valid, "none")
+                               for k in range(int(b["n"].max()))], 1)  # (B, max n): q_0..q_{n-1}
+            live = torch.arange(per.shape[1], device=dev)[None] < b["n"][:, None]
+            step_l = (per * live).sum() / live.sum().clamp(min=1)
+            total = total + w * step_l
+            logs["step_nce"] = step_l.item()
+        with torch.no_grad():
+            q = F.normalize(q_n, dim=-1)
+            logs["acc"] = ((q @ b["v_t"].T).argmax(1) == torch.arange(len(q), device=dev)).float().mean().item()
+        logs["loss"] = total.item()
+        return total, logs
+
+    def validate(self) -> dict[str, float]:
+        if self.val is None:
+            return {}
+        self.method.module.load_state_dict(self.model.averaged_state())
+        return self.val.report(self.method)
+
+    def export(self, out_dir: Path, metrics: dict[str, float]) -> None:
+        dest = Path(self.x.get("export_dir") or out_dir / "export")
+        export_method(self.method, self.model, self.val, dest, self.cfg,
+                      {**metrics, "train_queries": len(self.cache), "train_cache": self.cache.folder.name},
+                      self.x.get("lambda_grid", LAMBDA_GRID))
+
+
+def main(argv: list[str] | None = None) -> dict:
+    return cli(PACETask, DEFAULTS, argv, __doc__)
+
+
+if __name__ == "__main__":
+    main()
