@@ -1,0 +1,110 @@
+"""The launched app on 127.0.0.1: through gradio_client, and end to end in headless Chromium.
+
+The browser test drives Debian's `chromium` (`apt-get install -y chromium`) with Playwright's
+Python API and never lets Playwright download a browser; it is skipped when /usr/bin/chromium is
+absent. Set CIR_UPDATE_SCREENSHOT=1 to also copy its screenshot to docs/img/compare.png.
+"""
+import os
+import shutil
+import socket
+from pathlib import Path
+
+import pytest
+
+from _cir_fakes import N_QUERIES, fake_trained_methods, make_engine
+from cir_core.appconfig import AppConfig
+from cir_core.ui import build_demo, launch_kwargs
+
+EDIT = "Make the square blue. Move the character to the left."
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"]
+COLUMNS = ["pact", "dice", "pace", "compose-only"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def app():
+    with fake_trained_methods():
+        engine = make_engine()
+        engine.available_methods()  # build the methods while the fakes are registered
+    cfg = AppConfig(world_queries=N_QUERIES, host="127.0.0.1", port=_free_port())
+    demo = build_demo(cfg, engine=engine)
+    demo.launch(prevent_thread_lock=True, quiet=True, **launch_kwargs(cfg))
+    try:
+        yield demo, engine
+    finally:
+        demo.close()
+
+
+def test_gradio_client_compare(app, tmp_path):
+    from gradio_client import Client, handle_file
+
+    demo, engine = app
+    client = Client(demo.local_url, verbose=False)
+    ref = engine.item_id(3)
+    res = client.predict(ref, EDIT, 4, "chord", None, None, api_name="/compare")
+    assert [m["name"] for m in res["methods"]] == [*COLUMNS, "sum"]
+    for m in res["methods"]:
+        assert m["error"] is None and len(m["hits"]) == 4, m["name"]
+        assert all(h["item_id"] != ref for h in m["hits"])
+    prog = res["progression"]
+    assert prog["method"] == "pace" and len(prog["steps"]) == 2 == len(res["sentences"])
+    assert res["reference"]["item_id"] == ref and res["timings"]["total"] > 0
+    # an upload through the API, and a user error as a message
+    path = tmp_path / "ref.png"
+    engine.image(3, 100).save(path)
+    up = client.predict("", "Add a red star.", 2, "cosine", None, handle_file(str(path)),
+                        api_name="/compare")
+    assert up["reference"]["kind"] == "upload" and len(up["methods"][0]["hits"]) == 2
+    assert "empty" in client.predict(ref, "  ", 4, "cosine", None, None, api_name="/compare")["error"]
+    # the Compare button's own event: five columns of galleries and one row per sentence
+    out = client.predict(ref, None, EDIT, 4, "Cosine", True, 0.34, api_name="/compare_view")
+    n = len(COLUMNS) + 1
+    gals = [g["value"] if isinstance(g, dict) else g for g in out[2 + n:2 + 2 * n]]
+    assert [len(g) for g in gals] == [4] * n
+    steps = [g["value"] if isinstance(g, dict) else g for g in out[3 + 2 * n + 10:-1]]
+    assert [bool(g) for g in steps] == [True, True] + [False] * 8
+
+
+@pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"{CHROMIUM} absent: install Debian's "
+                    "chromium (apt-get install -y chromium) to run the browser test")
+def test_browser_end_to_end(app, tmp_path):
+    from playwright.sync_api import expect, sync_playwright
+
+    demo, engine = app
+    shot = tmp_path / "compare.png"
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1440, "height": 1000})
+            page.goto(demo.local_url)
+            thumbs = page.locator("#ref-browser .thumbnail-item")
+            expect(thumbs.nth(23)).to_be_visible(timeout=60_000)  # a full first page of 24
+            thumbs.nth(5).click()
+            expect(page.locator("#ref-id input, #ref-id textarea")).to_have_value(engine.item_id(5),
+                                                                                 timeout=20_000)
+            page.locator("#edit-text textarea").fill(EDIT)
+            page.locator("#compare-btn").click()
+            for name in COLUMNS:
+                expect(page.locator(f"#col-{name} .thumbnail-item")).to_have_count(8, timeout=60_000)
+            expect(page.locator("#prog-step-1 .thumbnail-item")).to_have_count(8)
+            expect(page.locator("#prog-step-2 .thumbnail-item")).to_have_count(8)
+            assert page.locator(".prog-gallery:visible").count() == 2
+            expect(page.locator("#compare-timings")).to_contain_text("total")
+            expect(page.locator("#compare-status")).to_contain_text(engine.item_id(5))
+            page.wait_for_timeout(500)  # let the last thumbnails paint
+            page.screenshot(path=str(shot), full_page=True)
+        finally:
+            browser.close()
+    assert shot.stat().st_size > 10_000
+    if os.environ.get("CIR_UPDATE_SCREENSHOT"):
+        dest = Path(__file__).resolve().parents[1] / "docs" / "img" / "compare.png"
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(shot, dest)
