@@ -31,7 +31,7 @@ from PIL import Image
 
 from .appconfig import (BASELINE, COLUMNS, DEFAULT_BACKBONE, DEFAULT_BACKBONE_DIR, DEFAULT_CHECKPOINTS,
                         AppConfig, is_hub_repo_id)
-from .errors import CheckpointError, CIRError, GalleryError, InputError
+from .errors import CheckpointError, CIRError, GalleryError, ImageLoadError, InputError
 from .gallery import EmbeddingCache, Gallery, GalleryItem
 from .imageio import load_image
 from .index import Index
@@ -508,7 +508,13 @@ class Engine:
         if key is not None and key in self._uploads:
             self._uploads.move_to_end(key)
             return replace(self._uploads[key], encode_ms=0.0)  # nothing encoded this time
-        img = load_image(src, max_pixels=MAX_UPLOAD_PIXELS)
+        try:
+            img = load_image(src, max_pixels=MAX_UPLOAD_PIXELS)
+        except ImageLoadError as exc:  # name the file as the user knows it, not the server's temp path
+            msg = str(exc)
+            if isinstance(src, (str, os.PathLike)) and name:
+                msg = msg.replace(repr(os.fspath(src)), repr(name))
+            raise ImageLoadError(msg) from None
         t0 = time.perf_counter()
         emb = self.backbone.encode_images([img])[0]
         ms = (time.perf_counter() - t0) * 1000

@@ -111,8 +111,9 @@ def test_bad_arguments(engine):
 def test_bad_uploads(engine, tmp_path):
     txt = tmp_path / "notes.png"
     txt.write_text("not an image")
-    with pytest.raises(ImageLoadError, match="not a recognised image"):
+    with pytest.raises(ImageLoadError, match="not a recognised image") as err:
         engine.reference_from_upload(str(txt))
+    assert "'notes.png'" in str(err.value) and str(tmp_path) not in str(err.value)  # no server path
     bomb = tmp_path / "bomb.png"
     Image.new("1", (8000, 6000)).save(bomb)  # 48 Mpx, a few kB on disk
     with pytest.raises(ImageLoadError, match="exceeds"):

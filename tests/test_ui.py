@@ -153,3 +153,13 @@ def test_build_demo_composes_tabs():
     names = {d.get("api_name") for d in demo.config["dependencies"]}
     assert {"compare", "export_figure"} <= names
     assert demo.cir_holder.engine is None  # nothing loads before the first page view
+
+
+def test_api_upload_must_come_from_the_upload_folder():
+    import gradio as gr
+
+    from cir_core.ui.compare import _uploaded
+
+    assert _uploaded(None) is None
+    with pytest.raises(gr.Error, match="uploaded file"):
+        _uploaded({"path": "/etc/hostname"})

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import gradio as gr
+from gradio.data_classes import FileData
 
 from cir_core.appconfig import AppConfig
 from cir_core.engine import MAX_K, MAX_STEPS, MAX_TEXT_CHARS, CompareResult, method_label
@@ -200,6 +201,31 @@ def details(res: CompareResult, render_ms: float) -> dict:
     return d
 
 
+def compare_api(engine: Any, reference_id: str | None, edit: str | None, k: int = 8,
+                scoring: str = "cosine", lam: float | None = None, upload: str | None = None) -> dict:
+    """The JSON API: `CompareResult.to_dict()`, or {"error": message} for a user error."""
+    try:
+        ref = resolve_reference(engine, reference_id, upload)
+        return engine.compare(ref, edit or "", k=int(k), scoring=str(scoring).lower(), lam=lam).to_dict()
+    except CIRError as exc:
+        return {"error": str(exc)}
+
+
+def _uploaded(file: Any) -> str | None:
+    """The server path of an API upload; only files in Gradio's upload folder are accepted, so a
+    client cannot make the server open an arbitrary path."""
+    if file is None:
+        return None
+    path = file.get("path") if isinstance(file, dict) else getattr(file, "path", None)
+    if not path:
+        return None
+    from gradio.utils import get_upload_folder, is_in_or_equal
+
+    if not is_in_or_equal(path, get_upload_folder()):
+        raise gr.Error("reference_image must be an uploaded file (gradio_client.handle_file(path))")
+    return str(path)
+
+
 # -- layout and wiring --------------------------------------------------------------------------
 
 @dataclass
@@ -349,7 +375,7 @@ def build(holder: EngineHolder, cfg: AppConfig) -> CompareTab:
             img, info = upload_view(holder.get(), path)
         except CIRError as exc:
             _warn(str(exc))  # the bad file is dropped; the previous reference stays
-            return None, gr.skip(), gr.skip(), f"⚠ {exc}"
+            return None, gr.skip(), gr.skip(), f"⚠ {exc}. The previous reference is kept."
         return gr.skip(), "", img, info
 
     upload.upload(on_upload, [upload], [upload, ref_id, preview, ref_info], api_visibility="private")
@@ -394,8 +420,20 @@ def build(holder: EngineHolder, cfg: AppConfig) -> CompareTab:
 
     compare_inputs = [ref_id, upload, edit, k, scoring, own_lambda, lam]
     compare_outputs = [status, timings, *col_heads, *col_gals, prog_head, *step_mds, *step_gals, details_json]
-    run.click(on_compare, compare_inputs, compare_outputs, api_name="compare")
+    # The button's event feeds ~35 components; programs use the JSON endpoint below instead.
+    run.click(on_compare, compare_inputs, compare_outputs, api_name="compare_view",
+              api_visibility="undocumented")
     edit.submit(on_compare, compare_inputs, compare_outputs, api_visibility="private")
+
+    def compare(reference_id: str = "", edit: str = "", k: int = 8, scoring: str = "cosine",
+                lam: float | None = None, reference_image: FileData | None = None) -> dict:
+        """Compare every method on one reference and edit; returns JSON: per-method top-k (gallery
+        ids, scores, ground-truth / same-character marks or the reason a method is unavailable),
+        the per-sentence progression and the timings. The reference is a gallery id, or an
+        uploaded image (reference_image, e.g. gradio_client.handle_file(path)), which wins."""
+        return compare_api(holder.get(), reference_id, edit, k, scoring, lam, _uploaded(reference_image))
+
+    gr.api(compare, api_name="compare")
 
     def load(engine: Any) -> list:
         items, label, shown, page = page_view(engine, "", 0)
