@@ -1,0 +1,139 @@
+"""PACT (seed 000) and its compose-only ablation as registered methods.
+
+A mapper φ turns v_r into a pseudo-word placed at `$` in `"a photo of $ that {edit}"`, read by a
+LoRA-adapted copy of the backbone's text tower (`pact_model.py`). q_∅ is `"a photo of $"`.
+Checkpoint = a folder with `config.json` (method, backbone id, dims, hyper-parameters,
+`chord_lambda`, training metrics, git commit) and `model.safetensors` (φ + LoRA only).
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from cir_core.errors import CheckpointError
+
+from .base import Method, normalise, read_method_config, register_method
+from .pact_model import EMPTY_PROMPT, PROMPT, PACTComposer, PACTConfig
+
+WEIGHTS = "model.safetensors"
+FORMAT_VERSION = 1
+
+
+def git_commit() -> str:
+    try:
+        return subprocess.check_output(["git", "rev-parse", "--short", "HEAD"], text=True,
+                                       stderr=subprocess.DEVNULL, cwd=Path(__file__).parent).strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+@register_method
+class PACT(Method):
+    name = "pact"
+    description = "φ(v_r) as a pseudo-word in 'a photo of $ that {edit}', LoRA text tower (L_compose + L_preserve)"
+    needs_checkpoint = True
+    batch_size = 256
+
+    def __init__(self, backbone: Any, config: dict | None = None,
+                 composer: PACTComposer | None = None):
+        """`config["arch"]` holds PACTConfig fields; `composer` (a trainer's) is used as is."""
+        super().__init__(backbone, config)
+        self.arch = composer.cfg if composer is not None else PACTConfig.from_dict(self.config.get("arch", {}))
+        self.composer = composer if composer is not None else PACTComposer(backbone, self.arch).eval()
+
+    # -- composition --------------------------------------------------------------------------
+    @torch.no_grad()
+    def _queries(self, ref: np.ndarray, texts: list[str], empty: bool) -> np.ndarray:
+        out = []
+        dev = next(self.composer.parameters()).device
+        for i in range(0, len(ref), self.batch_size):
+            r = torch.from_numpy(np.ascontiguousarray(ref[i:i + self.batch_size])).to(dev)
+            tokens = self.composer.tokenize(texts[i:i + self.batch_size], empty=empty).to(dev)
+            out.append(self.composer(r, tokens).float().cpu().numpy())
+        return np.concatenate(out)
+
+    def _compose(self, ref: np.ndarray, texts: list[str]) -> np.ndarray:
+        return self._queries(ref, texts, empty=False)
+
+    def compose_empty(self, ref: np.ndarray) -> np.ndarray:
+        """q_∅ = f_T("a photo of $") with φ(v_r) at `$` (not an empty edit string)."""
+        ref = self._check_ref(ref)
+        if not len(ref):
+            return np.zeros((0, self.backbone.dim), np.float32)
+        return normalise(self._queries(ref, [""] * len(ref), empty=True))
+
+    # -- checkpoints --------------------------------------------------------------------------
+    def save(self, folder: str | os.PathLike, metrics: dict | None = None, **extra: Any) -> Path:
+        """Write `config.json` + `model.safetensors` (trainable weights only) to `folder`."""
+        from safetensors.torch import save_file
+
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        state = {k: v.detach().cpu().contiguous() for k, v in self.composer.state_dict().items()}
+        config = {
+            "method": self.name, "format_version": FORMAT_VERSION, "backbone": self.backbone.id,
+            "embed_dim": self.composer.dim, "token_width": self.composer.width,
+            "prompt": PROMPT, "empty_prompt": EMPTY_PROMPT, "arch": self.arch.to_dict(),
+            "chord_lambda": self.chord_lambda, "metrics": dict(metrics or {}),
+            "git_commit": git_commit(), **{k: v for k, v in self.config.items()
+                                           if k not in ("arch", "chord_lambda", "metrics")}, **extra}
+        tmp = folder / (WEIGHTS + ".tmp")  # write-then-rename: a reader never sees half a file
+        save_file(state, str(tmp), metadata={"method": self.name})
+        os.replace(tmp, folder / WEIGHTS)
+        (folder / "config.json.tmp").write_text(json.dumps(config, indent=1, default=str))
+        os.replace(folder / "config.json.tmp", folder / "config.json")
+        return folder
+
+    @classmethod
+    def from_checkpoint(cls, backbone: Any, folder: str | os.PathLike) -> "PACT":
+        """Load a checkpoint folder; CheckpointError if it was made for another embedding
+        dimension / token width, or its tensors do not fit."""
+        from safetensors import safe_open
+
+        folder = Path(folder)
+        cfg = read_method_config(folder)
+        if cfg.get("method") not in (PACT.name, ComposeOnly.name):
+            raise CheckpointError(f"{folder} holds a {cfg.get('method')!r} checkpoint, not a PACT-family one")
+        width = int(backbone.model.token_embedding.weight.shape[1]) \
+            if hasattr(backbone.model, "token_embedding") else None
+        for key, have in (("embed_dim", backbone.dim), ("token_width", width)):
+            if cfg.get(key) != have:
+                raise CheckpointError(f"{folder} was trained for {key}={cfg.get(key)} but backbone "
+                                      f"{backbone.id} has {key}={have}")
+        if cfg.get("backbone") != backbone.id:
+            warnings.warn(f"{folder} was trained on backbone {cfg.get('backbone')}, loading it on {backbone.id}")
+        method = cls(backbone, cfg)
+        path = folder / WEIGHTS
+        if not path.is_file():
+            raise CheckpointError(f"{folder} has no {WEIGHTS}")
+        expected = method.composer.state_dict()
+        try:
+            with safe_open(str(path), framework="pt") as f:
+                shapes = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}
+                problems = [f"missing {k}" for k in expected if k not in shapes]
+                problems += [f"unexpected {k}" for k in shapes if k not in expected]
+                problems += [f"{k} is {shapes[k]} in the file but {tuple(v.shape)} in the model"
+                             for k, v in expected.items() if k in shapes and shapes[k] != tuple(v.shape)]
+                if problems:
+                    raise CheckpointError(f"{path} does not fit {cls.name} ({len(problems)} mismatches): "
+                                          + "; ".join(problems[:3]))
+                state = {k: f.get_tensor(k) for k in shapes}
+        except CheckpointError:
+            raise
+        except Exception as exc:  # corrupt / truncated file
+            raise CheckpointError(f"cannot read {path}: {type(exc).__name__}: {exc}".splitlines()[0]) from None
+        method.composer.load_state_dict(state, strict=True)
+        return method
+
+
+@register_method
+class ComposeOnly(PACT):
+    name = "compose-only"
+    description = "PACT's architecture trained with L_compose alone (Table 3 ablation)"

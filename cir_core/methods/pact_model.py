@@ -1,0 +1,168 @@
+"""PACT's trainable composer: a mapper φ (image embedding → pseudo-word token) and a private,
+LoRA-adapted copy of the backbone's text tower that reads `"a photo of $ that {edit}"` with φ(v_r)
+at `$`.
+
+The module's state dict holds only what PACT trains (φ and the LoRA factors): the frozen tower
+copy is rebuilt from the backbone, so checkpoints stay small and never duplicate the backbone.
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import asdict, dataclass, field
+from typing import Any, Sequence
+
+import torch
+from torch import nn
+
+from cir_core.errors import BackboneError
+from cir_core.text_tower import encode_tokens, supports_token_embeddings, trim
+
+from .lora import add_lora, is_lora_key
+
+PLACEHOLDER = "$"
+PROMPT = "a photo of $ that {edit}"
+EMPTY_PROMPT = "a photo of $"
+_TOWER_PARTS = ("token_embedding", "positional_embedding", "transformer", "ln_final",
+                "text_projection", "attn_mask")
+
+
+@dataclass
+class PACTConfig:
+    """Architecture hyper-parameters (everything a checkpoint needs to rebuild the model)."""
+    mapper_hidden: int = 512
+    mapper_dropout: float = 0.1
+    lora_rank: int = 8
+    lora_alpha: float = 16.0
+    lora_dropout: float = 0.05
+    lora_layers: Any = "all"  # "all" | "last:N" | N | [indices]
+    lora_targets: list = field(default_factory=lambda: ["in_proj", "out_proj", "c_fc", "c_proj"])
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "PACTConfig":
+        known = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def edit_prompt(edit: str) -> str:
+    """`"a photo of $ that {edit}"` with the edit's first letter lower-cased and one trailing
+    period dropped; an empty edit gives q_∅'s prompt `"a photo of $"`."""
+    e = " ".join(str(edit).split())
+    e = e[:-1].rstrip() if e.endswith(".") else e
+    if not e:
+        return EMPTY_PROMPT
+    return PROMPT.format(edit=e[0].lower() + e[1:])
+
+
+class Mapper(nn.Sequential):
+    """φ: Linear(D,H)-GELU-Dropout-Linear(H,H)-GELU-Linear(H,W)."""
+
+    def __init__(self, dim: int, hidden: int, width: int, dropout: float):
+        super().__init__(nn.Linear(dim, hidden), nn.GELU(), nn.Dropout(dropout),
+                         nn.Linear(hidden, hidden), nn.GELU(), nn.Linear(hidden, width))
+
+
+class TextTower(nn.Module):
+    """Deep copies of the text-tower parts of an open_clip `CLIP`, laid out like `CLIP` so that
+    `encode_tokens` runs on it; the backbone itself is never touched."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        if not supports_token_embeddings(model):
+            raise BackboneError(f"PACT needs an open_clip CLIP text tower; {type(model).__name__} has none")
+        for name in _TOWER_PARTS:
+            part = getattr(model, name)
+            if isinstance(part, torch.Tensor) and not isinstance(part, nn.Parameter):  # attn_mask
+                self.register_buffer(name, part.detach().clone(), persistent=False)
+            else:
+                setattr(self, name, copy.deepcopy(part))
+        self.text_pool_type = getattr(model, "text_pool_type", "argmax")
+        self.text_eos_id = getattr(model, "text_eos_id", None)
+        self.requires_grad_(False)
+
+    @property
+    def width(self) -> int:
+        return int(self.token_embedding.weight.shape[1])
+
+
+def placeholder_id(tokenizer: Any) -> int:
+    """The one token id the tokenizer gives a space-separated `$`; BackboneError otherwise."""
+    ids = [int(t) for t in tokenizer([f" {PLACEHOLDER} "])[0] if int(t) != 0]
+    content = ids[1:-1]  # drop start / end of text
+    if len(content) != 1:
+        raise BackboneError(f"tokenizer splits the placeholder {PLACEHOLDER!r} into {len(content)} "
+                            "tokens; PACT needs it to be one token")
+    return content[0]
+
+
+class PACTComposer(nn.Module):
+    """q = f_T^LoRA(prompt with φ(v_r) at `$`), unnormalised."""
+
+    def __init__(self, backbone: Any, cfg: PACTConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.tokenizer = backbone.tokenizer
+        self.tower = TextTower(backbone.model)
+        self.dim, self.width = int(backbone.dim), self.tower.width
+        self.mapper = Mapper(self.dim, cfg.mapper_hidden, self.width, cfg.mapper_dropout)
+        self.lora = add_lora(self.tower.transformer, cfg.lora_rank, cfg.lora_alpha, cfg.lora_dropout,
+                             cfg.lora_layers, cfg.lora_targets)
+        self.placeholder = placeholder_id(self.tokenizer)
+        self._frozen = {n for n, _ in self.named_parameters() if not self._is_trainable(n)}
+        self._frozen |= {n for n, _ in self.named_buffers()}
+        self.to(next(backbone.model.parameters()).device)
+        # State dict = trainables only; loading tolerates the (rebuilt) frozen keys being absent.
+        self._register_state_dict_hook(_drop_frozen)
+        self.register_load_state_dict_post_hook(_ignore_missing_frozen)
+
+    @staticmethod
+    def _is_trainable(name: str) -> bool:
+        return name.startswith("mapper.") or is_lora_key(name)
+
+    def mapper_parameters(self) -> list[nn.Parameter]:
+        return list(self.mapper.parameters())
+
+    def lora_parameters(self) -> list[nn.Parameter]:
+        return [p for d in self.lora for p in (d.A, d.B)]
+
+    def tokenize(self, edits: Sequence[str], empty: bool = False) -> torch.Tensor:
+        """Prompt tokens (B, L) for `edits` (or q_∅'s prompt when `empty`), padding trimmed."""
+        prompts = [EMPTY_PROMPT] * len(edits) if empty else [edit_prompt(e) for e in edits]
+        return trim(self.tokenizer(prompts))
+
+    def placeholder_positions(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Index of the first `$` token in each row; BackboneError if a row has none."""
+        hit = tokens == self.placeholder
+        if not bool(hit.any(1).all()):
+            bad = int((~hit.any(1)).nonzero()[0, 0])
+            raise BackboneError(f"placeholder {PLACEHOLDER!r} (token {self.placeholder}) not found in "
+                                f"prompt row {bad}: {tokens[bad].tolist()}")
+        return hit.int().argmax(1)
+
+    def encode_with_token(self, tokens: torch.Tensor, pseudo: torch.Tensor) -> torch.Tensor:
+        """Text features of `tokens` with the (B, W) `pseudo` embeddings standing at `$`."""
+        tokens = tokens.to(pseudo.device)
+        pos = self.placeholder_positions(tokens)
+        emb = self.tower.token_embedding(tokens)
+        at = (torch.arange(tokens.shape[1], device=tokens.device)[None] == pos[:, None])[..., None]
+        emb = torch.where(at, pseudo[:, None, :].to(emb.dtype), emb)
+        return encode_tokens(self.tower, tokens, emb)
+
+    def forward(self, ref: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+        """(B, D) reference embeddings + (B, L) prompt tokens → (B, D) unnormalised queries."""
+        return self.encode_with_token(tokens, self.mapper(ref))
+
+
+def _drop_frozen(module: PACTComposer, state: dict, prefix: str, local_metadata: Any) -> None:
+    for name in module._frozen:
+        state.pop(prefix + name, None)
+
+
+def _ignore_missing_frozen(module: PACTComposer, incompatible: Any) -> None:
+    frozen = module._frozen
+    for key in list(incompatible.missing_keys):
+        # keys arrive with the parent's prefix when the composer is a sub-module
+        if any(key == n or key.endswith("." + n) for n in frozen):
+            incompatible.missing_keys.remove(key)
