@@ -1,0 +1,297 @@
+"""Train PACT (or one of its Table 3 ablations, compose-only included) on the generated world.
+
+    python -m training.train_pact --config training/configs/pact_tiny.json [key=value ...]
+
+Phase 1, identity (`identity_steps`, φ only): q_∅ = f_T("a photo of $") retrieves its own v_r
+among the batch. Phase 2, joint (`joint_steps`, φ + text LoRA), by `objective`:
+  full            L_compose + w_p·L_preserve + w_r·L_replay
+  compose         L_compose                      (compose-only)
+  preserve        w_p·L_preserve + w_r·L_replay
+  compose+visual  L_compose + α·(1 − cos(q, v_r))
+L_compose: InfoNCE of q over the batch's target captions plus every negative caption (frozen
+original text tower, computed once per batch). L_preserve: InfoNCE of q over the batch's v_r.
+L_replay: phase 1's loss on a microbatch. At the end Chord's λ is chosen on the val split.
+Data: `data=stream` draws fresh queries from the world's train stream every batch (rendered and
+encoded now); `data=cache` draws rows of the embed cache DiCE/PACE train on (the first `n_train`
+queries of the same stream, encoded once): the same data, about twice as fast on a CPU.
+`steps` defaults to identity_steps + joint_steps; a smaller `steps` stops early (resumable).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
+from itertools import islice
+from multiprocessing import get_context
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from cir_core.backbone import load_backbone
+from cir_core.config import REPO_ROOT
+from cir_core.methods import get_method_class
+from cir_core.methods.pact_model import PACTComposer, PACTConfig
+from cir_core.world import query_stream, render
+
+from .heads import LAMBDA_GRID, ValBench
+from .loop import LoopConfig, config_from_args, lr_factor, run
+
+OBJECTIVES = ("full", "compose", "preserve", "compose+visual")
+DEFAULTS = LoopConfig(
+    steps=1333, lr=1e-4, weight_decay=0.001, warmup=0, eval_every=500, ckpt_every=100, out_dir="runs/pact",
+    extra={"method": None, "objective": "full", "backbone": "local-dir:assets/backbone/cir-tiny-vit",
+           "pretrained": None, "identity_steps": 333, "joint_steps": 1000, "identity_lr": 1e-4,
+           "mapper_lr": 3e-5, "lora_lr": 1e-5, "identity_warmup": 20, "joint_warmup": 50,
+           "batch_size": 512, "replay_batch": 32, "temperature": 0.05, "learn_temperature": False,
+           "temperature_lr": 1e-3, "preserve_weight": 1.0, "replay_weight": 1.0, "visual_weight": 1.0,
+           "val_queries": 200, "lambda_grid": list(LAMBDA_GRID), "val_lambda": 0.34,
+           "data": "stream", "n_train": 20000, "data_seed": 0, "render_workers": 0, "cache_root": None,
+           "val_cache_root": None, "export_dir": None, **PACTConfig().to_dict()})
+REPORTED = ("R@1", "R@10", "identity@1", "edit@1")
+
+
+def _unit(x: np.ndarray) -> np.ndarray:
+    """Rows renormalised (the embed cache stores float16)."""
+    return np.ascontiguousarray(x / np.linalg.norm(x, axis=1, keepdims=True), dtype=np.float32)
+
+
+def _render_one(args: tuple) -> np.ndarray:
+    scene, size, seed = args
+    return np.asarray(render(scene, size, seed))
+
+
+class Renderer:
+    """Renders (scene, size, seed) lists in order, inline or in a process pool (224 px renders
+    cost ~6 ms each: a 512 batch is 3 s on one core)."""
+
+    def __init__(self, workers: int):
+        self.pool = ProcessPoolExecutor(workers, mp_context=get_context("spawn")) if workers > 0 else None
+
+    def __call__(self, jobs: list) -> list:
+        from PIL import Image
+
+        arrays = self.pool.map(_render_one, jobs, chunksize=16) if self.pool else map(_render_one, jobs)
+        return [Image.fromarray(a) for a in arrays]
+
+
+class PACTTrainModule(nn.Module):
+    """What the loop trains and checkpoints: the composer (φ + LoRA) and the log-temperature."""
+
+    def __init__(self, composer: PACTComposer, temperature: float, learn: bool):
+        super().__init__()
+        self.composer = composer
+        self.log_scale = nn.Parameter(torch.tensor(float(np.log(1 / temperature))), requires_grad=learn)
+
+    def forward(self, batch: dict, objective: str, w: dict) -> tuple[torch.Tensor, dict[str, float]]:
+        dev = self.log_scale.device
+        b = {k: v.to(dev) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
+        scale = self.log_scale.exp().clamp(max=100)
+        ref = b["ref"]
+
+        def identity(n: int) -> torch.Tensor:  # q_∅ of the first n refs retrieves v_r among all
+            q0 = F.normalize(self.composer(ref[:n], b["empty_tokens"][:n]), dim=-1)
+            return F.cross_entropy(scale * q0 @ ref.T, torch.arange(n, device=dev))
+
+        if b["phase"] == 1:
+            loss = identity(len(ref))
+            return loss, {"loss": loss.item(), "identity": loss.item()}
+        q = F.normalize(self.composer(ref, b["tokens"]), dim=-1)
+        labels = torch.arange(len(q), device=dev)
+        terms: dict[str, torch.Tensor] = {}
+        if objective in ("full", "compose", "compose+visual"):
+            logits = (scale * q @ b["captions"].T).masked_fill(b["caption_mask"], float("-inf"))
+            terms["compose"] = F.cross_entropy(logits, labels)
+        if objective in ("full", "preserve"):
+            terms["preserve"] = w["preserve"] * F.cross_entropy(scale * q @ ref.T, labels)
+            if w["replay_n"] > 0:
+                terms["replay"] = w["replay"] * identity(min(w["replay_n"], len(ref)))
+        if objective == "compose+visual":
+            terms["visual"] = w["visual"] * (1 - (q * ref).sum(-1)).mean()
+        loss = sum(terms.values())
+        return loss, {"loss": loss.item(), **{k: v.item() for k, v in terms.items()}}
+
+
+class PACTTask:
+    def __init__(self, cfg: LoopConfig, backbone=None):
+        self.cfg, self.x = cfg, cfg.extra
+        x = self.x
+        if x["objective"] not in OBJECTIVES:
+            raise SystemExit(f"objective must be one of {OBJECTIVES}, got {x['objective']!r}")
+        x["method"] = x.get("method") or ("compose-only" if x["objective"] == "compose" else "pact")
+        if (x["method"] == "compose-only") != (x["objective"] == "compose"):
+            raise SystemExit(f"method {x['method']!r} does not match objective {x['objective']!r}")
+        dev = cfg.device if cfg.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+        self.backbone = backbone or load_backbone(x["backbone"], x["pretrained"], device=dev)
+        self.arch = PACTConfig.from_dict(x)
+        self.n_id, self.n_joint = int(x["identity_steps"]), int(x["joint_steps"])
+        with torch.random.fork_rng(devices=[]):  # φ / LoRA init depend on the seed only
+            torch.manual_seed(cfg.seed)
+            composer = PACTComposer(self.backbone, self.arch)
+        self.model = PACTTrainModule(composer, float(x["temperature"]), bool(x["learn_temperature"]))
+        self.render = Renderer(int(x["render_workers"]) if x["data"] == "stream" else 0)
+        self.cache, self.cache_texts = None, []
+        if x["data"] == "cache":
+            from .embed_cache import load_train_cache
+
+            root = Path(x["cache_root"]) if x.get("cache_root") else None
+            self.cache = load_train_cache(self.backbone, int(x["n_train"]), int(x["data_seed"]), root,
+                                          workers=int(x["render_workers"]))
+            self.cache_texts = json.loads((self.cache.folder / "texts.json").read_text())
+        elif x["data"] != "stream":
+            raise SystemExit(f"data must be 'stream' or 'cache', got {x['data']!r}")
+        self.weights = {"preserve": float(x["preserve_weight"]), "replay": float(x["replay_weight"]),
+                        "visual": float(x["visual_weight"]), "replay_n": int(x["replay_batch"])}
+        self._val: ValBench | None = None
+
+    # -- optimisation ---------------------------------------------------------------------------
+    def param_groups(self, cfg: LoopConfig) -> list[dict]:
+        c = self.model.composer
+        groups = [{"params": c.mapper_parameters(), "name": "mapper", "lr": float(self.x["identity_lr"])},
+                  {"params": c.lora_parameters(), "name": "lora", "lr": 0.0}]
+        if self.model.log_scale.requires_grad:
+            groups.append({"params": [self.model.log_scale], "name": "temperature",
+                           "lr": float(self.x["temperature_lr"]), "weight_decay": 0.0})
+        return groups
+
+    def phase(self, step: int) -> int:
+        return 1 if step < self.n_id else 2
+
+    def before_step(self, step: int, optimizer: torch.optim.Optimizer) -> None:
+        """Per-phase lrs (warmup + the loop's schedule within each phase). In phase 1 the LoRA
+        factors take no gradient at all, so AdamW keeps no state for them until phase 2."""
+        phase = self.phase(step)
+        first, n, warm = (0, self.n_id, "identity_warmup") if phase == 1 else \
+            (self.n_id, self.n_joint, "joint_warmup")
+        factor = lr_factor(step - first, replace(self.cfg, steps=n, warmup=int(self.x[warm])))
+        base = {"mapper": self.x["identity_lr"] if phase == 1 else self.x["mapper_lr"],
+                "lora": 0.0 if phase == 1 else self.x["lora_lr"], "temperature": self.x["temperature_lr"]}
+        for g in optimizer.param_groups:
+            g["lr"] = float(base[g["name"]]) * factor
+        for p in self.model.composer.lora_parameters():
+            p.requires_grad_(phase == 2)
+
+    # -- data -----------------------------------------------------------------------------------
+    def batch(self, step: int, rank: int, rng: random.Random) -> dict:
+        """B training queries drawn from `rng` alone, with their frozen embeddings (v_r, and in
+        phase 2 the target + negative captions through the original tower, no LoRA)."""
+        phase = self.phase(step)
+        captions = phase == 2 and self.x["objective"] != "preserve"
+        draw = self._from_cache if self.cache is not None else self._from_stream
+        refs, edits, caps, cap_ids = draw(rng, int(self.x["batch_size"]), captions)
+        c = self.model.composer
+        out = {"phase": phase, "ref": torch.from_numpy(refs),
+               "empty_tokens": c.tokenize([""] * len(refs), empty=True)}
+        if phase == 2:
+            out["tokens"] = c.tokenize(edits)
+        if captions:
+            out["captions"] = torch.from_numpy(caps)
+            # a column holding query i's own target text (equal ids) elsewhere is no negative for it
+            col = torch.as_tensor(cap_ids)
+            mask = col[None, :] == col[: len(refs), None]
+            mask[torch.arange(len(refs)), torch.arange(len(refs))] = False
+            out["caption_mask"] = mask
+        return out
+
+    def _from_stream(self, rng: random.Random, b: int, captions: bool) -> tuple:
+        """Fresh queries: references rendered and encoded now, captions encoded now."""
+        bb = self.backbone
+        qs = list(islice(query_stream(rng.randrange(1 << 31)), b))
+        refs = bb.encode_images(self.render([(q.reference, bb.image_size, q.ref_seed) for q in qs]))
+        if not captions:
+            return refs, [q.text for q in qs], None, None
+        texts = [q.target_caption for q in qs] + [n for q in qs for n in q.negatives]
+        ids = {t: i for i, t in enumerate(dict.fromkeys(texts))}
+        return refs, [q.text for q in qs], bb.encode_texts(texts), [ids[t] for t in texts]
+
+    def _from_cache(self, rng: random.Random, b: int, captions: bool) -> tuple:
+        """Rows of the shared embed cache (the first n_train queries of the same stream)."""
+        cache = self.cache
+        if b > len(cache):
+            raise SystemExit(f"batch_size {b} exceeds n_train {len(cache)}")
+        idx = np.asarray(rng.sample(range(len(cache)), b))
+        refs = _unit(cache.image("ref", idx))
+        edits = [self.cache_texts[i] for i in cache.edit[idx]]
+        if not captions:
+            return refs, edits, None, None
+        negs = [cache.neg_idx[cache.neg_off[i]:cache.neg_off[i + 1]] for i in idx]
+        rows = np.concatenate([cache.target_caption[idx], *negs])  # texts are unique: row = text
+        return refs, edits, _unit(cache.text(rows)), rows.tolist()
+
+    def loss(self, model: nn.Module, batch: dict) -> tuple[torch.Tensor, dict[str, float]]:
+        return model(batch, self.x["objective"], self.weights)
+
+    # -- validation and export ------------------------------------------------------------------
+    @property
+    def val(self) -> ValBench:
+        """The val split (gallery embeddings cached on disk); shared with DiCE/PACE's trainers, so
+        every method's λ is chosen the same way."""
+        if self._val is None:
+            root = Path(self.x["val_cache_root"]) if self.x.get("val_cache_root") else None
+            self._val = ValBench(self.backbone, int(self.x["val_queries"]), root)
+        return self._val
+
+    def _method(self, chord_lambda: float):
+        cls = get_method_class(self.x["method"])
+        return cls(self.backbone, {"arch": self.arch.to_dict(), "chord_lambda": chord_lambda},
+                   composer=self.model.composer)
+
+    def _scores(self, lam: float) -> dict[str, dict]:
+        """Val metrics with cosine and with Chord(λ), the composer in eval mode."""
+        self.model.eval()
+        q, q0 = self.val.queries(self._method(lam))
+        return {"cos": self.val.metrics(q, q0, None)[0], "chord": self.val.metrics(q, q0, lam)[0]}
+
+    def validate(self) -> dict[str, float]:
+        by = self._scores(float(self.x["val_lambda"]))
+        return {f"val_{s}_{k}": round(m[k], 4) for s, m in by.items() for k in REPORTED}
+
+    def export(self, out_dir: Path, metrics: dict[str, float]) -> None:
+        """Choose Chord λ on val (ValBench's rule), then write the checkpoint to `export_dir`."""
+        self.model.eval()
+        m = self._method(float(self.x["val_lambda"]))
+        lam, search = self.val.select_lambda(m, [float(v) for v in self.x["lambda_grid"]])
+        m.chord_lambda = lam
+        final = self._scores(lam)
+        dest = Path(self.x.get("export_dir") or self.default_export(out_dir))
+        recipe = {"loop": {k: v for k, v in vars(self.cfg).items() if k != "extra"}, **self.x}
+        m.save(dest, {**metrics, "val_cosine": final["cos"], "val_chord": final["chord"]},
+               objective=self.x["objective"], lambda_search=search, training=recipe)
+        print(json.dumps({"exported": str(dest), "chord_lambda": lam,
+                          **{f"val_{s}_{k}": final[s][k] for s in final for k in REPORTED}}))
+
+    def default_export(self, out_dir: Path) -> Path:
+        """assets/methods/<name> for the two shipped methods; the run folder for other ablations."""
+        if (self.x["method"], self.x["objective"]) in (("pact", "full"), ("compose-only", "compose")):
+            return REPO_ROOT / "assets" / "methods" / self.x["method"]
+        return Path(out_dir) / "export"
+
+
+def main(argv: list[str] | None = None) -> dict[str, float]:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--config", help="JSON file of settings (loop and trainer keys)")
+    ap.add_argument("--no-resume", action="store_true", help="ignore a checkpoint in out_dir")
+    ap.add_argument("overrides", nargs="*", help="key=value, e.g. joint_steps=60 batch_size=16")
+    args = ap.parse_args(argv)
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        raise SystemExit("train_pact runs on one device (its phase switch changes which "
+                         "parameters take gradients, which DDP does not allow)")
+    cfg = config_from_args(DEFAULTS, args.config, args.overrides)
+    cfg.extra = {**DEFAULTS.extra, **cfg.extra}
+    total = int(cfg.extra["identity_steps"]) + int(cfg.extra["joint_steps"])
+    explicit = any(o.startswith("steps=") for o in args.overrides) or (
+        args.config and "steps" in json.loads(Path(args.config).read_text()))
+    if not explicit:
+        cfg.steps = total
+    elif cfg.steps > total:
+        raise SystemExit(f"steps={cfg.steps} exceeds identity_steps + joint_steps = {total}")
+    return run(PACTTask(cfg), cfg, resume=not args.no_resume)
+
+
+if __name__ == "__main__":
+    main()
