@@ -35,7 +35,7 @@ from .errors import CheckpointError, CIRError, GalleryError, ImageLoadError, Inp
 from .gallery import EmbeddingCache, Gallery, GalleryItem
 from .imageio import load_image
 from .index import Index
-from .scoring import SCORINGS, VARIANTS, rank
+from .scoring import DEFAULT_SHORTLIST, SCORINGS, VARIANTS, rank
 from .inputs import MAX_EDIT_CHARS, check_edit_text
 from .text import split_sentences
 
@@ -151,6 +151,10 @@ class TextMemo:
 
     prefetch = encode_texts
 
+    def clear(self) -> None:
+        with self._lock:
+            self._cache.clear()
+
 
 # -- results ------------------------------------------------------------------------------------
 
@@ -166,6 +170,7 @@ class Reference:
     image: Image.Image | None = None  # uploads: a display copy (<= 512 px)
     character: str | None = None  # the character's name, when the gallery knows it
     encode_ms: float = 0.0  # time spent encoding it (0 for a gallery item)
+    key: tuple | None = None  # identifies the pixels across requests (None: unknown, never cached)
 
 
 @dataclass
@@ -307,6 +312,8 @@ class Engine:
         self._uploads: OrderedDict[tuple, Reference] = OrderedDict()
         self._thumbs: OrderedDict[tuple[int, int], Image.Image] = OrderedDict()
         self._thumb_lock = threading.Lock()
+        self._q_empty_cache: OrderedDict[tuple, np.ndarray] = OrderedDict()
+        self._q_lock = threading.Lock()
         self.thumb_cache_size = 1024
         self._search_text: list[str] | None = None
         self._captions: list[str] | None = None
@@ -359,6 +366,12 @@ class Engine:
         if isinstance(found, Exception):
             raise found
         return found
+
+    def use_method(self, name: str, method: Any) -> None:
+        """Install an already built method under `name` (e.g. one at random init, for benchmarks).
+        Build it on `self.text_memo` so it shares the request's text encodes."""
+        with self._method_lock:
+            self._methods[name] = method
 
     def method_status(self, names: Sequence[str] | None = None) -> dict[str, str | None]:
         """name -> None when it works, else the message saying why not."""
@@ -488,7 +501,7 @@ class Engine:
             raise InputError(f"gallery row {row} is outside 0..{len(self.gallery) - 1}")
         item_id = self.item_id(row)
         return Reference("gallery", item_id, self.embeddings[row], row=row, item_id=item_id,
-                         character=self.character(row))
+                         character=self.character(row), key=("row", row))
 
     def reference_from_id(self, item_id: str) -> Reference:
         return self.reference_from_row(self.row_of(item_id))
@@ -520,7 +533,8 @@ class Engine:
         ms = (time.perf_counter() - t0) * 1000
         shown = img.copy()
         shown.thumbnail((512, 512))
-        ref = Reference("upload", f"upload: {name or 'image'}", emb, image=shown, encode_ms=ms)
+        ref = Reference("upload", f"upload: {name or 'image'}", emb, image=shown, encode_ms=ms,
+                        key=None if key is None else ("upload", *key))
         if key is not None:
             self._uploads[key] = ref
             while len(self._uploads) > 8:
@@ -564,6 +578,80 @@ class Engine:
                            None if ref_char is None or ch is None else ch == ref_char))
         return out
 
+    def _q_empty(self, name: str, method: Any, reference: Reference, v_r: np.ndarray) -> np.ndarray:
+        """q_∅ of `method` for this reference, remembered per (method, reference): it depends on
+        the reference only, so trying several edits on one reference computes it once."""
+        key = None if reference.key is None else (name, reference.key)
+        with self._q_lock:
+            if key is not None and key in self._q_empty_cache:
+                self._q_empty_cache.move_to_end(key)
+                return self._q_empty_cache[key]
+        q0 = method.compose_empty(v_r)
+        if key is not None:
+            with self._q_lock:
+                self._q_empty_cache[key] = q0
+                while len(self._q_empty_cache) > 512:
+                    self._q_empty_cache.popitem(last=False)
+        return q0
+
+    def _rank_all(self, jobs: list[tuple[np.ndarray, np.ndarray, float]], v_r: np.ndarray,
+                  ref_row: int | None, k: int, scoring: str, variant: str
+                  ) -> list[tuple[np.ndarray, np.ndarray, float]]:
+        """Top-k of every (queries (n, D), q_∅, λ) job: [(scores (n, k), ids (n, k), ms)].
+
+        Galleries up to the shortlist size are scored exactly in full. Larger ones get ONE FAISS
+        search for all the request's queries (one pass over the gallery instead of one per
+        method and step), then `rank`'s exact cosine / Chord re-score of each query's cosine
+        shortlist, as `scoring.rank(..., index=...)` does for a single method."""
+        if not jobs:
+            return []
+        n = len(self.gallery)
+        shortlist = max(DEFAULT_SHORTLIST, k) + (ref_row is not None)
+        out = []
+        if n <= shortlist:
+            for q, q0, lm in jobs:
+                t = time.perf_counter()
+                ex = np.full(len(q), -1 if ref_row is None else ref_row, np.int64)
+                s, ids = rank(q, q0, v_r, self.embeddings, k, scoring, lm, variant, ex)
+                out.append((s, ids, (time.perf_counter() - t) * 1000))
+            return out
+        t = time.perf_counter()
+        allq = np.concatenate([q for q, _, _ in jobs])
+        allq = allq / np.maximum(np.linalg.norm(allq, axis=1, keepdims=True), 1e-12)
+        _, cand = self.index.search(allq, shortlist)
+        share = (time.perf_counter() - t) * 1000 / len(jobs)
+        row = 0
+        for q, q0, lm in jobs:
+            t = time.perf_counter()
+            scores = np.full((len(q), k), -np.inf, np.float32)
+            ids = np.full((len(q), k), -1, np.int64)
+            for i in range(len(q)):
+                c = cand[row + i]
+                c = c[c >= 0]
+                pos = np.nonzero(c == ref_row)[0] if ref_row is not None else []
+                ex = np.array([pos[0] if len(pos) else -1], np.int64)
+                if len(c) - (ex[0] >= 0) < 1:
+                    continue
+                s, j = rank(q[i], q0, v_r, self.embeddings[c], k, scoring, lm, variant, ex)
+                scores[i, :s.shape[1]], ids[i, :s.shape[1]] = s[0], c[j[0]]
+            row += len(q)
+            out.append((scores, ids, share + (time.perf_counter() - t) * 1000))
+        return out
+
+    @staticmethod
+    def _progression_note(name: str, native: bool, why: str, n_sentences: int) -> str:
+        if name == "pace":
+            note = ("PACE's own step queries: q₀ from the whole edit, then its accumulator adds one "
+                    "sentence per step" if native else "PACE, recomposing each prefix")
+        else:
+            note = (f"{why.rstrip('.')}. This shows {method_label(name)} "
+                    + ("stepping through the sentences with its own progression" if native else
+                       "recomposing sentences 1..k from scratch at each step (prefix re-composition, "
+                       "not PACE's accumulator)"))
+        if n_sentences > MAX_STEPS:
+            note += f". Showing the first {MAX_STEPS} of {n_sentences} sentences"
+        return note
+
     def compare(self, reference: Reference, edit: str, k: int = 8, scoring: str = "cosine",
                 lam: float | None = None, methods: Sequence[str] | None = None,
                 progression: bool = True, variant: str = "empty") -> CompareResult:
@@ -596,13 +684,14 @@ class Engine:
         encode_ms = reference.encode_ms + (time.perf_counter() - t0) * 1000
 
         v_r = np.asarray(reference.embedding, np.float32)[None]
-        exclude = np.array([-1 if reference.row is None else reference.row], np.int64)
         query_id, targets = self.ground_truth(reference, text)
         known_gt = query_id is not None
         ref_char = reference.character
-        q_empty: dict[str, np.ndarray] = {}
+
+        # Stage 2, compose: every method's query and q_∅, and the progression's step queries.
         results: list[MethodResult] = []
-        compose_ms = search_ms = 0.0
+        jobs: list[tuple[Any, np.ndarray, np.ndarray, float]] = []  # (owner, queries, q_∅, λ)
+        t_compose = time.perf_counter()
         for name in names:
             res = MethodResult(name, method_label(name))
             results.append(res)
@@ -610,13 +699,8 @@ class Engine:
                 m = self.method(name)
                 t = time.perf_counter()
                 q = m.compose(v_r, [text])
-                q_empty[name] = m.compose_empty(v_r)
+                q0 = self._q_empty(name, m, reference, v_r)
                 res.compose_ms = (time.perf_counter() - t) * 1000
-                lam_m = m.chord_lambda if lam is None else float(lam)
-                t = time.perf_counter()
-                s, ids = rank(q, q_empty[name], v_r, self.embeddings, k, scoring, lam_m, variant,
-                              exclude, self.index)
-                res.search_ms = (time.perf_counter() - t) * 1000
             except CIRError as exc:
                 res.error = str(exc)
                 continue
@@ -624,50 +708,41 @@ class Engine:
                 log.exception("method %s failed", name)
                 res.error = f"{res.label} failed: {type(exc).__name__}: {exc}".splitlines()[0]
                 continue
-            compose_ms += res.compose_ms
-            search_ms += res.search_ms
+            lam_m = m.chord_lambda if lam is None else float(lam)
             res.lam = lam_m if scoring == "chord" else None
-            res.hits = self._hits(ids[0], s[0], targets, known_gt, ref_char)
+            jobs.append((res, q, q0, lam_m))
 
         progression_out = None
         if prog is not None:
             name, m, why = prog
             shown = sentences[:MAX_STEPS]
             native = bool(getattr(m, "native_progression", False))
+            progression_out = Progression(name, method_label(name), native,
+                                          self._progression_note(name, native, why, len(sentences)),
+                                          [], len(sentences))
             try:
-                t = time.perf_counter()
                 steps_q = np.stack([np.asarray(x, np.float32) for x in m.progression(v_r[0], shown)])
-                q0 = q_empty.get(name)
-                if q0 is None:
-                    q0 = m.compose_empty(v_r)
-                compose_ms += (time.perf_counter() - t) * 1000
-                lam_m = m.chord_lambda if lam is None else float(lam)
-                t = time.perf_counter()
-                s, ids = rank(steps_q, q0, v_r, self.embeddings, k, scoring, lam_m, variant,
-                              np.repeat(exclude, len(shown)), self.index)
-                search_ms += (time.perf_counter() - t) * 1000
-                steps = [Step(i + 1, sent, self._hits(ids[i], s[i], targets, known_gt, ref_char))
-                         for i, sent in enumerate(shown)]
-                if name == "pace":
-                    note = ("PACE's own step queries: q₀ from the whole edit, then its accumulator adds "
-                            "one sentence per step" if native else "PACE, recomposing each prefix")
-                else:
-                    note = (f"{why.rstrip('.')}. This shows {method_label(name)} "
-                            + ("stepping through the sentences with its own progression"
-                               if native else "recomposing sentences 1..k from scratch at each step "
-                               "(prefix re-composition, not PACE's accumulator)"))
-                if len(sentences) > MAX_STEPS:
-                    note += f". Showing the first {MAX_STEPS} of {len(sentences)} sentences"
-                progression_out = Progression(name, method_label(name), native, note, steps,
-                                              len(sentences))
+                q0 = self._q_empty(name, m, reference, v_r)
+                jobs.append((progression_out, steps_q, q0, m.chord_lambda if lam is None else float(lam)))
             except CIRError as exc:
-                progression_out = Progression(name, method_label(name), native, str(exc), [],
-                                              len(sentences))
+                progression_out.note = str(exc)
             except Exception as exc:
                 log.exception("progression of %s failed", name)
-                progression_out = Progression(name, method_label(name), native,
-                                              f"progression failed: {type(exc).__name__}: {exc}", [],
-                                              len(sentences))
+                progression_out.note = f"progression failed: {type(exc).__name__}: {exc}"
+        compose_ms = (time.perf_counter() - t_compose) * 1000
+
+        # Stage 3, search: one FAISS pass for every query of the request, then the exact score.
+        t_search = time.perf_counter()
+        ranked = self._rank_all([(q, q0, lm) for _, q, q0, lm in jobs], v_r, reference.row, k,
+                                scoring, variant)
+        for (owner, _, _, _), (scores, ids, ms) in zip(jobs, ranked):
+            if isinstance(owner, MethodResult):
+                owner.search_ms = ms
+                owner.hits = self._hits(ids[0], scores[0], targets, known_gt, ref_char)
+            else:
+                owner.steps = [Step(i + 1, sent, self._hits(ids[i], scores[i], targets, known_gt, ref_char))
+                               for i, sent in enumerate(sentences[:len(ids)])]
+        search_ms = (time.perf_counter() - t_search) * 1000
 
         timings = {"encode": encode_ms, "compose": compose_ms, "search": search_ms,
                    "total": reference.encode_ms + (time.perf_counter() - t_start) * 1000}

@@ -198,3 +198,47 @@ def test_config_flags_env_and_offline(monkeypatch):
     apply_offline_default(AppConfig())
     import os
     assert os.environ["HF_HUB_OFFLINE"] == "1"
+
+
+@pytest.mark.parametrize("scoring", ["cosine", "chord"])
+def test_batched_search_matches_the_library_rank(engine, scoring):
+    from cir_core.scoring import rank
+
+    q, row = long_query(engine)
+    ref = engine.reference_from_row(row)
+    res = engine.compare(ref, q.text, k=6, scoring=scoring)
+    v_r = ref.embedding[None]
+    for m in res.methods:
+        meth = engine.method(m.name)
+        qq, q0 = meth.compose(v_r, [res.edit]), meth.compose_empty(v_r)
+        for index in (engine.index, None):  # FAISS shortlist + exact re-score, and exact in full
+            s, ids = rank(qq, q0, v_r, engine.embeddings, 6, scoring, meth.chord_lambda,
+                          exclude=np.array([row]), index=index)
+            assert [h.row for h in m.hits] == ids[0].tolist(), (m.name, index)
+            np.testing.assert_allclose([h.score for h in m.hits], s[0], rtol=1e-5, atol=1e-6)
+
+
+def test_small_gallery_is_scored_exactly():
+    from _cir_fakes import backbone, world
+    from cir_core.engine import Engine
+
+    bench, gallery, emb = world()
+    with fake_trained_methods():
+        e = Engine.from_embeddings(backbone(), emb[:50])
+        res = e.compare(e.reference_from_row(3), "Add a star. Make it night.", k=4)
+    assert all(m.ok and len(m.hits) == 4 and 3 not in [h.row for h in m.hits] for m in res.methods)
+    assert len(res.progression.steps) == 2 and all(len(s.hits) == 4 for s in res.progression.steps)
+
+
+def test_q_empty_is_computed_once_per_reference(engine):
+    calls = []
+    m = engine.method("pact")
+    orig = m.compose_empty
+    m.compose_empty = lambda ref: calls.append(1) or orig(ref)
+    try:
+        ref = engine.reference_from_row(11)
+        engine.compare(ref, "Add a star.", k=2, methods=["pact"], progression=False)
+        engine.compare(ref, "Remove the star.", k=2, methods=["pact"], progression=False)
+    finally:
+        del m.compose_empty
+    assert len(calls) == 1
