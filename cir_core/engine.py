@@ -599,9 +599,9 @@ class Engine:
                   ) -> list[tuple[np.ndarray, np.ndarray, float]]:
         """Top-k of every (queries (n, D), q_∅, λ) job: [(scores (n, k), ids (n, k), ms)].
 
-        Galleries up to the shortlist size are scored exactly in full. Larger ones get ONE FAISS
-        search for all the request's queries (one pass over the gallery instead of one per
-        method and step), then `rank`'s exact cosine / Chord re-score of each query's cosine
+        Galleries up to the shortlist size are scored exactly in full. Larger ones get ONE cosine
+        shortlist search for all the request's queries (one pass over the gallery instead of one
+        per method and step), then `rank`'s exact cosine / Chord re-score of each query's
         shortlist, as `scoring.rank(..., index=...)` does for a single method."""
         if not jobs:
             return []
@@ -618,7 +618,7 @@ class Engine:
         t = time.perf_counter()
         allq = np.concatenate([q for q, _, _ in jobs])
         allq = allq / np.maximum(np.linalg.norm(allq, axis=1, keepdims=True), 1e-12)
-        _, cand = self.index.search(allq, shortlist)
+        cand = self._shortlist(allq, shortlist)
         share = (time.perf_counter() - t) * 1000 / len(jobs)
         row = 0
         for q, q0, lm in jobs:
@@ -637,6 +637,17 @@ class Engine:
             row += len(q)
             out.append((scores, ids, share + (time.perf_counter() - t) * 1000))
         return out
+
+    def _shortlist(self, q: np.ndarray, size: int) -> np.ndarray:
+        """(B, size) gallery rows with the highest cosine to each query row, unordered.
+
+        Exact index: one (N, D) @ (D, B) product, i.e. a single pass over the gallery for the
+        whole request. FAISS's flat search would scan it once per query at these batch sizes (it
+        switches to BLAS only from `distance_compute_blas_threshold` queries). HNSW: its search."""
+        if self.index.kind != "flat":
+            return self.index.search(q, size)[1]
+        sims = q @ self.embeddings.T  # (B, N): rows contiguous for the partition (~4x faster)
+        return np.argpartition(-sims, size - 1, axis=1)[:, :size]
 
     @staticmethod
     def _progression_note(name: str, native: bool, why: str, n_sentences: int) -> str:
