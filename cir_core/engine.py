@@ -92,9 +92,14 @@ def resolve_checkpoints(spec: str | None, names: Sequence[str]) -> CheckpointSou
         return CheckpointSource(spec, Path(folder))
     except Exception as exc:  # offline, unknown repo, auth: all reported the same way
         from huggingface_hub import constants
+        from huggingface_hub.errors import LocalEntryNotFoundError, RepositoryNotFoundError
 
         if constants.HF_HUB_OFFLINE:
             why = "HF_HUB_OFFLINE is set and the repo is not in the local Hugging Face cache"
+        elif isinstance(exc, LocalEntryNotFoundError):
+            why = "it is not in the local Hugging Face cache and the Hub could not be reached"
+        elif isinstance(exc, RepositoryNotFoundError):
+            why = "no such repository, or it is private (set HF_TOKEN)"
         else:
             why = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else 'no detail'}"
         return CheckpointSource(spec, None, f"could not fetch checkpoints ({', '.join(names)}) "
@@ -275,8 +280,7 @@ def load_engine(cfg: AppConfig, progress_cb: Callable[[int, int], None] | None =
     gallery, bench = open_gallery(cfg.gallery, cfg.world_queries, backbone.image_size)
     root = Path(cfg.cache_dir).expanduser() if cfg.cache_dir else cache_dir()
     emb = EmbeddingCache(root).embed(gallery, backbone, progress_cb=progress_cb)
-    names = list(cfg.columns) + ([cfg.baseline] if cfg.baseline else [])
-    ckpts = resolve_checkpoints(cfg.checkpoints, names)
+    ckpts = resolve_checkpoints(cfg.checkpoints, list(cfg.columns))
     if ckpts.error:
         notes.append(ckpts.error)
     return Engine(backbone, gallery, emb, bench=bench, checkpoints=ckpts, columns=cfg.columns,

@@ -1,4 +1,6 @@
 """cir_core.engine: one compare request, shared encodes, marks, progression, failures per method."""
+import json
+
 import numpy as np
 import pytest
 from PIL import Image
@@ -242,3 +244,29 @@ def test_q_empty_is_computed_once_per_reference(engine):
     finally:
         del m.compose_empty
     assert len(calls) == 1
+
+
+def test_folder_and_manifest_galleries(tmp_path):
+    from cir_core.engine import load_engine
+
+    folder = tmp_path / "frames"
+    folder.mkdir()
+    for i, colour in enumerate(["red", "green", "blue", "white", "black"]):
+        Image.new("RGB", (40 + i, 30), colour).save(folder / f"f{i}.png")
+    seen = []
+    cfg = AppConfig(backbone="cir-tiny-vit", gallery=str(folder), cache_dir=str(tmp_path / "c"))
+    e = load_engine(cfg, progress_cb=lambda done, total: seen.append((done, total)))
+    assert seen[0] == (0, 5) and seen[-1] == (5, 5)  # the first build reports its progress
+    res = e.compare(e.reference_from_id("f1.png"), "Make it blue.", k=3, methods=["sum"])
+    assert [h.is_target for h in res.methods[0].hits] == [None] * 3
+    assert res.methods[0].hits[0].same_character is None and e.example_queries() == []
+    seen.clear()
+    load_engine(cfg, progress_cb=lambda d, t: seen.append((d, t)))
+    assert seen == []  # a restart encodes nothing
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text("\n".join(json.dumps({"path": f"frames/f{i}.png", "id": f"shot{i}",
+                                              "character": "Ann" if i < 3 else "Bob"}) for i in range(5)))
+    e = load_engine(AppConfig(backbone="cir-tiny-vit", gallery=str(manifest), cache_dir=str(tmp_path / "c")))
+    hits = e.compare(e.reference_from_id("shot0"), "Make it blue.", k=4, methods=["sum"]).methods[0].hits
+    assert all(h.same_character == (h.character == "Ann") for h in hits)
+    assert e.search("bob") == [3, 4]
