@@ -61,23 +61,29 @@ def _unit(x: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(x / np.linalg.norm(x, axis=1, keepdims=True), dtype=np.float32)
 
 
-def _render_one(args: tuple) -> np.ndarray:
-    scene, size, seed = args
-    return np.asarray(render(scene, size, seed))
+CHUNK = 48  # queries per sub-stream (a multiple of the 6 edit types keeps every batch balanced)
 
 
-class Renderer:
-    """Renders (scene, size, seed) lists in order, inline or in a process pool (224 px renders
-    cost ~6 ms each: a 512 batch is 3 s on one core)."""
+def _draw_chunk(args: tuple) -> list[tuple]:
+    """The first n queries of query_stream(seed), reference rendered: (edit, target caption,
+    negatives, image array). Top-level so a process pool can run it."""
+    seed, n, size = args
+    return [(q.text, q.target_caption, q.negatives, np.asarray(render(q.reference, size, q.ref_seed)))
+            for q in islice(query_stream(seed), n)]
+
+
+class Sampler:
+    """Draws stream batches as CHUNK-sized sub-streams, inline or in a process pool: sampling a
+    query costs ~6 ms and a 224 px render ~6 ms, i.e. ~6 s per 512 batch on one core. The data
+    depend on the seeds alone, never on the number of workers."""
 
     def __init__(self, workers: int):
         self.pool = ProcessPoolExecutor(workers, mp_context=get_context("spawn")) if workers > 0 else None
 
-    def __call__(self, jobs: list) -> list:
-        from PIL import Image
-
-        arrays = self.pool.map(_render_one, jobs, chunksize=16) if self.pool else map(_render_one, jobs)
-        return [Image.fromarray(a) for a in arrays]
+    def __call__(self, rng: random.Random, b: int, size: int) -> list[tuple]:
+        jobs = [(rng.randrange(1 << 31), min(CHUNK, b - i), size) for i in range(0, b, CHUNK)]
+        chunks = self.pool.map(_draw_chunk, jobs) if self.pool else map(_draw_chunk, jobs)
+        return [row for chunk in chunks for row in chunk]
 
 
 class PACTTrainModule(nn.Module):
@@ -121,6 +127,9 @@ class PACTTask:
     def __init__(self, cfg: LoopConfig, backbone=None):
         self.cfg, self.x = cfg, cfg.extra
         x = self.x
+        unknown = sorted(set(x) - set(DEFAULTS.extra) - {"_comment"})
+        if unknown:  # a misspelt hyper-parameter must not be silently ignored
+            raise SystemExit(f"unknown train_pact setting(s) {unknown}; known: {sorted(DEFAULTS.extra)}")
         if x["objective"] not in OBJECTIVES:
             raise SystemExit(f"objective must be one of {OBJECTIVES}, got {x['objective']!r}")
         x["method"] = x.get("method") or ("compose-only" if x["objective"] == "compose" else "pact")
@@ -134,7 +143,10 @@ class PACTTask:
             torch.manual_seed(cfg.seed)
             composer = PACTComposer(self.backbone, self.arch)
         self.model = PACTTrainModule(composer, float(x["temperature"]), bool(x["learn_temperature"]))
-        self.render = Renderer(int(x["render_workers"]) if x["data"] == "stream" else 0)
+        dev = self.backbone.device
+        self.sampler = Sampler(int(x["render_workers"]) if x["data"] == "stream" else 0)
+        # frozen encodes in bf16 where the loop trains in bf16 (ViT-L images are most of a step)
+        self.autocast = str(dev).startswith("cuda") and cfg.precision in ("auto", "bf16")
         self.cache, self.cache_texts = None, []
         if x["data"] == "cache":
             from .embed_cache import load_train_cache
@@ -201,13 +213,16 @@ class PACTTask:
     def _from_stream(self, rng: random.Random, b: int, captions: bool) -> tuple:
         """Fresh queries: references rendered and encoded now, captions encoded now."""
         bb = self.backbone
-        qs = list(islice(query_stream(rng.randrange(1 << 31)), b))
-        refs = bb.encode_images(self.render([(q.reference, bb.image_size, q.ref_seed) for q in qs]))
-        if not captions:
-            return refs, [q.text for q in qs], None, None
-        texts = [q.target_caption for q in qs] + [n for q in qs for n in q.negatives]
-        ids = {t: i for i, t in enumerate(dict.fromkeys(texts))}
-        return refs, [q.text for q in qs], bb.encode_texts(texts), [ids[t] for t in texts]
+        rows = self.sampler(rng, b, bb.image_size)
+        from PIL import Image
+
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.autocast):
+            refs = bb.encode_images([Image.fromarray(r[3]) for r in rows], batch_size=256)
+            if not captions:
+                return refs, [r[0] for r in rows], None, None
+            texts = [r[1] for r in rows] + [n for r in rows for n in r[2]]
+            ids = {t: i for i, t in enumerate(dict.fromkeys(texts))}
+            return refs, [r[0] for r in rows], bb.encode_texts(texts), [ids[t] for t in texts]
 
     def _from_cache(self, rng: random.Random, b: int, captions: bool) -> tuple:
         """Rows of the shared embed cache (the first n_train queries of the same stream)."""
