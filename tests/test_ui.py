@@ -163,3 +163,20 @@ def test_api_upload_must_come_from_the_upload_folder():
     assert _uploaded(None) is None
     with pytest.raises(gr.Error, match="uploaded file"):
         _uploaded({"path": "/etc/hostname"})
+
+
+def test_engine_load_failure_is_a_message():
+    from cir_core.errors import BackboneError, CIRError
+    from cir_core.ui.common import EngineHolder
+
+    calls = []
+
+    def loader(cfg, progress_cb=None):
+        calls.append(1)
+        raise BackboneError("unknown model 'ViT-Nope'")
+
+    holder = EngineHolder(AppConfig(), loader=loader)
+    for _ in range(2):
+        with pytest.raises(CIRError, match="could not start: unknown model 'ViT-Nope'"):
+            holder.get()
+    assert calls == [1]  # remembered, not retried on every request
