@@ -167,6 +167,9 @@ def runs(tiny_backbone, tmp_path_factory):
             cfg = _cfg(root / name, steps)
             task = PACTTask(cfg, backbone=tiny_backbone)
             out[name] = (task, run(task, cfg), root / name)
+            if steps == 5:
+                cfg_file = root / name / "export" / "config.json"
+                out["b5"] = json.loads(cfg_file.read_text()) if cfg_file.is_file() else None
     return out
 
 
@@ -201,6 +204,8 @@ def test_resume_is_exact(runs):
     assert a.keys() == b.keys() and any(k.endswith(".B") for k in a)
     assert all(torch.equal(a[k], b[k]) for k in a)
     assert all(a[k].abs().sum() > 0 for k in a if k.endswith(".B"))  # phase 2 trained the LoRA
+    # the run stopped at 5 of 10 exported nothing; its resumed end did
+    assert runs["b5"] is None and (runs["b"][2] / "export" / "config.json").is_file()
 
 
 def test_export_and_lambda_selection(runs, tiny_backbone):

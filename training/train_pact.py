@@ -267,7 +267,14 @@ class PACTTask:
         return {f"val_{s}_{k}": round(m[k], 4) for s, m in by.items() for k in REPORTED}
 
     def export(self, out_dir: Path, metrics: dict[str, float]) -> None:
-        """Choose Chord λ on val (ValBench's rule), then write the checkpoint to `export_dir`."""
+        """Choose Chord λ on val (ValBench's rule), then write the checkpoint to `export_dir`.
+        A run stopped early (steps < identity + joint, max_minutes) exports nothing: a partial
+        model must not replace a shipped checkpoint. Resume it to finish."""
+        total, state = self.n_id + self.n_joint, Path(out_dir) / "last" / "state.json"
+        done = json.loads(state.read_text())["step"] if state.is_file() else 0  # the loop saved it
+        if done < total:
+            print(f"stopped at step {done} of {total}: not exported (run again to resume)")
+            return
         self.model.eval()
         m = self._method(float(self.x["val_lambda"]))
         lam, search = self.val.select_lambda(m, [float(v) for v in self.x["lambda_grid"]])
