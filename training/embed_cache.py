@@ -3,7 +3,7 @@
 DiCE and PACE train only small heads on top of frozen towers, so every epoch would re-encode the
 same images and texts: encode them once here and train on the arrays (cheap on any machine).
 
-    python -m training.embed_cache --n 20000 [--backbone local-dir:...] [--seed 0]
+    python -m training.embed_cache --n 20000 [--backbone local-dir:...] [--seed 0] [--threads 1]
 
 Layout of `<root>/<key>/` (key = backbone id, N, seed, RENDER_VERSION, image size, a fingerprint
 of the world's first queries, this format's version):
@@ -215,7 +215,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--root", type=Path, default=None, help="default: cir_core.config.cache_dir()/train")
     ap.add_argument("--workers", type=int, default=0, help="render processes (0: render inline)")
+    ap.add_argument("--threads", type=int, default=0,
+                    help="torch CPU threads (0: torch's default; 1 is faster when another process holds a core)")
     args = ap.parse_args(argv)
+    if args.threads:
+        import torch
+        torch.set_num_threads(args.threads)
     bb = load_backbone(args.backbone, args.pretrained, device=args.device)
     print(build_train_cache(bb, args.n, args.seed, args.root, workers=args.workers))
 

@@ -69,6 +69,7 @@ class DiCETask:
         self.method = DiCE(self.backbone, {"arch": arch})  # evaluation copy, receives EMA weights
         nv = int(self.x.get("val_queries", 0))
         self.val = ValBench(self.backbone, nv, self.x.get("val_cache_root")) if nv else None
+        self.last_logs: dict[str, float] = {}  # the final step's losses go into config.json
 
     def param_groups(self, cfg: LoopConfig) -> list[dict]:
         return param_groups(self.model.net, cfg.weight_decay)
@@ -96,7 +97,8 @@ class DiCETask:
         parts = dice_losses(z_hat, b["z_img"], b["z_txt"], b["z_t"], float(self.x["tau"]), b["same"],
                             own, bool(self.x.get("delta_normalise", True)))
         total = sum(float(self.x[f"w_{k}"]) * v for k, v in parts.items())
-        return total, {"loss": total.item(), **{k: v.item() for k, v in parts.items()}}
+        self.last_logs = {"loss": total.item(), **{k: v.item() for k, v in parts.items()}}
+        return total, self.last_logs
 
     def validate(self) -> dict[str, float]:
         if self.val is None:
@@ -107,7 +109,8 @@ class DiCETask:
     def export(self, out_dir: Path, metrics: dict[str, float]) -> None:
         dest = Path(self.x.get("export_dir") or out_dir / "export")
         export_method(self.method, self.model, self.val, dest, self.cfg,
-                      {**metrics, "train_queries": len(self.cache), "train_cache": self.cache.folder.name},
+                      {**metrics, **{f"train_{k}": round(v, 4) for k, v in self.last_logs.items()},
+                       "train_queries": len(self.cache), "train_cache": self.cache.folder.name},
                       self.x.get("lambda_grid", LAMBDA_GRID))
 
 

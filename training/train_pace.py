@@ -94,6 +94,7 @@ class PACETask:
         self.single_pool = np.flatnonzero(nsent == 1)
         nv = int(self.x.get("val_queries", 0))
         self.val = ValBench(self.backbone, nv, self.x.get("val_cache_root")) if nv else None
+        self.last_logs: dict[str, float] = {}  # the final step's losses go into config.json
 
     def param_groups(self, cfg: LoopConfig) -> list[dict]:
         return param_groups(self.model.net, cfg.weight_decay)
@@ -149,6 +150,7 @@ class PACETask:
             q = F.normalize(q_n, dim=-1)
             logs["acc"] = ((q @ b["v_t"].T).argmax(1) == torch.arange(len(q), device=dev)).float().mean().item()
         logs["loss"] = total.item()
+        self.last_logs = logs
         return total, logs
 
     def validate(self) -> dict[str, float]:
@@ -160,7 +162,8 @@ class PACETask:
     def export(self, out_dir: Path, metrics: dict[str, float]) -> None:
         dest = Path(self.x.get("export_dir") or out_dir / "export")
         export_method(self.method, self.model, self.val, dest, self.cfg,
-                      {**metrics, "train_queries": len(self.cache), "train_cache": self.cache.folder.name},
+                      {**metrics, **{f"train_{k}": round(v, 4) for k, v in self.last_logs.items()},
+                       "train_queries": len(self.cache), "train_cache": self.cache.folder.name},
                       self.x.get("lambda_grid", LAMBDA_GRID))
 
 
