@@ -4,7 +4,8 @@
 
 Half of every batch is pairs (scene, the same scene after one atomic edit): the captions of a
 pair differ in one attribute, so the contrastive loss cannot ignore fine attributes (position
-above all, the hard one). Validation is text→image retrieval over held-out scenes (held-out
+above all, the hard one). From `balanced_pairs_from` on, the kind of change is drawn first
+(identity swaps included), so rare kinds get their share of hard negatives. Validation is text→image retrieval over held-out scenes (held-out
 attribute combinations included) plus a zero-shot probe per attribute.
 """
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +23,7 @@ import torch.nn.functional as F
 from cir_core.backbone import TINY_MODEL, register_project_configs, save_backbone_dir
 from cir_core.text_tower import encode_tokens
 from cir_core.world import apply_edit, caption, possible_edits, render, sample_scene
-from cir_core.world.spec import Scene
+from cir_core.world.spec import N_IDENTITIES, Scene
 
 from .loop import LoopConfig, config_from_args, run
 
@@ -73,14 +75,31 @@ class BackboneTask:
         bs = int(self.x["batch_size"])
         n_pairs = int(bs * float(self.x["pair_fraction"])) // 2
         scenes: list[Scene] = []
+        balanced = step >= int(self.x.get("balanced_pairs_from", 1 << 60))
         for _ in range(n_pairs):
             s = sample_scene(rng, allow_novel=False)
-            edits = [e for e in possible_edits(s) if not apply_edit(s, e).is_novel()]
-            scenes += [s, apply_edit(s, rng.choice(edits))]
+            scenes += [s, self._partner(s, rng, balanced)]
         scenes += [sample_scene(rng, allow_novel=False) for _ in range(bs - len(scenes))]
         images = [render(s, self.size, rng.randrange(1 << 30)) for s in scenes]
         texts = [train_caption(s, rng) for s in scenes]
         return to_tensor(images), self.tokenizer(texts)
+
+    @staticmethod
+    def _partner(s: Scene, rng: random.Random, balanced: bool) -> Scene:
+        """The scene after one random change. Uniform over edits, "add" dominates (~80 % of all
+        edits); `balanced` picks the kind of change first, identity swaps included, so every
+        attribute (character position and facing, identity) gets hard negatives."""
+        edits = [e for e in possible_edits(s) if not apply_edit(s, e).is_novel()]
+        if not balanced:
+            return apply_edit(s, rng.choice(edits))
+        ops = sorted({e.op for e in edits}) + ["identity"]
+        op = rng.choice(ops)
+        if op == "identity":
+            while True:
+                other = replace(s, character=replace(s.character, identity=rng.randrange(N_IDENTITIES)))
+                if other.character.identity != s.character.identity and not other.is_novel():
+                    return other
+        return apply_edit(s, rng.choice([e for e in edits if e.op == op]))
 
     def loss(self, model, batch) -> tuple[torch.Tensor, dict[str, float]]:
         dev = next(model.parameters()).device
