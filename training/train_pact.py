@@ -22,10 +22,7 @@ import argparse
 import json
 import os
 import random
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
-from itertools import islice
-from multiprocessing import get_context
 from pathlib import Path
 
 import numpy as np
@@ -37,10 +34,10 @@ from cir_core.backbone import load_backbone
 from cir_core.config import REPO_ROOT
 from cir_core.methods import get_method_class
 from cir_core.methods.pact_model import PACTComposer, PACTConfig
-from cir_core.world import query_stream, render
 
 from .heads import LAMBDA_GRID, ValBench
 from .loop import LoopConfig, config_from_args, lr_factor, run
+from .pact_data import CacheSource, StreamSource
 
 OBJECTIVES = ("full", "compose", "preserve", "compose+visual")
 DEFAULTS = LoopConfig(
@@ -54,36 +51,6 @@ DEFAULTS = LoopConfig(
            "data": "stream", "n_train": 20000, "data_seed": 0, "render_workers": 0, "cache_root": None,
            "val_cache_root": None, "export_dir": None, **PACTConfig().to_dict()})
 REPORTED = ("R@1", "R@10", "identity@1", "edit@1")
-
-
-def _unit(x: np.ndarray) -> np.ndarray:
-    """Rows renormalised (the embed cache stores float16)."""
-    return np.ascontiguousarray(x / np.linalg.norm(x, axis=1, keepdims=True), dtype=np.float32)
-
-
-CHUNK = 48  # queries per sub-stream (a multiple of the 6 edit types keeps every batch balanced)
-
-
-def _draw_chunk(args: tuple) -> list[tuple]:
-    """The first n queries of query_stream(seed), reference rendered: (edit, target caption,
-    negatives, image array). Top-level so a process pool can run it."""
-    seed, n, size = args
-    return [(q.text, q.target_caption, q.negatives, np.asarray(render(q.reference, size, q.ref_seed)))
-            for q in islice(query_stream(seed), n)]
-
-
-class Sampler:
-    """Draws stream batches as CHUNK-sized sub-streams, inline or in a process pool: sampling a
-    query costs ~6 ms and a 224 px render ~6 ms, i.e. ~6 s per 512 batch on one core. The data
-    depend on the seeds alone, never on the number of workers."""
-
-    def __init__(self, workers: int):
-        self.pool = ProcessPoolExecutor(workers, mp_context=get_context("spawn")) if workers > 0 else None
-
-    def __call__(self, rng: random.Random, b: int, size: int) -> list[tuple]:
-        jobs = [(rng.randrange(1 << 31), min(CHUNK, b - i), size) for i in range(0, b, CHUNK)]
-        chunks = self.pool.map(_draw_chunk, jobs) if self.pool else map(_draw_chunk, jobs)
-        return [row for chunk in chunks for row in chunk]
 
 
 class PACTTrainModule(nn.Module):
@@ -143,19 +110,14 @@ class PACTTask:
             torch.manual_seed(cfg.seed)
             composer = PACTComposer(self.backbone, self.arch)
         self.model = PACTTrainModule(composer, float(x["temperature"]), bool(x["learn_temperature"]))
-        dev = self.backbone.device
-        self.sampler = Sampler(int(x["render_workers"]) if x["data"] == "stream" else 0)
-        # frozen encodes in bf16 where the loop trains in bf16 (ViT-L images are most of a step)
-        self.autocast = str(dev).startswith("cuda") and cfg.precision in ("auto", "bf16")
-        self.cache, self.cache_texts = None, []
         if x["data"] == "cache":
-            from .embed_cache import load_train_cache
-
-            root = Path(x["cache_root"]) if x.get("cache_root") else None
-            self.cache = load_train_cache(self.backbone, int(x["n_train"]), int(x["data_seed"]), root,
-                                          workers=int(x["render_workers"]))
-            self.cache_texts = json.loads((self.cache.folder / "texts.json").read_text())
-        elif x["data"] != "stream":
+            self.source = CacheSource(self.backbone, int(x["n_train"]), int(x["data_seed"]),
+                                      x.get("cache_root"), int(x["render_workers"]))
+        elif x["data"] == "stream":
+            # frozen encodes in bf16 where the loop trains in bf16 (ViT-L images: most of a step)
+            bf16 = str(self.backbone.device).startswith("cuda") and cfg.precision in ("auto", "bf16")
+            self.source = StreamSource(self.backbone, int(x["render_workers"]), bf16)
+        else:
             raise SystemExit(f"data must be 'stream' or 'cache', got {x['data']!r}")
         self.weights = {"preserve": float(x["preserve_weight"]), "replay": float(x["replay_weight"]),
                         "visual": float(x["visual_weight"]), "replay_n": int(x["replay_batch"])}
@@ -190,12 +152,11 @@ class PACTTask:
 
     # -- data -----------------------------------------------------------------------------------
     def batch(self, step: int, rank: int, rng: random.Random) -> dict:
-        """B training queries drawn from `rng` alone, with their frozen embeddings (v_r, and in
-        phase 2 the target + negative captions through the original tower, no LoRA)."""
+        """B training queries drawn from `rng` alone (see pact_data), with their frozen embeddings
+        (v_r, and in phase 2 the target + negative captions through the original tower, no LoRA)."""
         phase = self.phase(step)
         captions = phase == 2 and self.x["objective"] != "preserve"
-        draw = self._from_cache if self.cache is not None else self._from_stream
-        refs, edits, caps, cap_ids = draw(rng, int(self.x["batch_size"]), captions)
+        refs, edits, caps, cap_ids = self.source.draw(rng, int(self.x["batch_size"]), captions)
         c = self.model.composer
         out = {"phase": phase, "ref": torch.from_numpy(refs),
                "empty_tokens": c.tokenize([""] * len(refs), empty=True)}
@@ -209,34 +170,6 @@ class PACTTask:
             mask[torch.arange(len(refs)), torch.arange(len(refs))] = False
             out["caption_mask"] = mask
         return out
-
-    def _from_stream(self, rng: random.Random, b: int, captions: bool) -> tuple:
-        """Fresh queries: references rendered and encoded now, captions encoded now."""
-        bb = self.backbone
-        rows = self.sampler(rng, b, bb.image_size)
-        from PIL import Image
-
-        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=self.autocast):
-            refs = bb.encode_images([Image.fromarray(r[3]) for r in rows], batch_size=256)
-            if not captions:
-                return refs, [r[0] for r in rows], None, None
-            texts = [r[1] for r in rows] + [n for r in rows for n in r[2]]
-            ids = {t: i for i, t in enumerate(dict.fromkeys(texts))}
-            return refs, [r[0] for r in rows], bb.encode_texts(texts), [ids[t] for t in texts]
-
-    def _from_cache(self, rng: random.Random, b: int, captions: bool) -> tuple:
-        """Rows of the shared embed cache (the first n_train queries of the same stream)."""
-        cache = self.cache
-        if b > len(cache):
-            raise SystemExit(f"batch_size {b} exceeds n_train {len(cache)}")
-        idx = np.asarray(rng.sample(range(len(cache)), b))
-        refs = _unit(cache.image("ref", idx))
-        edits = [self.cache_texts[i] for i in cache.edit[idx]]
-        if not captions:
-            return refs, edits, None, None
-        negs = [cache.neg_idx[cache.neg_off[i]:cache.neg_off[i + 1]] for i in idx]
-        rows = np.concatenate([cache.target_caption[idx], *negs])  # texts are unique: row = text
-        return refs, edits, _unit(cache.text(rows)), rows.tolist()
 
     def loss(self, model: nn.Module, batch: dict) -> tuple[torch.Tensor, dict[str, float]]:
         return model(batch, self.x["objective"], self.weights)
