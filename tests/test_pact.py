@@ -106,6 +106,10 @@ def test_checkpoint_roundtrip(tiny_backbone, trained_pact, tmp_path):
     assert isinstance(loaded, PACT) and loaded.chord_lambda == 0.3
     np.testing.assert_array_equal(loaded.compose(refs, EDITS), trained_pact.compose(refs, EDITS))
     np.testing.assert_array_equal(loaded.compose_empty(refs), trained_pact.compose_empty(refs))
+    # re-saving a loaded checkpoint keeps its extra keys but describes the current model
+    loaded.chord_lambda = 0.5
+    again = json.loads((loaded.save(tmp_path / "again", {"x": 1}, note="n") / "config.json").read_text())
+    assert again["chord_lambda"] == 0.5 and again["metrics"] == {"x": 1} and again["note"] == "n"
     # q_∅ is "a photo of $", which an empty edit also maps to
     np.testing.assert_allclose(loaded.compose_empty(refs), loaded.compose(refs, [""] * 4), atol=1e-6)
 

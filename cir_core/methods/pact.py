@@ -77,13 +77,13 @@ class PACT(Method):
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         state = {k: v.detach().cpu().contiguous() for k, v in self.composer.state_dict().items()}
-        config = {
+        fresh = {
             "method": self.name, "format_version": FORMAT_VERSION, "backbone": self.backbone.id,
             "embed_dim": self.composer.dim, "token_width": self.composer.width,
             "prompt": PROMPT, "empty_prompt": EMPTY_PROMPT, "arch": self.arch.to_dict(),
-            "chord_lambda": self.chord_lambda, "metrics": dict(metrics or {}),
-            "git_commit": git_commit(), **{k: v for k, v in self.config.items()
-                                           if k not in ("arch", "chord_lambda", "metrics")}, **extra}
+            "chord_lambda": self.chord_lambda, "metrics": dict(metrics or {}), "git_commit": git_commit()}
+        # other keys of a loaded checkpoint (its training recipe, λ search) travel along
+        config = {**{k: v for k, v in self.config.items() if k not in fresh}, **fresh, **extra}
         tmp = folder / (WEIGHTS + ".tmp")  # write-then-rename: a reader never sees half a file
         save_file(state, str(tmp), metadata={"method": self.name})
         os.replace(tmp, folder / WEIGHTS)
