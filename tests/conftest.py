@@ -4,6 +4,9 @@ import os
 # Set before open_clip / huggingface_hub / gradio are imported: they read these at import time.
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
+# Spinning OpenMP threads collapse throughput on shared cores (10x measured); libgomp reads this
+# when torch/faiss first load, and a test module may import torch before cir_core.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 def pytest_configure(config):
