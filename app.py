@@ -2,7 +2,7 @@
 
 Thin on purpose (Gradio's `demo/<name>/run.py` convention): settings from flags / CIR_* env vars,
 a module-level `demo`, `launch()` under `__main__`. The tabs live in `cir_core/ui/`, the logic in
-`cir_core/engine.py`. `python app.py --help` lists every setting.
+`cir_core/engine/`. `python app.py --help` lists every setting.
 """
 from cir_core.appconfig import apply_offline_default, from_args
 

@@ -1,232 +1,32 @@
 """The Compare tab: choose a reference (gallery page, upload, example query), type an edit, see every
 method's top-k side by side and the per-sentence progression.
 
-The handlers are plain functions of the engine (`page_view`, `select_from_page`, `upload_view`,
-`compare_view`, ...) that return values; `build` only lays out components and wires them, so
-tests call the handlers directly. Errors become messages (a toast and a line in the tab), never a
-stack trace.
+The handlers are plain functions of the engine that return values: the reference ones (`page_view`,
+`select_from_page`, `upload_view`, ...) in `reference.py`, the request ones (`compare_view`,
+`compare_api`) in `results.py`, both importable from here too. `build` only lays out components
+and wires them, so tests call the handlers directly. Errors become messages (a toast and a line in
+the tab), never a stack trace.
 """
 from __future__ import annotations
 
-import logging
-import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import gradio as gr
 from gradio.data_classes import FileData
 
 from cir_core.appconfig import AppConfig
-from cir_core.engine import MAX_K, MAX_STEPS, MAX_TEXT_CHARS, CompareResult, method_label
+from cir_core.engine import MAX_K, MAX_STEPS, MAX_TEXT_CHARS, MAX_UPLOAD_PIXELS, method_label
 from cir_core.errors import CIRError
 from cir_core.scoring import DEFAULT_LAMBDA
 
-from .common import LEGEND, THUMB, EngineHolder, fmt_ms, gallery_items
+from .common import LEGEND, EngineHolder
+from .reference import (NO_REFERENCE, PAGE_SIZE, PICK_THUMB, example_items, page_view,  # noqa: F401
+                        reference_info, reference_view, resolve_reference, select_example,
+                        select_from_page, upload_view)
+from .results import (CompareView, _uploaded, column_header, compare_api, compare_view,  # noqa: F401
+                      details, empty_headers, progression_header, status_line, timings_line)
 
-log = logging.getLogger(__name__)
-
-PAGE_SIZE = 24
-PICK_THUMB = 128
-NO_REFERENCE = "Choose a reference first: click a gallery image, upload one, or pick an example query."
-
-
-# -- reference ----------------------------------------------------------------------------------
-
-def page_view(engine: Any, search: str, page: int) -> tuple[list, str, list[int], int]:
-    """One page of the reference browser: (thumbnails, label, rows shown, page clamped)."""
-    rows = engine.search(search or "")
-    pages = max(1, math.ceil(len(rows) / PAGE_SIZE))
-    page = min(max(int(page or 0), 0), pages - 1)
-    shown = rows[page * PAGE_SIZE:(page + 1) * PAGE_SIZE]
-    items = [engine.thumbnail(r, PICK_THUMB) for r in shown]  # ids in the box once picked
-    if rows:
-        label = (f"{page * PAGE_SIZE + 1:,}–{page * PAGE_SIZE + len(shown):,} of {len(rows):,} images"
-                 + (f" matching “{search.strip()}”" if (search or "").strip() else "")
-                 + f" · page {page + 1}/{pages}")
-    else:
-        label = f"No image matches “{(search or '').strip()}”. Search by id (test/000123), a character " \
-                "name or caption words (blue star beach)."
-    return items, label, shown, page
-
-
-def reference_info(engine: Any, ref: Any) -> str:
-    if ref.row is None:
-        w, h = ref.image.size if ref.image is not None else (0, 0)
-        return (f"**{ref.label}** · encoded in {fmt_ms(ref.encode_ms)}\n\n"
-                "Character unknown (uploaded image): no identity or ground-truth marks.")
-    who = f" · character **{ref.character}**" if ref.character else ""
-    cap = engine.caption(ref.row)
-    return f"**{ref.item_id}**{who}" + (f"\n\n<small>{cap}</small>" if cap else "")
-
-
-def reference_view(engine: Any, ref_id: str) -> tuple[Any, str]:
-    """(preview image, info markdown) for gallery item `ref_id`; raises InputError if unknown."""
-    ref = engine.reference_from_id(ref_id)
-    return engine.thumbnail(ref.row, 256), reference_info(engine, ref)
-
-
-def select_from_page(engine: Any, rows: list[int], index: int) -> tuple[str, Any, str]:
-    """A click on thumbnail `index` of the current page: (reference id, preview, info)."""
-    if not rows or not 0 <= int(index) < len(rows):
-        raise CIRError("That thumbnail is no longer on this page; pick again.")
-    ref_id = engine.item_id(rows[int(index)])
-    return (ref_id, *reference_view(engine, ref_id))
-
-
-def upload_view(engine: Any, path: str | None) -> tuple[Any, str]:
-    """Validate and encode an upload now (so errors show at once): (preview, info)."""
-    ref = engine.reference_from_upload(path)
-    return ref.image, reference_info(engine, ref)
-
-
-def example_items(engine: Any) -> tuple[list, list[str]]:
-    items, ids = [], []
-    for q in engine.example_queries():
-        _, row = engine.query(q.query_id)
-        text = q.text if len(q.text) <= 70 else q.text[:68] + "…"
-        items.append((engine.thumbnail(row, PICK_THUMB), f"{q.query_id} · {text}"))
-        ids.append(q.query_id)
-    return items, ids
-
-
-def select_example(engine: Any, ids: list[str], index: int) -> tuple[str, str, Any, str]:
-    """(reference id, edit text, preview, info) of example query number `index`."""
-    q, row = engine.query(ids[int(index)])
-    ref_id = engine.item_id(row)
-    return (ref_id, q.text, *reference_view(engine, ref_id))
-
-
-def resolve_reference(engine: Any, ref_id: str | None, upload: str | None) -> Any:
-    """An upload wins (choosing a gallery image clears it); else the gallery id."""
-    if upload:
-        return engine.reference_from_upload(upload)
-    if ref_id and str(ref_id).strip():
-        return engine.reference_from_id(ref_id)
-    raise CIRError(NO_REFERENCE)
-
-
-# -- compare ------------------------------------------------------------------------------------
-
-@dataclass
-class CompareView:
-    """Everything the Compare tab shows after a request, as plain values."""
-
-    status: str
-    timings: str = ""
-    columns: list[tuple[str, list]] = field(default_factory=list)  # (header markdown, items)
-    progression_header: str = ""
-    steps: list[tuple[str, list]] = field(default_factory=list)
-    details: dict = field(default_factory=dict)
-    error: str | None = None
-
-
-def column_header(m: Any, scoring: str) -> str:
-    if not m.ok:
-        return f"**{m.label}**\n\n<span class='col-err'>⚠ {m.error}</span>"
-    lam = f" · λ {m.lam:.2f}" if scoring == "chord" and m.lam is not None else ""
-    return f"**{m.label}**{lam}\n\ncompose {fmt_ms(m.compose_ms)} · search {fmt_ms(m.search_ms)}"
-
-
-def empty_headers(names: list[str]) -> list[tuple[str, list]]:
-    return [(f"**{method_label(n)}**\n\n&nbsp;", []) for n in names]
-
-
-def compare_view(engine: Any, ref_id: str | None, upload: str | None, edit: str | None, k: int = 8,
-                 scoring: str = "cosine", own_lambda: bool = True, lam: float = DEFAULT_LAMBDA,
-                 names: list[str] | None = None) -> CompareView:
-    """Run one Compare request and render it to values; every user error becomes `status`."""
-    import time
-
-    names = list(names) if names is not None else engine.default_methods()
-    scoring = "chord" if str(scoring).lower().startswith("chord") else "cosine"
-    try:
-        engine.check_edit(edit)  # an empty edit is reported before an upload is encoded
-        ref = resolve_reference(engine, ref_id, upload)
-        res = engine.compare(ref, edit or "", k=int(k), scoring=scoring,
-                             lam=None if own_lambda else float(lam), methods=names)
-    except CIRError as exc:
-        return CompareView(status=f"⚠ {exc}", columns=empty_headers(names), error=str(exc))
-    t0 = time.perf_counter()
-    columns = [(column_header(m, scoring), gallery_items(engine, m.hits) if m.ok else [])
-               for m in res.methods]
-    steps = []
-    prog = res.progression
-    if prog is not None:
-        for s in prog.steps:
-            span = "sentence 1" if s.index == 1 else f"sentences 1–{s.index}"
-            steps.append((f"**Step {s.index}** · {span}\n\nadds “{s.sentence}”", gallery_items(engine, s.hits)))
-    render_ms = (time.perf_counter() - t0) * 1000
-    return CompareView(status=status_line(res), timings=timings_line(res, render_ms), columns=columns,
-                       progression_header=progression_header(prog), steps=steps,
-                       details=details(res, render_ms))
-
-
-def status_line(res: CompareResult) -> str:
-    ref = res.reference
-    who = f" ({ref.character})" if ref.character else ""
-    n = len(res.sentences)
-    head = f"Reference **{ref.label}**{who} · {n} sentence{'s' * (n != 1)} · top-{res.k} by " \
-           f"{'Chord' if res.scoring == 'chord' else 'cosine'}"
-    if res.query_id:
-        gt = f"This is world query **{res.query_id}**: its ground-truth target is framed in green."
-    elif ref.row is not None and res.reference.character:
-        gt = "Free-text edit: no ground truth for it, so only identity marks are shown."
-    else:
-        gt = "Uploaded reference: no ground truth and no identity marks."
-    bad = [m.label for m in res.methods if not m.ok]
-    missing = f" Unavailable: {', '.join(bad)} (see their columns)." if bad else ""
-    return f"{head}. {gt}{missing}"
-
-
-def timings_line(res: CompareResult, render_ms: float) -> str:
-    t = res.timings
-    return (f"Time: encode {fmt_ms(t['encode'])} · compose {fmt_ms(t['compose'])} · search "
-            f"{fmt_ms(t['search'])} · thumbnails {fmt_ms(render_ms)} · "
-            f"**total {fmt_ms(t['total'] + render_ms)}**")
-
-
-def progression_header(prog: Any) -> str:
-    if prog is None:
-        return "### Progression\nNo method is available for the progression."
-    if prog.method == "pace" and prog.native:
-        title = "### PACE progression"
-    else:
-        title = f"### Progression ({prog.label}, not PACE)" if prog.method != "pace" else "### PACE progression"
-    return f"{title}\n<div class='small-note'>\n\n{prog.note}. One row per accumulated sentence.\n\n</div>"
-
-
-def details(res: CompareResult, render_ms: float) -> dict:
-    d = res.to_dict()
-    d["timings"]["thumbnails"] = round(render_ms, 2)
-    return d
-
-
-def compare_api(engine: Any, reference_id: str | None, edit: str | None, k: int = 8,
-                scoring: str = "cosine", lam: float | None = None, upload: str | None = None) -> dict:
-    """The JSON API: `CompareResult.to_dict()`, or {"error": message} for a user error."""
-    try:
-        ref = resolve_reference(engine, reference_id, upload)
-        return engine.compare(ref, edit or "", k=int(k), scoring=str(scoring).lower(), lam=lam).to_dict()
-    except CIRError as exc:
-        return {"error": str(exc)}
-
-
-def _uploaded(file: Any) -> str | None:
-    """The server path of an API upload; only files in Gradio's upload folder are accepted, so a
-    client cannot make the server open an arbitrary path."""
-    if file is None:
-        return None
-    path = file.get("path") if isinstance(file, dict) else getattr(file, "path", None)
-    if not path:
-        return None
-    from gradio.utils import get_upload_folder, is_in_or_equal
-
-    if not is_in_or_equal(path, get_upload_folder()):
-        raise gr.Error("reference_image must be an uploaded file (gradio_client.handle_file(path))")
-    return str(path)
-
-
-# -- layout and wiring --------------------------------------------------------------------------
 
 @dataclass
 class CompareTab:
@@ -268,8 +68,8 @@ def build(holder: EngineHolder, cfg: AppConfig) -> CompareTab:
                         next_btn = gr.Button("Next ▶", size="sm", scale=1)
                 with gr.Tab("Upload", id="ref-upload"):
                     upload = gr.File(label="Reference image (PNG, JPEG, WebP, BMP; at most "
-                                     f"{40} megapixels)", file_types=["image"], type="filepath",
-                                     elem_id="ref-upload-file")
+                                     f"{MAX_UPLOAD_PIXELS // 1_000_000} megapixels)", file_types=["image"],
+                                     type="filepath", elem_id="ref-upload-file")
                     gr.Markdown("An upload is encoded once and shared by every method. It has no "
                                 "ground truth; choosing a gallery image or an example replaces it.",
                                 elem_classes="small-note")

@@ -1,0 +1,172 @@
+"""The gallery side of `Engine`: items, characters, captions, search, thumbnails, the world's
+queries and their ground truth, and the references a request starts from."""
+from __future__ import annotations
+
+import os
+import random
+import time
+from dataclasses import replace
+from typing import Any
+
+from PIL import Image
+
+from ..errors import GalleryError, ImageLoadError, InputError
+from ..imageio import load_image
+from .common import MAX_UPLOAD_PIXELS, normalise_text
+from .results import Reference
+
+
+class GalleryMixin:
+    """Mixed into `Engine`, whose `__init__` sets the state these methods read (`gallery`,
+    `embeddings`, `bench`, `backbone`, the caches and the world-query lookups)."""
+
+    # -- gallery ---------------------------------------------------------------------------------
+    def item_id(self, row: int) -> str:
+        return self.gallery.items[row].id
+
+    def row_of(self, item_id: str) -> int:
+        try:
+            return self.gallery.index_of(str(item_id).strip())
+        except GalleryError:
+            raise InputError(f"the gallery has no item {str(item_id).strip()!r}") from None
+
+    def character(self, row: int) -> str | None:
+        """The name of the character shown by gallery item `row`, when the gallery knows it."""
+        if self.bench is not None:
+            return self.bench.items[row].scene.character.name
+        meta = self.gallery.items[row].meta
+        for key in ("character", "identity", "person"):
+            if meta.get(key) not in (None, ""):
+                return str(meta[key])
+        return None
+
+    def caption(self, row: int) -> str:
+        if self._captions is None:
+            self._captions = self._make_captions()
+        return self._captions[row]
+
+    def _make_captions(self) -> list[str]:
+        if self.bench is not None:
+            from ..world import caption
+
+            return [caption(it.scene, random.Random(it.item_id)) for it in self.bench.items]
+        return [str(it.meta.get("caption") or it.meta.get("text") or "") for it in self.gallery.items]
+
+    def search(self, query: str) -> list[int]:
+        """Gallery rows whose id, caption or character contain every word of `query` (any case)."""
+        words = str(query).lower().split()
+        if not words:
+            return list(range(len(self.gallery)))
+        if self._search_text is None:
+            self._search_text = [f"{it.id} {self.caption(i)} {self.character(i) or ''}".lower()
+                                 for i, it in enumerate(self.gallery.items)]
+        return [i for i, s in enumerate(self._search_text) if all(w in s for w in words)]
+
+    def image(self, row: int, size: int | None = None) -> Image.Image:
+        """Item `row` at `size` (world items render crisp at any size; files shrink to fit)."""
+        return self.gallery.load_image(row, size)
+
+    def thumbnail(self, row: int, size: int = 160) -> Image.Image:
+        """A display thumbnail, LRU-cached (treat it as read-only: copy before drawing on it)."""
+        key = (int(row), int(size))
+        with self._thumb_lock:
+            img = self._thumbs.get(key)
+            if img is not None:
+                self._thumbs.move_to_end(key)
+                return img
+        img = self.gallery.load_image(row, size)
+        with self._thumb_lock:
+            self._thumbs[key] = img
+            while len(self._thumbs) > self.thumb_cache_size:
+                self._thumbs.popitem(last=False)
+        return img
+
+    # -- world queries ---------------------------------------------------------------------------
+    def example_queries(self, n: int | None = None) -> list[Any]:
+        """A handful of world queries, one per kind of edit; a 2–3 sentence one first."""
+        if self.bench is None:
+            return []
+        n = self.n_examples if n is None else n
+        qs = self.bench.queries
+        picked: list[Any] = []
+        wanted = [lambda q: q.edit_type == "long" and 2 <= len(q.sentences) <= 3]
+        wanted += [lambda q, t=t: q.edit_type == t for t in ("two", "attribute", "spatial", "scene", "short")]
+        wanted += [lambda q: q.edit_type == "long" and len(q.sentences) >= 4]
+        for pred in wanted:
+            hit = next((q for q in qs if pred(q) and q not in picked), None)
+            if hit is not None:
+                picked.append(hit)
+        for q in qs:  # small benchmarks may lack a kind
+            if len(picked) >= n:
+                break
+            if q not in picked:
+                picked.append(q)
+        return picked[:n]
+
+    def query(self, query_id: str) -> tuple[Any, int]:
+        """(world query, reference row) for `query_id`."""
+        if self.bench is None:
+            raise InputError("query ids need the world gallery (this gallery is "
+                             f"{self.gallery.name!r})")
+        qi = self._query_pos.get(str(query_id).strip())
+        if qi is None:
+            raise InputError(f"no world query {str(query_id).strip()!r} in this benchmark "
+                             f"({len(self.bench.queries)} queries, e.g. {self.bench.queries[0].query_id})")
+        return self.bench.queries[qi], self.bench.reference_idx[qi]
+
+    def ground_truth(self, reference: Reference, text: str) -> tuple[str | None, set[int]]:
+        """(query id, target rows) when (reference, edit) is a world query, else (None, set())."""
+        if self.bench is None or reference.row is None:
+            return None, set()
+        qi = self._queries_by_key.get((reference.row, normalise_text(text)))
+        if qi is None:
+            return None, set()
+        return self.bench.queries[qi].query_id, self._gt[qi]
+
+    # -- references ------------------------------------------------------------------------------
+    def reference_from_row(self, row: int) -> Reference:
+        row = int(row)
+        if not 0 <= row < len(self.gallery):
+            raise InputError(f"gallery row {row} is outside 0..{len(self.gallery) - 1}")
+        item_id = self.item_id(row)
+        return Reference("gallery", item_id, self.embeddings[row], row=row, item_id=item_id,
+                         character=self.character(row), key=("row", row))
+
+    def reference_from_id(self, item_id: str) -> Reference:
+        return self.reference_from_row(self.row_of(item_id))
+
+    def reference_from_upload(self, src: str | os.PathLike | bytes | Image.Image,
+                              name: str | None = None) -> Reference:
+        """Load (size-checked before decoding) and encode an uploaded image; the same file uploaded
+        again is not re-encoded. Raises `ImageLoadError` with a message for the user."""
+        key = None
+        if isinstance(src, (str, os.PathLike)):
+            try:
+                st = os.stat(src)
+                key = (os.path.abspath(src), st.st_size, st.st_mtime_ns)
+            except OSError:
+                key = None
+            name = name or os.path.basename(os.fspath(src))
+        if key is not None and key in self._uploads:
+            self._uploads.move_to_end(key)
+            return replace(self._uploads[key], encode_ms=0.0)  # nothing encoded this time
+        try:
+            img = load_image(src, max_pixels=MAX_UPLOAD_PIXELS)
+        except ImageLoadError as exc:  # name the file as the user knows it, not the server's temp path
+            msg = str(exc)
+            if isinstance(src, (str, os.PathLike)) and name:
+                msg = msg.replace(repr(os.fspath(src)), repr(name))
+            raise ImageLoadError(msg) from None
+        t0 = time.perf_counter()
+        emb = self.backbone.encode_images([img])[0]
+        ms = (time.perf_counter() - t0) * 1000
+        shown = img.copy()
+        shown.thumbnail((512, 512))
+        ref = Reference("upload", f"upload: {name or 'image'}", emb, image=shown, encode_ms=ms,
+                        key=None if key is None else ("upload", *key))
+        if key is not None:
+            self._uploads[key] = ref
+            while len(self._uploads) > 8:
+                self._uploads.popitem(last=False)
+        return ref
+

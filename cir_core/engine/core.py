@@ -1,0 +1,178 @@
+"""`Engine`: the backbone, the gallery with its embeddings and index, and the methods, built
+lazily; `load_engine` builds one from the app's settings."""
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+import numpy as np
+from PIL import Image
+
+from ..appconfig import (BASELINE, COLUMNS, DEFAULT_BACKBONE, DEFAULT_BACKBONE_DIR, DEFAULT_CHECKPOINTS,
+                         AppConfig)
+from ..errors import CheckpointError, CIRError, GalleryError
+from ..gallery import EmbeddingCache, Gallery, GalleryItem
+from ..index import Index
+from .browse import GalleryMixin
+from .checkpoints import CheckpointSource, resolve_checkpoints
+from .common import method_label, normalise_text
+from .compare import CompareMixin
+from .results import Reference
+from .textmemo import TextMemo
+
+log = logging.getLogger(__name__)
+
+
+def open_gallery(spec: str, world_queries: int, image_size: int) -> tuple[Gallery, Any]:
+    """(gallery, world benchmark or None) for 'world' / 'world:val', an image folder or a manifest."""
+    if spec in ("world", "world:test", "world:val"):
+        from ..world import build_benchmark
+
+        bench = build_benchmark(spec.partition(":")[2] or "test", world_queries)
+        return bench.gallery(image_size), bench
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        return Gallery.from_folder(path), None
+    if path.is_file():
+        return Gallery.from_manifest(path), None
+    raise GalleryError(f"gallery {spec!r} is neither 'world', an image folder nor a manifest file")
+
+
+def load_engine(cfg: AppConfig, progress_cb: Callable[[int, int], None] | None = None) -> "Engine":
+    """Build the engine the app runs on. `progress_cb(done, total)` follows the gallery embedding
+    (only items not in the cache are encoded: a restart encodes nothing)."""
+    from ..backbone import load_backbone
+    from ..config import cache_dir
+
+    notes = []
+    spec = cfg.backbone
+    if spec is None:
+        if (DEFAULT_BACKBONE_DIR / "open_clip_config.json").is_file():
+            spec = DEFAULT_BACKBONE
+        else:
+            spec = "cir-tiny-vit"
+            notes.append("The shipped backbone (assets/backbone/cir-tiny-vit) is not built yet, so the "
+                         "tiny architecture runs with **random weights**: rankings are meaningless. "
+                         "Build it with `python -m training.build_assets --only backbone`.")
+    backbone = load_backbone(spec, cfg.pretrained, cfg.device)
+    gallery, bench = open_gallery(cfg.gallery, cfg.world_queries, backbone.image_size)
+    root = Path(cfg.cache_dir).expanduser() if cfg.cache_dir else cache_dir()
+    emb = EmbeddingCache(root).embed(gallery, backbone, progress_cb=progress_cb)
+    ckpts = resolve_checkpoints(cfg.checkpoints, list(cfg.columns))
+    if ckpts.error:
+        notes.append(ckpts.error)
+    return Engine(backbone, gallery, emb, bench=bench, checkpoints=ckpts, columns=cfg.columns,
+                  baseline=cfg.baseline, db=cfg.db, notes=notes, n_examples=cfg.examples)
+
+
+class Engine(GalleryMixin, CompareMixin):
+    """Holds the backbone, the gallery, its embeddings and index, and the methods (built lazily,
+    each once; a failure is remembered and reported, not retried on every request).
+    The gallery, world-query and reference methods are `GalleryMixin`'s; `compare` and its
+    helpers are `CompareMixin`'s. All the state is set here."""
+
+    def __init__(self, backbone: Any, gallery: Gallery, embeddings: np.ndarray, *, bench: Any = None,
+                 checkpoints: CheckpointSource | None = None, columns: Sequence[str] = COLUMNS,
+                 baseline: str | None = BASELINE, db: str | None = None, notes: Iterable[str] = (),
+                 n_examples: int = 6, index_kind: str = "auto"):
+        emb = np.ascontiguousarray(embeddings, dtype=np.float32)
+        if emb.shape != (len(gallery), int(backbone.dim)):
+            raise GalleryError(f"embeddings {emb.shape} do not match gallery {gallery.name!r} "
+                               f"({len(gallery)} items) x backbone dim {backbone.dim}")
+        self.backbone = backbone
+        self.text_memo = TextMemo(backbone)
+        self.gallery, self.embeddings, self.bench = gallery, emb, bench
+        self.index = Index.build(emb, index_kind)
+        self.checkpoints = checkpoints or CheckpointSource(None, DEFAULT_CHECKPOINTS)
+        self.columns = tuple(columns)
+        self.baseline = baseline
+        self.db = db
+        self.notes = list(notes)
+        self.n_examples = n_examples
+        self._methods: dict[str, Any] = {}
+        self._method_lock = threading.Lock()
+        self._uploads: OrderedDict[tuple, Reference] = OrderedDict()
+        self._thumbs: OrderedDict[tuple[int, int], Image.Image] = OrderedDict()
+        self._thumb_lock = threading.Lock()
+        self._q_empty_cache: OrderedDict[tuple, np.ndarray] = OrderedDict()
+        self._q_lock = threading.Lock()
+        self.thumb_cache_size = 1024
+        self._search_text: list[str] | None = None
+        self._captions: list[str] | None = None
+        self._queries_by_key: dict[tuple[int, str], int] = {}
+        self._query_pos: dict[str, int] = {}
+        self._gt: list[set[int]] = []
+        if bench is not None:
+            self._gt = bench.gt_sets()
+            for qi, (q, r) in enumerate(zip(bench.queries, bench.reference_idx)):
+                self._queries_by_key.setdefault((r, normalise_text(q.text)), qi)
+                self._query_pos[q.query_id] = qi
+
+    @classmethod
+    def from_embeddings(cls, backbone: Any, embeddings: np.ndarray, name: str = "vectors",
+                        ids: Sequence[str] | None = None, **kw: Any) -> "Engine":
+        """An engine over bare vectors (no images), e.g. a synthetic gallery for benchmarks."""
+        ids = list(ids) if ids is not None else [f"{i:07d}" for i in range(len(embeddings))]
+        return cls(backbone, Gallery.from_items(name, [GalleryItem(i) for i in ids]), embeddings, **kw)
+
+    def __repr__(self) -> str:
+        return (f"Engine(backbone={self.backbone.id!r}, gallery={self.gallery.name!r} "
+                f"({len(self.gallery)} items), columns={self.columns})")
+
+    # -- methods ---------------------------------------------------------------------------------
+    def default_methods(self) -> list[str]:
+        return list(self.columns) + ([self.baseline] if self.baseline else [])
+
+    def method(self, name: str) -> Any:
+        """The built method `name`; raises the `CIRError` that explains why it is unavailable."""
+        from ..methods import create_method, get_method_class, list_methods
+
+        with self._method_lock:
+            if name not in self._methods:
+                try:
+                    if name not in list_methods():
+                        raise CheckpointError(f"{method_label(name)} is not available: no method "
+                                              f"'{name}' is registered in this build")
+                    cls = get_method_class(name)
+                    ckpt = self.checkpoints.folder_for(name) if cls.needs_checkpoint else None
+                    if ckpt is not None and not ckpt.exists():
+                        raise CheckpointError(f"{method_label(name)}: no checkpoint at {ckpt}")
+                    self._methods[name] = create_method(name, self.text_memo, ckpt)
+                except CIRError as exc:
+                    self._methods[name] = exc
+                except Exception as exc:  # a broken checkpoint or method must not take the app down
+                    log.exception("method %s failed to load", name)
+                    self._methods[name] = CheckpointError(
+                        f"{method_label(name)} failed to load: {type(exc).__name__}: {exc}".splitlines()[0])
+            found = self._methods[name]
+        if isinstance(found, Exception):
+            raise found
+        return found
+
+    def use_method(self, name: str, method: Any) -> None:
+        """Install an already built method under `name` (e.g. one at random init, for benchmarks).
+        Build it on `self.text_memo` so it shares the request's text encodes."""
+        with self._method_lock:
+            self._methods[name] = method
+
+    def method_status(self, names: Sequence[str] | None = None) -> dict[str, str | None]:
+        """name -> None when it works, else the message saying why not."""
+        out = {}
+        for n in names if names is not None else self.default_methods():
+            try:
+                self.method(n)
+                out[n] = None
+            except CIRError as exc:
+                out[n] = str(exc)
+        return out
+
+    def available_methods(self) -> list[str]:
+        """Every registered method that can be built here, the app's columns first."""
+        from ..methods import list_methods
+
+        order = list(dict.fromkeys([*self.default_methods(), *list_methods()]))
+        return [n for n, err in self.method_status(order).items() if err is None]
+

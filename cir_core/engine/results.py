@@ -1,0 +1,88 @@
+"""What a compare request returns: plain dataclasses (`CompareResult.to_dict()` is the JSON API)."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+from PIL import Image
+
+
+@dataclass
+class Reference:
+    """The reference image of one request and its embedding (computed once)."""
+
+    kind: str  # "gallery" | "upload"
+    label: str  # the gallery id, or "upload: name.png"
+    embedding: np.ndarray  # (D,)
+    row: int | None = None  # gallery row (excluded from the results)
+    item_id: str | None = None
+    image: Image.Image | None = None  # uploads: a display copy (<= 512 px)
+    character: str | None = None  # the character's name, when the gallery knows it
+    encode_ms: float = 0.0  # time spent encoding it (0 for a gallery item)
+    key: tuple | None = None  # identifies the pixels across requests (None: unknown, never cached)
+
+
+@dataclass
+class Hit:
+    rank: int
+    row: int
+    item_id: str
+    score: float
+    is_target: bool | None  # None: no ground truth for this (reference, edit)
+    character: str | None
+    same_character: bool | None  # None: the reference's character is unknown
+
+
+@dataclass
+class MethodResult:
+    name: str
+    label: str
+    hits: list[Hit] = field(default_factory=list)
+    error: str | None = None
+    lam: float | None = None  # the Chord λ used (None for cosine)
+    compose_ms: float = 0.0
+    search_ms: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+@dataclass
+class Step:
+    index: int  # 1-based
+    sentence: str  # the sentence this step adds
+    hits: list[Hit]
+
+
+@dataclass
+class Progression:
+    method: str
+    label: str
+    native: bool  # the method's own step states (PACE's accumulator) vs prefix re-composition
+    note: str
+    steps: list[Step]
+    total_sentences: int
+
+
+@dataclass
+class CompareResult:
+    reference: Reference
+    edit: str
+    sentences: list[str]
+    k: int
+    scoring: str
+    lam: float | None  # None: each method's own λ
+    variant: str
+    query_id: str | None  # the world query this (reference, edit) is, when it is one
+    target_rows: list[int]
+    methods: list[MethodResult]
+    progression: Progression | None
+    timings: dict[str, float]  # ms per stage: encode, compose, search, total
+
+    def to_dict(self) -> dict:
+        ref = {k: v for k, v in asdict(self.reference).items() if k not in ("embedding", "image")}
+        out = {k: v for k, v in asdict(self).items() if k != "reference"}
+        out["reference"] = ref
+        return out
+

@@ -1,0 +1,131 @@
+"""The Compare tab's request handlers: run one request and render it to plain values
+(`compare_view` -> `CompareView`), or to JSON for the API (`compare_api`)."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import gradio as gr
+
+from cir_core.engine import CompareResult, method_label
+from cir_core.errors import CIRError
+from cir_core.scoring import DEFAULT_LAMBDA
+
+from .common import fmt_ms, gallery_items
+from .reference import resolve_reference
+
+
+@dataclass
+class CompareView:
+    """Everything the Compare tab shows after a request, as plain values."""
+
+    status: str
+    timings: str = ""
+    columns: list[tuple[str, list]] = field(default_factory=list)  # (header markdown, items)
+    progression_header: str = ""
+    steps: list[tuple[str, list]] = field(default_factory=list)
+    details: dict = field(default_factory=dict)
+    error: str | None = None
+
+
+def column_header(m: Any, scoring: str) -> str:
+    if not m.ok:
+        return f"**{m.label}**\n\n<span class='col-err'>⚠ {m.error}</span>"
+    lam = f" · λ {m.lam:.2f}" if scoring == "chord" and m.lam is not None else ""
+    return f"**{m.label}**{lam}\n\ncompose {fmt_ms(m.compose_ms)} · search {fmt_ms(m.search_ms)}"
+
+
+def empty_headers(names: list[str]) -> list[tuple[str, list]]:
+    return [(f"**{method_label(n)}**\n\n&nbsp;", []) for n in names]
+
+
+def compare_view(engine: Any, ref_id: str | None, upload: str | None, edit: str | None, k: int = 8,
+                 scoring: str = "cosine", own_lambda: bool = True, lam: float = DEFAULT_LAMBDA,
+                 names: list[str] | None = None) -> CompareView:
+    """Run one Compare request and render it to values; every user error becomes `status`."""
+    names = list(names) if names is not None else engine.default_methods()
+    scoring = "chord" if str(scoring).lower().startswith("chord") else "cosine"
+    try:
+        engine.check_edit(edit)  # an empty edit is reported before an upload is encoded
+        ref = resolve_reference(engine, ref_id, upload)
+        res = engine.compare(ref, edit or "", k=int(k), scoring=scoring,
+                             lam=None if own_lambda else float(lam), methods=names)
+    except CIRError as exc:
+        return CompareView(status=f"⚠ {exc}", columns=empty_headers(names), error=str(exc))
+    t0 = time.perf_counter()
+    columns = [(column_header(m, scoring), gallery_items(engine, m.hits) if m.ok else [])
+               for m in res.methods]
+    steps = []
+    prog = res.progression
+    if prog is not None:
+        for s in prog.steps:
+            span = "sentence 1" if s.index == 1 else f"sentences 1–{s.index}"
+            steps.append((f"**Step {s.index}** · {span}\n\nadds “{s.sentence}”", gallery_items(engine, s.hits)))
+    render_ms = (time.perf_counter() - t0) * 1000
+    return CompareView(status=status_line(res), timings=timings_line(res, render_ms), columns=columns,
+                       progression_header=progression_header(prog), steps=steps,
+                       details=details(res, render_ms))
+
+
+def status_line(res: CompareResult) -> str:
+    ref = res.reference
+    who = f" ({ref.character})" if ref.character else ""
+    n = len(res.sentences)
+    head = f"Reference **{ref.label}**{who} · {n} sentence{'s' * (n != 1)} · top-{res.k} by " \
+           f"{'Chord' if res.scoring == 'chord' else 'cosine'}"
+    if res.query_id:
+        gt = f"This is world query **{res.query_id}**: its ground-truth target is framed in green."
+    elif ref.row is not None and res.reference.character:
+        gt = "Free-text edit: no ground truth for it, so only identity marks are shown."
+    else:
+        gt = "Uploaded reference: no ground truth and no identity marks."
+    bad = [m.label for m in res.methods if not m.ok]
+    missing = f" Unavailable: {', '.join(bad)} (see their columns)." if bad else ""
+    return f"{head}. {gt}{missing}"
+
+
+def timings_line(res: CompareResult, render_ms: float) -> str:
+    t = res.timings
+    return (f"Time: encode {fmt_ms(t['encode'])} · compose {fmt_ms(t['compose'])} · search "
+            f"{fmt_ms(t['search'])} · thumbnails {fmt_ms(render_ms)} · "
+            f"**total {fmt_ms(t['total'] + render_ms)}**")
+
+
+def progression_header(prog: Any) -> str:
+    if prog is None:
+        return "### Progression\nNo method is available for the progression."
+    title = ("### PACE progression" if prog.method == "pace"
+             else f"### Progression ({prog.label}, not PACE)")
+    return f"{title}\n<div class='small-note'>\n\n{prog.note}. One row per accumulated sentence.\n\n</div>"
+
+
+def details(res: CompareResult, render_ms: float) -> dict:
+    d = res.to_dict()
+    d["timings"]["thumbnails"] = round(render_ms, 2)
+    return d
+
+
+def compare_api(engine: Any, reference_id: str | None, edit: str | None, k: int = 8,
+                scoring: str = "cosine", lam: float | None = None, upload: str | None = None) -> dict:
+    """The JSON API: `CompareResult.to_dict()`, or {"error": message} for a user error."""
+    try:
+        ref = resolve_reference(engine, reference_id, upload)
+        return engine.compare(ref, edit or "", k=int(k), scoring=str(scoring).lower(), lam=lam).to_dict()
+    except CIRError as exc:
+        return {"error": str(exc)}
+
+
+def _uploaded(file: Any) -> str | None:
+    """The server path of an API upload; only files in Gradio's upload folder are accepted, so a
+    client cannot make the server open an arbitrary path."""
+    if file is None:
+        return None
+    path = file.get("path") if isinstance(file, dict) else getattr(file, "path", None)
+    if not path:
+        return None
+    from gradio.utils import get_upload_folder, is_in_or_equal
+
+    if not is_in_or_equal(path, get_upload_folder()):
+        raise gr.Error("reference_image must be an uploaded file (gradio_client.handle_file(path))")
+    return str(path)
