@@ -70,9 +70,39 @@ def breakdown(ranked: np.ndarray, bench) -> dict[str, float]:
     return {k: round(float(np.mean(v)), 4) for k, v in sorted(groups.items())}
 
 
+def progression_report(method, bench, emb: np.ndarray, scoring: str = "cosine",
+                       lam: float | None = None) -> dict[str, float]:
+    """Does retrieval sharpen as sentences accumulate? Over multi-sentence queries: R@10 after
+    the first sentence and after all of them, and the share of queries whose target rank
+    improves (or holds) from step 1 to step n. Uses the method's own progression (PACE's
+    accumulator states; other methods recompose each prefix)."""
+    rows = [i for i, q in enumerate(bench.queries) if len(q.sentences) > 1]
+    if not rows:
+        return {}
+    ranks_first, ranks_last = [], []
+    for i in rows:
+        q = bench.queries[i]
+        r = bench.reference_idx[i]
+        steps = np.stack(method.progression(emb[r], list(q.sentences)))
+        q0 = method.compose_empty(emb[r][None])
+        refs = np.repeat(emb[r][None], len(steps), 0)
+        s = score_matrix(method, steps, np.repeat(q0, len(steps), 0), refs, emb, scoring, lam,
+                         "empty", np.full(len(steps), r))
+        target_score = s[:, bench.target_idx[i]]
+        rank = (s > target_score[:, None]).sum(1)  # 0 = top-1
+        ranks_first.append(rank[0])
+        ranks_last.append(rank[-1])
+    first, last = np.asarray(ranks_first), np.asarray(ranks_last)
+    return {"queries": len(rows), "R@10_first_sentence": round(float((first < 10).mean()), 4),
+            "R@10_all_sentences": round(float((last < 10).mean()), 4),
+            "rank_improved": round(float((last < first).mean()), 4),
+            "rank_improved_or_held": round(float((last <= first).mean()), 4),
+            "median_rank_first": float(np.median(first)), "median_rank_last": float(np.median(last))}
+
+
 def evaluate(backbone, bench, methods: list[str], scorings=SCORINGS, lam: float | None = None,
              variant: str = "empty", cache: Path | None = None, dump=None, progress: bool = True,
-             checkpoints: dict[str, str] | None = None) -> dict:
+             checkpoints: dict[str, str] | None = None, progression: bool = False) -> dict:
     """The evaluation table {method: {scoring: {metric: value}}} plus breakdowns and skips."""
     from cir_core.gallery import EmbeddingCache
     from cir_core.methods import create_method
@@ -84,7 +114,7 @@ def evaluate(backbone, bench, methods: list[str], scorings=SCORINGS, lam: float 
     texts = [q.text for q in bench.queries]
     gt, edit_ok = bench.gt_sets(), bench.edit_ok_sets()
     identities = np.asarray(bench.identities())
-    results, extra, skipped, timing = {}, {}, {}, {}
+    results, extra, skipped, timing, prog = {}, {}, {}, {}, {}
     for name in methods:
         try:
             m = create_method(name, backbone, (checkpoints or {}).get(name))
@@ -100,6 +130,8 @@ def evaluate(backbone, bench, methods: list[str], scorings=SCORINGS, lam: float 
             scores = score_matrix(m, q, q0, refs, emb, sc, lam, variant, refs_idx)
             results[name][sc], ranked = metrics_for(scores, bench, gt, edit_ok, identities)
             extra[name][sc] = breakdown(ranked, bench)
+            if progression:
+                prog.setdefault(name, {})[sc] = progression_report(m, bench, emb, sc, lam)
             if dump is not None:
                 for qi, query in enumerate(bench.queries):
                     dump.write(json.dumps({
@@ -108,7 +140,8 @@ def evaluate(backbone, bench, methods: list[str], scorings=SCORINGS, lam: float 
                         "top50": [bench.items[j].item_id for j in ranked[qi]],
                         "target_id": bench.items[bench.target_idx[qi]].item_id,
                         "gt_ids": sorted(bench.items[j].item_id for j in gt[qi])}) + "\n")
-    return {"split": bench.split, "results": results, "breakdown": extra, "skipped": skipped,
+    return {"split": bench.split, "results": results, "breakdown": extra, "progression": prog,
+            "skipped": skipped,
             "compose_ms_per_query": timing, "backbone": backbone.id,
             "n_queries": len(bench.queries), "gallery_size": len(bench.items)}
 
@@ -145,6 +178,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cache-dir", type=Path, default=None)
     ap.add_argument("--json", type=Path, help="write {split, results, ...} here")
     ap.add_argument("--dump-rankings", type=Path, help="one JSON line per (method, scoring, query)")
+    ap.add_argument("--progression", action="store_true",
+                    help="also measure R@10 after sentence 1 vs after all sentences (multi-sentence queries)")
     args = ap.parse_args(argv)
     try:
         scorings = [s.strip() for s in args.scoring.split(",") if s.strip()]
@@ -161,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
         dump = open(args.dump_rankings, "w") if args.dump_rankings else None
         try:
             report = evaluate(backbone, bench, methods, scorings, args.lam, args.chord_variant,
-                              args.cache_dir, dump)
+                              args.cache_dir, dump, progression=args.progression)
         finally:
             if dump:
                 dump.close()
@@ -169,6 +204,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(format_table(report))
+    for name, by in report["progression"].items():
+        for sc, p in by.items():
+            print(f"progression {name}/{sc}: " + ", ".join(f"{k}={v}" for k, v in p.items()))
     if args.json:
         args.json.write_text(json.dumps(report, indent=1))
         print(f"wrote {args.json}")

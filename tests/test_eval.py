@@ -58,3 +58,12 @@ def test_cli_writes_json(tmp_path, monkeypatch, capsys):
     rep = json.loads(out.read_text())
     assert rep["results"]["sum"]["chord"]["R@50"] >= rep["results"]["sum"]["chord"]["R@1"]
     assert "sum" in capsys.readouterr().out
+
+
+def test_progression_report(tiny_backbone, small_bench, tmp_path):
+    rep = ev.evaluate(tiny_backbone, small_bench, ["sum"], scorings=("cosine",),
+                      cache=tmp_path / "cache", progress=False, progression=True)
+    p = rep["progression"]["sum"]["cosine"]
+    n_multi = sum(len(q.sentences) > 1 for q in small_bench.queries)
+    assert p["queries"] == n_multi > 0
+    assert 0 <= p["rank_improved"] <= p["rank_improved_or_held"] <= 1
