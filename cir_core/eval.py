@@ -175,6 +175,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="Chord λ for every method (default: each method's own, 0.34 for baselines)")
     ap.add_argument("--chord-variant", choices=("empty", "reference"), default="empty",
                     help="direction q − q_∅ (default) or q − v_r")
+    ap.add_argument("--checkpoint", action="append", default=[], metavar="METHOD=DIR",
+                    help="load METHOD from DIR instead of assets/methods/METHOD (repeatable; ablations)")
     ap.add_argument("--cache-dir", type=Path, default=None)
     ap.add_argument("--json", type=Path, help="write {split, results, ...} here")
     ap.add_argument("--dump-rankings", type=Path, help="one JSON line per (method, scoring, query)")
@@ -190,13 +192,17 @@ def main(argv: list[str] | None = None) -> int:
         unknown = [m for m in methods if m not in list_methods()]
         if unknown:
             raise CIRError(f"unknown method(s) {unknown}; registered: {list_methods()}")
+        checkpoints = dict(c.split("=", 1) for c in args.checkpoint if "=" in c)
+        if len(checkpoints) != len(args.checkpoint):
+            raise CIRError(f"--checkpoint takes METHOD=DIR, got {args.checkpoint}")
         backbone = load_backbone(args.backbone, args.pretrained, device=args.device)
         n = args.n_queries or (1000 if args.split == "test" else 500)
         bench = build_benchmark(args.split, n)
         dump = open(args.dump_rankings, "w") if args.dump_rankings else None
         try:
             report = evaluate(backbone, bench, methods, scorings, args.lam, args.chord_variant,
-                              args.cache_dir, dump, progression=args.progression)
+                              args.cache_dir, dump, checkpoints=checkpoints,
+                              progression=args.progression)
         finally:
             if dump:
                 dump.close()

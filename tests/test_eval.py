@@ -67,3 +67,8 @@ def test_progression_report(tiny_backbone, small_bench, tmp_path):
     n_multi = sum(len(q.sentences) > 1 for q in small_bench.queries)
     assert p["queries"] == n_multi > 0
     assert 0 <= p["rank_improved"] <= p["rank_improved_or_held"] <= 1
+
+
+def test_cli_checkpoint_flag_is_validated(capsys):
+    assert ev.main(["--backbone", "cir-tiny-vit", "--checkpoint", "pact"]) == 2
+    assert "METHOD=DIR" in capsys.readouterr().err
