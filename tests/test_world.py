@@ -357,3 +357,19 @@ def test_scene_round_trip_and_validation():
     bad["character"]["identity"] = 24
     with pytest.raises((AssertionError, ValueError)):
         Scene.from_dict(bad)
+
+
+def test_showcase_queries_have_the_demo_edit_and_a_ground_truth():
+    from cir_core.world import build_benchmark
+    from cir_core.world.data import SHOWCASE_SENTENCES
+
+    plain = build_benchmark("test", 20)
+    b = build_benchmark("test", 20, showcase=3)
+    assert [q.query_id for q in b.queries[:3]] == ["demo-00", "demo-01", "demo-02"]
+    assert [q.query_id for q in b.queries[3:]] == [q.query_id for q in plain.queries]
+    for q, gt in zip(b.queries[:3], b.gt_sets()[:3]):
+        assert q.sentences == SHOWCASE_SENTENCES and q.text == " ".join(SHOWCASE_SENTENCES)
+        assert q.target.obj("square").colour == "blue" and q.target.character.position == "left"
+        assert gt and all(b.items[i].scene.key() == q.target.key() for i in gt)
+    # evaluation's benchmark is unchanged by the option's existence
+    assert [it.seed for it in build_benchmark("test", 20).items] == [it.seed for it in plain.items]

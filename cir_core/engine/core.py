@@ -26,12 +26,17 @@ from .textmemo import TextMemo
 log = logging.getLogger(__name__)
 
 
+SHOWCASE = 6  # demo queries (cir_core.world.data.showcase_queries) in the app's world gallery
+
+
 def open_gallery(spec: str, world_queries: int, image_size: int) -> tuple[Gallery, Any]:
     """(gallery, world benchmark or None) for 'world' / 'world:val', an image folder or a manifest."""
     if spec in ("world", "world:test", "world:val"):
         from ..world import build_benchmark
 
-        bench = build_benchmark(spec.partition(":")[2] or "test", world_queries)
+        split = spec.partition(":")[2] or "test"
+        # The demo queries put the README's edit, with a ground truth, on the first page.
+        bench = build_benchmark(split, world_queries, showcase=SHOWCASE if split == "test" else 0)
         return bench.gallery(image_size), bench
     path = Path(spec).expanduser()
     if path.is_dir():

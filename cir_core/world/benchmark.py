@@ -17,7 +17,7 @@ from functools import cached_property
 
 from PIL import Image
 
-from .data import Query, make_queries, other_identities
+from .data import Query, make_queries, other_identities, showcase_queries
 from .language import apply_edit, possible_edits
 from .render import RENDER_VERSION, render
 from .spec import Scene, sample_scene
@@ -106,10 +106,12 @@ def _failed(q: Query, rng: random.Random) -> Scene | None:
 
 
 def build_benchmark(split: str = "test", n_queries: int = 1000, n_filler: int | None = None,
-                    seed: int | None = None) -> Benchmark:
-    """Deterministic benchmark of `split` with `n_queries` queries (gallery ≈ 8 × n_queries)."""
-    queries = make_queries(split, n_queries, seed)
-    rng = random.Random(f"gallery:{split}:{n_queries}:{seed}")
+                    seed: int | None = None, showcase: int = 0) -> Benchmark:
+    """Deterministic benchmark of `split` with `n_queries` queries (gallery ≈ 8 × n_queries).
+    `showcase` > 0 puts that many demo queries (`showcase_queries`) first: the app's gallery
+    uses them; evaluation keeps the default 0."""
+    queries = showcase_queries(showcase) + make_queries(split, n_queries, seed)
+    rng = random.Random(f"gallery:{split}:{n_queries}:{seed}" + (f":{showcase}" if showcase else ""))
     items: list[WorldItem] = []
     ref_idx, tgt_idx, subsets = [], [], []
 

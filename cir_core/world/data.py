@@ -173,5 +173,31 @@ def make_queries(split: str, n: int, seed: int | None = None) -> list[Query]:
     return [sample_query(rng, t, f"{split}-{i:05d}") for i, t in enumerate(types)]
 
 
+SHOWCASE_SENTENCES = ("Make the square blue.", "Move the character to the left.")
+
+
+def showcase_queries(k: int) -> list[Query]:
+    """`k` queries whose edit is exactly SHOWCASE_SENTENCES (the README's demo): references
+    hold a non-blue square and a character not on the left, so the edit applies. The app adds
+    them to its world gallery so that typing the demo edit on one of these references has a
+    ground truth to mark; evaluation does not use them."""
+    rng = random.Random("showcase")
+    edits = (Edit("colour", "square", "blue"), Edit("char_move", None, "left"))
+    out: list[Query] = []
+    while len(out) < k:
+        ref = sample_scene(rng)
+        sq = ref.obj("square")
+        if sq is None or sq.colour == "blue" or ref.character.position == "left":
+            continue
+        scenes = [ref]
+        for e in edits:
+            scenes.append(apply_edit(scenes[-1], e))
+        tc, negs = _captions(rng, list(edits), scenes)
+        out.append(Query(f"demo-{len(out):02d}", ref, rng.randrange(1 << 30), "long", edits,
+                         SHOWCASE_SENTENCES, scenes[-1], rng.randrange(1 << 30), tc, tuple(negs),
+                         caption(ref, rng), ref.is_novel() or scenes[-1].is_novel()))
+    return out
+
+
 def other_identities(identity: int, k: int, rng: random.Random) -> list[int]:
     return rng.sample([i for i in range(N_IDENTITIES) if i != identity], k)
