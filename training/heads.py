@@ -5,7 +5,6 @@ the EMA weights as a method checkpoint folder, and the CLI. The test split is ne
 """
 from __future__ import annotations
 
-import argparse
 import copy
 import json
 import random
@@ -20,7 +19,7 @@ from torch import nn
 from cir_core.eval import breakdown, metrics_for
 from cir_core.scoring import chord_scores, cosine_scores
 
-from .loop import LoopConfig, config_from_args, run
+from .loop import LoopConfig, parse_cli, run
 
 LAMBDA_GRID = (0.02, 0.05, 0.08, 0.12, 0.16, 0.2, 0.25, 0.34, 0.45, 0.6, 0.8, 1.0)
 REPORTED = ("R@1", "R@5", "R@10", "R@50", "Rs@1", "mAP@10", "identity@1", "edit@1")
@@ -143,6 +142,24 @@ def export_method(method, wrapper: EMAWrapper, val: ValBench | None, dest: Path,
     return out
 
 
+class CachedHeadTask:
+    """validate/export shared by the heads trained on the embedding cache (DiCE, PACE): both
+    evaluate and export the EMA weights through their registered method."""
+
+    def validate(self) -> dict[str, float]:
+        if self.val is None:
+            return {}
+        self.method.module.load_state_dict(self.model.averaged_state())
+        return self.val.report(self.method)
+
+    def export(self, out_dir: Path, metrics: dict[str, float]) -> None:
+        dest = Path(self.x.get("export_dir") or out_dir / "export")
+        export_method(self.method, self.model, self.val, dest, self.cfg,
+                      {**metrics, **{f"train_{k}": round(v, 4) for k, v in self.last_logs.items()},
+                       "train_queries": len(self.cache), "train_cache": self.cache.folder.name},
+                      self.x.get("lambda_grid", LAMBDA_GRID))
+
+
 def load_inputs(x: dict, backbone: Any = None):
     """(backbone, train cache) from a trainer's extra settings (`backbone` given: reuse it)."""
     from cir_core.backbone import load_backbone
@@ -159,13 +176,7 @@ def load_inputs(x: dict, backbone: Any = None):
 
 
 def cli(task_cls, defaults: LoopConfig, argv: list[str] | None, doc: str | None) -> dict:
-    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--config", help="JSON file of settings (loop and trainer keys)")
-    ap.add_argument("--no-resume", action="store_true", help="ignore a checkpoint in out_dir")
-    ap.add_argument("overrides", nargs="*", help="key=value, e.g. steps=200 out_dir=runs/x")
-    args = ap.parse_args(argv)
-    cfg = config_from_args(defaults, args.config, args.overrides)
-    cfg.extra = {**defaults.extra, **cfg.extra}
+    cfg, resume, _ = parse_cli(defaults, argv, doc)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)  # before the cache build encodes anything
-    return run(task_cls(cfg), cfg, resume=not args.no_resume)
+    return run(task_cls(cfg), cfg, resume=resume)

@@ -8,11 +8,11 @@ state). Batches are a pure function of (seed, step, rank), so a resumed run sees
 """
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import os
 import random
-import subprocess
 import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -22,6 +22,8 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 from tqdm import tqdm
+
+from cir_core.config import git_commit
 
 
 @dataclass
@@ -54,14 +56,6 @@ class Task(Protocol):
     def validate(self) -> dict[str, float]: ...
     def export(self, out_dir: Path, metrics: dict[str, float]) -> None: ...
     # optional: before_step(self, step: int, optimizer) -> None, called after the lr is set
-
-
-def git_commit() -> str:
-    try:
-        return subprocess.check_output(["git", "rev-parse", "--short", "HEAD"], text=True,
-                                       stderr=subprocess.DEVNULL, cwd=Path(__file__).parent).strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def seed_everything(seed: int) -> None:
@@ -178,6 +172,20 @@ def run(task: Task, cfg: LoopConfig, resume: bool = True) -> dict[str, float]:
             metrics = task.validate()
         task.export(out, metrics)
     return metrics
+
+
+def parse_cli(defaults: LoopConfig, argv: list[str] | None, doc: str | None
+              ) -> tuple[LoopConfig, bool, argparse.Namespace]:
+    """Every trainer's command line: `--config FILE`, `--no-resume`, `key=value` overrides.
+    Returns (config, resume, parsed args); the trainer's own defaults fill `extra`."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--config", help="JSON file of settings (loop and trainer keys)")
+    ap.add_argument("--no-resume", action="store_true", help="ignore a checkpoint in out_dir")
+    ap.add_argument("overrides", nargs="*", help="key=value, e.g. steps=200 out_dir=runs/x")
+    args = ap.parse_args(argv)
+    cfg = config_from_args(defaults, args.config, args.overrides)
+    cfg.extra = {**defaults.extra, **cfg.extra}
+    return cfg, not args.no_resume, args
 
 
 def config_from_args(defaults: LoopConfig, config_file: str | None, overrides: list[str]) -> LoopConfig:

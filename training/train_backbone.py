@@ -10,7 +10,6 @@ attribute combinations included) plus a zero-shot probe per attribute.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import random
 from dataclasses import replace
@@ -25,7 +24,7 @@ from cir_core.text_tower import encode_tokens
 from cir_core.world import apply_edit, caption, possible_edits, render, sample_scene
 from cir_core.world.spec import N_IDENTITIES, Scene
 
-from .loop import LoopConfig, config_from_args, run
+from .loop import LoopConfig, parse_cli, run
 
 DEFAULTS = LoopConfig(steps=4000, lr=1e-3, weight_decay=0.1, warmup=200, eval_every=1000,
                       ckpt_every=250, out_dir="runs/backbone",
@@ -164,14 +163,8 @@ class BackboneTask:
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--config", help="JSON file of settings (loop and trainer keys)")
-    ap.add_argument("--no-resume", action="store_true", help="ignore a checkpoint in out_dir")
-    ap.add_argument("overrides", nargs="*", help="key=value, e.g. steps=200 out_dir=runs/x")
-    args = ap.parse_args(argv)
-    cfg = config_from_args(DEFAULTS, args.config, args.overrides)
-    cfg.extra = {**DEFAULTS.extra, **cfg.extra}
-    return run(BackboneTask(cfg), cfg, resume=not args.no_resume)
+    cfg, resume, _ = parse_cli(DEFAULTS, argv, __doc__)
+    return run(BackboneTask(cfg), cfg, resume=resume)
 
 
 if __name__ == "__main__":

@@ -13,16 +13,14 @@ exported checkpoint holds the EMA weights and the Chord λ chosen on val.
 from __future__ import annotations
 
 import random
-from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
 from cir_core.methods.dice import DiCE, DiCENet
 
-from .heads import EMAWrapper, LAMBDA_GRID, ValBench, cli, export_method, load_inputs, np_rng, param_groups
+from .heads import CachedHeadTask, EMAWrapper, ValBench, cli, load_inputs, np_rng, param_groups
 from .loop import LoopConfig
 
 # Paper: 20k steps (4k warmup), batch 512; dice_vitl14.json keeps those, dice_tiny.json scales down.
@@ -59,7 +57,7 @@ def dice_losses(z_hat: torch.Tensor, z_img: torch.Tensor, z_txt: torch.Tensor, z
     return {"align": align, "delta": delta, "ctr": ctr}
 
 
-class DiCETask:
+class DiCETask(CachedHeadTask):
     def __init__(self, cfg: LoopConfig, backbone: Any = None):
         self.cfg, self.x = cfg, cfg.extra
         self.backbone, self.cache = load_inputs(self.x, backbone)
@@ -99,19 +97,6 @@ class DiCETask:
         total = sum(float(self.x[f"w_{k}"]) * v for k, v in parts.items())
         self.last_logs = {"loss": total.item(), **{k: v.item() for k, v in parts.items()}}
         return total, self.last_logs
-
-    def validate(self) -> dict[str, float]:
-        if self.val is None:
-            return {}
-        self.method.module.load_state_dict(self.model.averaged_state())
-        return self.val.report(self.method)
-
-    def export(self, out_dir: Path, metrics: dict[str, float]) -> None:
-        dest = Path(self.x.get("export_dir") or out_dir / "export")
-        export_method(self.method, self.model, self.val, dest, self.cfg,
-                      {**metrics, **{f"train_{k}": round(v, 4) for k, v in self.last_logs.items()},
-                       "train_queries": len(self.cache), "train_cache": self.cache.folder.name},
-                      self.x.get("lambda_grid", LAMBDA_GRID))
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -15,7 +15,6 @@ every intermediate state q_0..q_{n−1} (averaged; 0 by default: the paper train
 from __future__ import annotations
 
 import random
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -24,7 +23,7 @@ import torch.nn.functional as F
 
 from cir_core.methods.pace import PACE, PACENet, final_state
 
-from .heads import EMAWrapper, LAMBDA_GRID, ValBench, cli, export_method, load_inputs, np_rng, param_groups
+from .heads import CachedHeadTask, EMAWrapper, ValBench, cli, load_inputs, np_rng, param_groups
 from .loop import LoopConfig
 
 DEFAULTS = LoopConfig(steps=10000, lr=1e-3, weight_decay=0.05, warmup=500, schedule="cosine",
@@ -81,7 +80,7 @@ def info_nce(q: torch.Tensor, targets: torch.Tensor, tau: float, same: torch.Ten
     return F.cross_entropy(logits, torch.arange(len(q), device=q.device), reduction=reduction)
 
 
-class PACETask:
+class PACETask(CachedHeadTask):
     def __init__(self, cfg: LoopConfig, backbone: Any = None):
         self.cfg, self.x = cfg, cfg.extra
         self.backbone, self.cache = load_inputs(self.x, backbone)
@@ -152,19 +151,6 @@ class PACETask:
         logs["loss"] = total.item()
         self.last_logs = logs
         return total, logs
-
-    def validate(self) -> dict[str, float]:
-        if self.val is None:
-            return {}
-        self.method.module.load_state_dict(self.model.averaged_state())
-        return self.val.report(self.method)
-
-    def export(self, out_dir: Path, metrics: dict[str, float]) -> None:
-        dest = Path(self.x.get("export_dir") or out_dir / "export")
-        export_method(self.method, self.model, self.val, dest, self.cfg,
-                      {**metrics, **{f"train_{k}": round(v, 4) for k, v in self.last_logs.items()},
-                       "train_queries": len(self.cache), "train_cache": self.cache.folder.name},
-                      self.x.get("lambda_grid", LAMBDA_GRID))
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -18,7 +18,6 @@ queries of the same stream, encoded once): the same data, about twice as fast on
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
@@ -36,7 +35,7 @@ from cir_core.methods import get_method_class
 from cir_core.methods.pact_model import PACTComposer, PACTConfig
 
 from .heads import LAMBDA_GRID, ValBench
-from .loop import LoopConfig, config_from_args, lr_factor, run
+from .loop import LoopConfig, lr_factor, parse_cli, run
 from .pact_data import CacheSource, StreamSource
 
 OBJECTIVES = ("full", "compose", "preserve", "compose+visual")
@@ -228,16 +227,10 @@ class PACTTask:
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--config", help="JSON file of settings (loop and trainer keys)")
-    ap.add_argument("--no-resume", action="store_true", help="ignore a checkpoint in out_dir")
-    ap.add_argument("overrides", nargs="*", help="key=value, e.g. joint_steps=60 batch_size=16")
-    args = ap.parse_args(argv)
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         raise SystemExit("train_pact runs on one device (its phase switch changes which "
                          "parameters take gradients, which DDP does not allow)")
-    cfg = config_from_args(DEFAULTS, args.config, args.overrides)
-    cfg.extra = {**DEFAULTS.extra, **cfg.extra}
+    cfg, resume, args = parse_cli(DEFAULTS, argv, __doc__)
     total = int(cfg.extra["identity_steps"]) + int(cfg.extra["joint_steps"])
     explicit = any(o.startswith("steps=") for o in args.overrides) or (
         args.config and "steps" in json.loads(Path(args.config).read_text()))
@@ -245,7 +238,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         cfg.steps = total
     elif cfg.steps > total:
         raise SystemExit(f"steps={cfg.steps} exceeds identity_steps + joint_steps = {total}")
-    return run(PACTTask(cfg), cfg, resume=not args.no_resume)
+    return run(PACTTask(cfg), cfg, resume=resume)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import warnings
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from cir_core.config import git_commit
 from cir_core.errors import CheckpointError
 
 from .base import Method, normalise, read_method_config, register_method
@@ -24,14 +24,6 @@ from .pact_model import EMPTY_PROMPT, PROMPT, PACTComposer, PACTConfig
 
 WEIGHTS = "model.safetensors"
 FORMAT_VERSION = 1
-
-
-def git_commit() -> str:
-    try:
-        return subprocess.check_output(["git", "rev-parse", "--short", "HEAD"], text=True,
-                                       stderr=subprocess.DEVNULL, cwd=Path(__file__).parent).strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 @register_method

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import subprocess
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any, ClassVar, Sequence
@@ -18,6 +17,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from cir_core.config import git_commit
 from cir_core.errors import CheckpointError
 
 from .base import Method, read_method_config
@@ -44,14 +44,6 @@ class GatedMLP(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.norm(x)
         return self.wp(self.drop(nn.functional.gelu(self.w1(x)) * self.w2(x)))
-
-
-def git_commit() -> str:
-    try:
-        return subprocess.check_output(["git", "rev-parse", "--short", "HEAD"], text=True,
-                                       stderr=subprocess.DEVNULL, cwd=Path(__file__).parent).strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 class TrainedMethod(Method):
