@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Ablations recorded in docs/RESULTS.md: PACT's Table 3 configurations and DiCE without each loss
+# / without EMA, all on the tiny world, each then evaluated on the test split.
+# Two lanes (one thread each) so it fits 2 cores; ~30 min on an otherwise idle machine.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PY:-.venv/bin/python}
+export HF_HUB_OFFLINE=1
+A=runs/ablations
+mkdir -p "$A"
+pact() {  # name objective [extra overrides]
+  local name=$1 obj=$2; shift 2
+  $PY -m training.train_pact --config training/configs/pact_tiny.json objective="$obj" \
+      out_dir="$A/$name" export_dir="$A/$name/export" "$@" > "$A/$name.log" 2>&1
+}
+dice() {  # name [overrides]
+  local name=$1; shift
+  $PY -m training.train_dice --config training/configs/dice_tiny.json \
+      out_dir="$A/$name" export_dir="$A/$name/export" "$@" > "$A/$name.log" 2>&1
+}
+( pact pact-preserve preserve; dice dice-no-align w_align=0; dice dice-no-delta w_delta=0 ) &
+( pact pact-compose-visual compose+visual visual_weight=1.0; dice dice-no-ctr w_ctr=0; dice dice-no-ema ema=0 ) &
+wait
+for run in pact-preserve:pact pact-compose-visual:pact dice-no-align:dice dice-no-delta:dice dice-no-ctr:dice dice-no-ema:dice; do
+  name=${run%%:*} method=${run##*:}
+  $PY -m cir_core.eval --methods "$method" --checkpoint "$method=$A/$name/export" \
+      --json "$A/$name.eval.json" > "$A/$name.eval.txt" 2>&1
+done
+echo "ablations done: $A/*.eval.json"
