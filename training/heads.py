@@ -143,8 +143,15 @@ def export_method(method, wrapper: EMAWrapper, val: ValBench | None, dest: Path,
 
 
 class CachedHeadTask:
-    """validate/export shared by the heads trained on the embedding cache (DiCE, PACE): both
-    evaluate and export the EMA weights through their registered method."""
+    """What the heads trained on the embedding cache (DiCE, PACE) share: an EMA-wrapped net,
+    evaluated and exported through their registered method."""
+
+    def param_groups(self, cfg: LoopConfig) -> list[dict]:
+        return param_groups(self.model.net, cfg.weight_decay)
+
+    def before_step(self, step: int, optimizer: Any) -> None:
+        if step > 0:  # the weights after `step` updates (the last update is folded in at export)
+            self.model.update()
 
     def validate(self) -> dict[str, float]:
         if self.val is None:

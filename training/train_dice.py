@@ -20,7 +20,7 @@ import torch.nn.functional as F
 
 from cir_core.methods.dice import DiCE, DiCENet
 
-from .heads import CachedHeadTask, EMAWrapper, ValBench, cli, load_inputs, np_rng, param_groups
+from .heads import CachedHeadTask, EMAWrapper, ValBench, cli, load_inputs, np_rng
 from .loop import LoopConfig
 
 # Paper: 20k steps (4k warmup), batch 512; dice_vitl14.json keeps those, dice_tiny.json scales down.
@@ -68,13 +68,6 @@ class DiCETask(CachedHeadTask):
         nv = int(self.x.get("val_queries", 0))
         self.val = ValBench(self.backbone, nv, self.x.get("val_cache_root")) if nv else None
         self.last_logs: dict[str, float] = {}  # the final step's losses go into config.json
-
-    def param_groups(self, cfg: LoopConfig) -> list[dict]:
-        return param_groups(self.model.net, cfg.weight_decay)
-
-    def before_step(self, step: int, optimizer: Any) -> None:
-        if step > 0:  # the weights after `step` updates (the last update is folded in at export)
-            self.model.update()
 
     def batch(self, step: int, rank: int, rng: random.Random) -> dict[str, torch.Tensor]:
         c, bs = self.cache, int(self.x["batch_size"])

@@ -23,7 +23,7 @@ import torch.nn.functional as F
 
 from cir_core.methods.pace import PACE, PACENet, final_state
 
-from .heads import CachedHeadTask, EMAWrapper, ValBench, cli, load_inputs, np_rng, param_groups
+from .heads import CachedHeadTask, EMAWrapper, ValBench, cli, load_inputs, np_rng
 from .loop import LoopConfig
 
 DEFAULTS = LoopConfig(steps=10000, lr=1e-3, weight_decay=0.05, warmup=500, schedule="cosine",
@@ -94,13 +94,6 @@ class PACETask(CachedHeadTask):
         nv = int(self.x.get("val_queries", 0))
         self.val = ValBench(self.backbone, nv, self.x.get("val_cache_root")) if nv else None
         self.last_logs: dict[str, float] = {}  # the final step's losses go into config.json
-
-    def param_groups(self, cfg: LoopConfig) -> list[dict]:
-        return param_groups(self.model.net, cfg.weight_decay)
-
-    def before_step(self, step: int, optimizer: Any) -> None:
-        if step > 0:
-            self.model.update()
 
     def batch(self, step: int, rank: int, rng: random.Random) -> dict[str, torch.Tensor]:
         c, g = self.cache, np_rng(rng)
