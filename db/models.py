@@ -1,0 +1,167 @@
+"""SQLite schema for blind, attributable annotation of composed-image-retrieval results.
+
+An annotator judges a pooled (query, item) `Task`; `RetrievedItem` remembers which method /
+scoring put that item at which rank, so judgments stay blind to the method and are joined back
+to methods only at analysis time.
+"""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any, Optional
+
+from sqlalchemy import (
+    JSON,
+    CheckConstraint,
+    DateTime,
+    Float,
+    ForeignKey,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+IDENTITY_VALUES: tuple[str, ...] = ("yes", "no", "cant_tell")
+EDIT_VALUES: tuple[str, ...] = ("yes", "partial", "no")
+
+
+def utcnow() -> datetime:
+    """Timezone-aware UTC now (datetime.utcnow is deprecated)."""
+    return datetime.now(timezone.utc)
+
+
+def _in_list(column: str, values: tuple[str, ...]) -> str:
+    return f"{column} IN ({', '.join(repr(v) for v in values)})"
+
+
+class Base(DeclarativeBase):
+    """Declarative base shared by every annotation table."""
+
+
+# RESTRICT everywhere: deleting a parent that judgments depend on must fail, never cascade.
+_RESTRICT = "RESTRICT"
+
+
+class Annotator(Base):
+    """A person who judges tasks."""
+
+    __tablename__ = "annotators"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+    judgments: Mapped[list[Judgment]] = relationship(back_populates="annotator")
+
+
+class QuerySet(Base):
+    """A named batch of queries from one source (e.g. "world:test", "movienet")."""
+
+    __tablename__ = "query_sets"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    source: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+    queries: Mapped[list[Query]] = relationship(back_populates="query_set")
+
+
+class Query(Base):
+    """One CIR query: a reference image plus an edit text."""
+
+    __tablename__ = "queries"
+    __table_args__ = (UniqueConstraint("query_set_id", "external_id", name="uq_query_external"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    query_set_id: Mapped[int] = mapped_column(
+        ForeignKey("query_sets.id", ondelete=_RESTRICT), index=True
+    )
+    external_id: Mapped[str] = mapped_column(String(200))
+    reference_id: Mapped[str] = mapped_column(String(200))
+    edit_text: Mapped[str] = mapped_column(Text)
+    meta: Mapped[Optional[dict[str, Any]]] = mapped_column(JSON, nullable=True)
+
+    query_set: Mapped[QuerySet] = relationship(back_populates="queries")
+
+
+class RetrievedItem(Base):
+    """Which method/scoring retrieved which item at which rank (never shown to annotators)."""
+
+    __tablename__ = "retrieved_items"
+    __table_args__ = (
+        UniqueConstraint("query_id", "method", "scoring", "rank", name="uq_retrieved_rank"),
+        CheckConstraint("rank >= 1", name="ck_retrieved_rank_positive"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    query_id: Mapped[int] = mapped_column(ForeignKey("queries.id", ondelete=_RESTRICT), index=True)
+    method: Mapped[str] = mapped_column(String(100))
+    scoring: Mapped[str] = mapped_column(String(100))
+    rank: Mapped[int] = mapped_column(Integer)
+    item_id: Mapped[str] = mapped_column(String(200))
+    score: Mapped[Optional[float]] = mapped_column(Float, nullable=True)
+
+
+class Task(Base):
+    """A pooled (query, item) pair; each annotator judges it at most once."""
+
+    __tablename__ = "tasks"
+    __table_args__ = (UniqueConstraint("query_id", "item_id", name="uq_task_pair"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    query_id: Mapped[int] = mapped_column(ForeignKey("queries.id", ondelete=_RESTRICT), index=True)
+    item_id: Mapped[str] = mapped_column(String(200))
+
+    query: Mapped[Query] = relationship()
+    judgments: Mapped[list[Judgment]] = relationship(back_populates="task")
+
+
+class Judgment(Base):
+    """One annotator's current answer for one task; history lives in JudgmentAudit."""
+
+    __tablename__ = "judgments"
+    __table_args__ = (
+        UniqueConstraint("annotator_id", "task_id", name="uq_judgment_annotator_task"),
+        CheckConstraint(_in_list("identity", IDENTITY_VALUES), name="ck_judgment_identity"),
+        CheckConstraint(_in_list("edit", EDIT_VALUES), name="ck_judgment_edit"),
+        CheckConstraint("time_spent_ms >= 0", name="ck_judgment_time_nonneg"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    annotator_id: Mapped[int] = mapped_column(
+        ForeignKey("annotators.id", ondelete=_RESTRICT), index=True
+    )
+    task_id: Mapped[int] = mapped_column(ForeignKey("tasks.id", ondelete=_RESTRICT), index=True)
+    identity: Mapped[str] = mapped_column(String(16))
+    edit: Mapped[str] = mapped_column(String(16))
+    comment: Mapped[Optional[str]] = mapped_column(Text, nullable=True)
+    time_spent_ms: Mapped[int] = mapped_column(Integer, default=0)
+    # Where the item sat on the annotator's screen: lets us check for position bias later.
+    shown_position: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), default=utcnow, onupdate=utcnow
+    )
+
+    annotator: Mapped[Annotator] = relationship(back_populates="judgments")
+    task: Mapped[Task] = relationship(back_populates="judgments")
+    audits: Mapped[list[JudgmentAudit]] = relationship(back_populates="judgment")
+
+
+class JudgmentAudit(Base):
+    """Append-only record of a judgment's previous values, written before each change."""
+
+    __tablename__ = "judgment_audits"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    judgment_id: Mapped[int] = mapped_column(
+        ForeignKey("judgments.id", ondelete=_RESTRICT), index=True
+    )
+    identity: Mapped[str] = mapped_column(String(16))
+    edit: Mapped[str] = mapped_column(String(16))
+    comment: Mapped[Optional[str]] = mapped_column(Text, nullable=True)
+    changed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+    judgment: Mapped[Judgment] = relationship(back_populates="audits")
