@@ -1,7 +1,7 @@
 """What every part of the engine (and the UI) shares: the request limits and the methods' labels."""
 from __future__ import annotations
 
-from ..inputs import MAX_EDIT_CHARS
+from ..inputs import MAX_EDIT_CHARS, collapse_whitespace
 
 MAX_TEXT_CHARS = MAX_EDIT_CHARS  # cir_core.inputs: shared with the CLIs
 MAX_UPLOAD_PIXELS = 40_000_000  # checked from the header, before decoding (decompression bombs)
@@ -12,7 +12,8 @@ LABELS = {"pact": "PACT", "dice": "DiCE", "pace": "PACE", "compose-only": "compo
 
 
 def normalise_text(text: str) -> str:
-    return " ".join(str(text).split())
+    """The key under which an edit matches a world query: what `check_edit_text` keeps."""
+    return collapse_whitespace(str(text))
 
 
 def method_label(name: str) -> str:
