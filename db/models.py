@@ -24,6 +24,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 IDENTITY_VALUES: tuple[str, ...] = ("yes", "no", "cant_tell")
 EDIT_VALUES: tuple[str, ...] = ("yes", "partial", "no")
+STATUS_VALUES: tuple[str, ...] = ("answered", "skipped")
 
 
 def utcnow() -> datetime:
@@ -59,10 +60,19 @@ class QuerySet(Base):
     """A named batch of queries from one source (e.g. "world:test", "movienet")."""
 
     __tablename__ = "query_sets"
+    __table_args__ = (
+        CheckConstraint("overlap >= 1", name="ck_query_set_overlap"),
+        CheckConstraint("pool_k >= 1", name="ck_query_set_pool_k"),
+    )
 
     id: Mapped[int] = mapped_column(primary_key=True)
     name: Mapped[str] = mapped_column(String(200), unique=True)
     source: Mapped[str] = mapped_column(String(200))
+    # How many different annotators judge each (non-gold) task; gold tasks go to everyone.
+    overlap: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
+    pool_k: Mapped[int] = mapped_column(Integer, default=10, server_default="10")
+    # Methods, scorings, backbone, gallery: what the pool was built from (reproducibility).
+    meta: Mapped[Optional[dict[str, Any]]] = mapped_column(JSON, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
     queries: Mapped[list[Query]] = relationship(back_populates="query_set")
@@ -108,11 +118,24 @@ class Task(Base):
     """A pooled (query, item) pair; each annotator judges it at most once."""
 
     __tablename__ = "tasks"
-    __table_args__ = (UniqueConstraint("query_id", "item_id", name="uq_task_pair"),)
+    __table_args__ = (
+        UniqueConstraint("query_id", "item_id", name="uq_task_pair"),
+        CheckConstraint(f"gold_identity IS NULL OR {_in_list('gold_identity', IDENTITY_VALUES)}",
+                        name="ck_task_gold_identity"),
+        CheckConstraint(f"gold_edit IS NULL OR {_in_list('gold_edit', EDIT_VALUES)}",
+                        name="ck_task_gold_edit"),
+    )
 
     id: Mapped[int] = mapped_column(primary_key=True)
     query_id: Mapped[int] = mapped_column(ForeignKey("queries.id", ondelete=_RESTRICT), index=True)
     item_id: Mapped[str] = mapped_column(String(200))
+    # Gold items: known answers, shown to every annotator, used to measure annotator accuracy.
+    gold_identity: Mapped[Optional[str]] = mapped_column(String(16), nullable=True)
+    gold_edit: Mapped[Optional[str]] = mapped_column(String(16), nullable=True)
+
+    @property
+    def is_gold(self) -> bool:
+        return self.gold_identity is not None or self.gold_edit is not None
 
     query: Mapped[Query] = relationship()
     judgments: Mapped[list[Judgment]] = relationship(back_populates="task")
@@ -124,8 +147,16 @@ class Judgment(Base):
     __tablename__ = "judgments"
     __table_args__ = (
         UniqueConstraint("annotator_id", "task_id", name="uq_judgment_annotator_task"),
-        CheckConstraint(_in_list("identity", IDENTITY_VALUES), name="ck_judgment_identity"),
-        CheckConstraint(_in_list("edit", EDIT_VALUES), name="ck_judgment_edit"),
+        CheckConstraint(_in_list("status", STATUS_VALUES), name="ck_judgment_status"),
+        # An answer has both labels; a skip has a reason and no labels. The explicit IS NOT NULLs
+        # matter: `NULL IN (...)` is NULL, and a CHECK that evaluates to NULL passes.
+        CheckConstraint(
+            "(status = 'answered' AND identity IS NOT NULL AND edit IS NOT NULL "
+            f"AND {_in_list('identity', IDENTITY_VALUES)} "
+            f"AND {_in_list('edit', EDIT_VALUES)}) OR "
+            "(status = 'skipped' AND identity IS NULL AND edit IS NULL "
+            "AND skip_reason IS NOT NULL AND length(trim(skip_reason)) > 0)",
+            name="ck_judgment_answer_or_skip"),
         CheckConstraint("time_spent_ms >= 0", name="ck_judgment_time_nonneg"),
     )
 
@@ -134,8 +165,10 @@ class Judgment(Base):
         ForeignKey("annotators.id", ondelete=_RESTRICT), index=True
     )
     task_id: Mapped[int] = mapped_column(ForeignKey("tasks.id", ondelete=_RESTRICT), index=True)
-    identity: Mapped[str] = mapped_column(String(16))
-    edit: Mapped[str] = mapped_column(String(16))
+    status: Mapped[str] = mapped_column(String(16), default="answered", server_default="answered")
+    identity: Mapped[Optional[str]] = mapped_column(String(16), nullable=True)
+    edit: Mapped[Optional[str]] = mapped_column(String(16), nullable=True)
+    skip_reason: Mapped[Optional[str]] = mapped_column(Text, nullable=True)
     comment: Mapped[Optional[str]] = mapped_column(Text, nullable=True)
     time_spent_ms: Mapped[int] = mapped_column(Integer, default=0)
     # Where the item sat on the annotator's screen: lets us check for position bias later.
@@ -159,9 +192,38 @@ class JudgmentAudit(Base):
     judgment_id: Mapped[int] = mapped_column(
         ForeignKey("judgments.id", ondelete=_RESTRICT), index=True
     )
-    identity: Mapped[str] = mapped_column(String(16))
-    edit: Mapped[str] = mapped_column(String(16))
+    status: Mapped[str] = mapped_column(String(16), default="answered", server_default="answered")
+    identity: Mapped[Optional[str]] = mapped_column(String(16), nullable=True)
+    edit: Mapped[Optional[str]] = mapped_column(String(16), nullable=True)
+    skip_reason: Mapped[Optional[str]] = mapped_column(Text, nullable=True)
     comment: Mapped[Optional[str]] = mapped_column(Text, nullable=True)
     changed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
     judgment: Mapped[Judgment] = relationship(back_populates="audits")
+
+
+class Assignment(Base):
+    """A task put in an annotator's queue, at the position it was shown (their own random order).
+
+    Created when the task is first shown, so a refresh or a return the next day resumes on the
+    same task; `position` is what back/undo walks and what position-bias checks read."""
+
+    __tablename__ = "assignments"
+    __table_args__ = (
+        UniqueConstraint("annotator_id", "task_id", name="uq_assignment_annotator_task"),
+        UniqueConstraint("annotator_id", "query_set_id", "position", name="uq_assignment_position"),
+        CheckConstraint("position >= 1", name="ck_assignment_position"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    annotator_id: Mapped[int] = mapped_column(
+        ForeignKey("annotators.id", ondelete=_RESTRICT), index=True
+    )
+    query_set_id: Mapped[int] = mapped_column(
+        ForeignKey("query_sets.id", ondelete=_RESTRICT), index=True
+    )
+    task_id: Mapped[int] = mapped_column(ForeignKey("tasks.id", ondelete=_RESTRICT), index=True)
+    position: Mapped[int] = mapped_column(Integer)
+    assigned_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+    task: Mapped[Task] = relationship()

@@ -130,7 +130,8 @@ def test_upsert_updates_and_audits(engine: Engine) -> None:
         assert j1.id == j2.id
     with S() as s:
         j = s.scalars(select(Judgment)).one()
-        assert (j.identity, j.edit, j.comment, j.time_spent_ms) == ("cant_tell", "no", "second", 800)
+        # A revisit adds its time: 1200 + 800 ms were spent on this task in all.
+        assert (j.identity, j.edit, j.comment, j.time_spent_ms) == ("cant_tell", "no", "second", 2000)
         audits = s.scalars(select(JudgmentAudit)).all()
         assert len(audits) == 1
         assert (audits[0].judgment_id, audits[0].identity, audits[0].edit, audits[0].comment) == (
@@ -216,3 +217,51 @@ def test_begin_takes_write_lock(engine: Engine) -> None:
                 cur.execute("BEGIN IMMEDIATE")
         finally:
             other.close()
+
+
+def test_skip_then_answer_keeps_history(engine: Engine) -> None:
+    S = session_factory(engine)
+    with S() as s:
+        (a, _), (t, _) = _seed(s)
+        j = upsert_judgment(s, a, t, None, None, skip_reason="image too dark")
+        s.commit()
+        assert (j.status, j.identity, j.edit, j.skip_reason) == ("skipped", None, None, "image too dark")
+        upsert_judgment(s, a, t, "yes", "yes")
+        s.commit()
+    with S() as s:
+        j = s.scalars(select(Judgment)).one()
+        assert (j.status, j.identity, j.skip_reason) == ("answered", "yes", None)
+        (audit,) = s.scalars(select(JudgmentAudit)).all()
+        assert (audit.status, audit.skip_reason) == ("skipped", "image too dark")
+
+
+@pytest.mark.parametrize("kwargs, msg", [
+    (dict(identity="yes", edit=None, skip_reason="x"), "no identity/edit"),
+    (dict(identity=None, edit=None, skip_reason="  "), "non-empty reason"),
+    (dict(identity=None, edit="yes"), "identity must be"),
+])
+def test_skip_validation(engine: Engine, kwargs: dict, msg: str) -> None:
+    S = session_factory(engine)
+    with S() as s:
+        (a, _), (t, _) = _seed(s)
+        with pytest.raises(ValueError, match=msg):
+            upsert_judgment(s, a, t, **kwargs)
+
+
+def test_db_rejects_half_answer_and_bad_gold(engine: Engine) -> None:
+    """The CHECK constraints hold even for writes that bypass upsert_judgment's validation."""
+    S = session_factory(engine)
+    with S() as s:
+        (a, _), (t, _) = _seed(s)
+        s.add(Judgment(annotator_id=a, task_id=t, status="answered", identity="yes", edit=None))
+        with pytest.raises(IntegrityError):
+            s.commit()
+    with S() as s:
+        s.add(Judgment(annotator_id=a, task_id=t, status="skipped", skip_reason=None))
+        with pytest.raises(IntegrityError):
+            s.commit()
+    with S() as s:
+        task = s.get(Task, t)
+        task.gold_identity = "maybe"
+        with pytest.raises(IntegrityError):
+            s.commit()
