@@ -52,6 +52,7 @@ class Index:
         hnsw_m: int = 32,
         exact_max: int = 200_000,
         ef_search: int = 128,
+        ef_construction: int = 40,
     ) -> "Index":
         """Index `emb` (N, D). 'auto' is exact up to `exact_max` rows (HNSW build is ~30 s/100k)."""
         if kind not in KINDS:
@@ -67,6 +68,7 @@ class Index:
         else:
             index = faiss.IndexHNSWFlat(d, hnsw_m, faiss.METRIC_INNER_PRODUCT)
             index.hnsw.efSearch = ef_search
+            index.hnsw.efConstruction = ef_construction
         index.add(emb)
         return cls(index, kind)
 
@@ -109,3 +111,9 @@ class Index:
 
     def __repr__(self) -> str:
         return f"Index(kind={self.kind!r}, ntotal={self.ntotal}, dim={self.dim})"
+
+
+if __name__ == "__main__":  # `python -m cir_core.index build ...`; the CLI lives in its own module
+    from cir_core.index_build import main
+
+    raise SystemExit(main())

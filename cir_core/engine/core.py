@@ -16,6 +16,7 @@ from ..appconfig import (BASELINE, COLUMNS, DEFAULT_BACKBONE, DEFAULT_BACKBONE_D
 from ..errors import CheckpointError, CIRError, GalleryError
 from ..gallery import EmbeddingCache, Gallery, GalleryItem
 from ..index import Index
+from ..prebuilt import is_prebuilt, open_prebuilt
 from .browse import GalleryMixin
 from .checkpoints import CheckpointSource, resolve_checkpoints
 from .common import method_label, normalise_text
@@ -63,14 +64,20 @@ def load_engine(cfg: AppConfig, progress_cb: Callable[[int, int], None] | None =
                          "tiny architecture runs with **random weights**: rankings are meaningless. "
                          "Build it with `python -m training.build_assets --only backbone`.")
     backbone = load_backbone(spec, cfg.pretrained, cfg.device)
-    gallery, bench = open_gallery(cfg.gallery, cfg.world_queries, backbone.image_size)
-    root = Path(cfg.cache_dir).expanduser() if cfg.cache_dir else cache_dir()
-    emb = EmbeddingCache(root).embed(gallery, backbone, progress_cb=progress_cb)
+    index = None
+    if is_prebuilt(cfg.gallery):  # `python -m cir_core.index build`'s folder: nothing to encode
+        pre = open_prebuilt(cfg.gallery)
+        pre.check_backbone(backbone)
+        gallery, bench, emb, index = pre.gallery, None, pre.embeddings, pre.index
+    else:
+        gallery, bench = open_gallery(cfg.gallery, cfg.world_queries, backbone.image_size)
+        root = Path(cfg.cache_dir).expanduser() if cfg.cache_dir else cache_dir()
+        emb = EmbeddingCache(root).embed(gallery, backbone, progress_cb=progress_cb)
     ckpts = resolve_checkpoints(cfg.checkpoints, list(cfg.columns))
     if ckpts.error:
         notes.append(ckpts.error)
     return Engine(backbone, gallery, emb, bench=bench, checkpoints=ckpts, columns=cfg.columns,
-                  baseline=cfg.baseline, db=cfg.db, notes=notes, n_examples=cfg.examples)
+                  baseline=cfg.baseline, db=cfg.db, notes=notes, n_examples=cfg.examples, index=index)
 
 
 class Engine(GalleryMixin, CompareMixin):
@@ -82,7 +89,7 @@ class Engine(GalleryMixin, CompareMixin):
     def __init__(self, backbone: Any, gallery: Gallery, embeddings: np.ndarray, *, bench: Any = None,
                  checkpoints: CheckpointSource | None = None, columns: Sequence[str] = COLUMNS,
                  baseline: str | None = BASELINE, db: str | None = None, notes: Iterable[str] = (),
-                 n_examples: int = 6, index_kind: str = "auto"):
+                 n_examples: int = 6, index_kind: str = "auto", index: Index | None = None):
         emb = np.ascontiguousarray(embeddings, dtype=np.float32)
         if emb.shape != (len(gallery), int(backbone.dim)):
             raise GalleryError(f"embeddings {emb.shape} do not match gallery {gallery.name!r} "
@@ -90,7 +97,10 @@ class Engine(GalleryMixin, CompareMixin):
         self.backbone = backbone
         self.text_memo = TextMemo(backbone)
         self.gallery, self.embeddings, self.bench = gallery, emb, bench
-        self.index = Index.build(emb, index_kind)
+        if index is not None and (index.ntotal, index.dim) != emb.shape:
+            raise GalleryError(f"prebuilt index ({index.ntotal} x {index.dim}) does not match the "
+                               f"embeddings {emb.shape} of gallery {gallery.name!r}")
+        self.index = index if index is not None else Index.build(emb, index_kind)
         self.checkpoints = checkpoints or CheckpointSource(None, DEFAULT_CHECKPOINTS)
         self.columns = tuple(columns)
         self.baseline = baseline

@@ -1,0 +1,153 @@
+"""Embedding a large gallery in shards: worker processes decode and preprocess, the main process
+runs the model, each finished shard is written atomically, a rerun skips valid shards.
+
+A shard is `shard_size` consecutive gallery rows. Its file records the backbone id and the rows'
+fingerprints, so a shard is reused only when both still match (a changed image re-embeds its
+shard, never a stale row). Unreadable images are recorded in the shard as errors and skipped.
+"""
+from __future__ import annotations
+
+import io
+import json
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from .gallery import _atomic_write
+from .imageio import load_image
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Shard:
+    """Rows [start, stop) of the gallery once embedded: `rows` are the readable ones, `emb` theirs."""
+
+    start: int
+    stop: int
+    rows: np.ndarray  # (n_ok,) int64, global gallery rows
+    emb: np.ndarray  # (n_ok, D) float32
+    errors: list[tuple[int, str]]
+
+
+def shard_bounds(n: int, shard_size: int) -> list[tuple[int, int]]:
+    """[start, stop) of each shard of `n` rows."""
+    if shard_size < 1:
+        raise ValueError(f"shard_size must be >= 1, got {shard_size}")
+    return [(s, min(s + shard_size, n)) for s in range(0, n, shard_size)]
+
+
+def shard_path(folder: Path, s: int) -> Path:
+    return folder / f"shard-{s:06d}.npz"
+
+
+def write_shard(path: Path, shard: Shard, backbone_id: str, fingerprints: Sequence[str]) -> None:
+    """Atomically write `shard` (temp file + rename: a kill leaves the old file or none)."""
+    head = json.dumps({"backbone": backbone_id, "start": shard.start, "stop": shard.stop,
+                       "fingerprints": list(fingerprints), "errors": shard.errors})
+    buf = io.BytesIO()
+    np.savez(buf, head=np.frombuffer(head.encode(), np.uint8), rows=shard.rows, emb=shard.emb)
+    _atomic_write(path, lambda f: f.write(buf.getvalue()), True)
+
+
+def read_shard(path: Path, backbone_id: str, fingerprints: Sequence[str], dim: int) -> Shard | None:
+    """The shard at `path` if it is whole and matches this backbone and these fingerprints, else None."""
+    try:
+        with np.load(path) as z:
+            head = json.loads(z["head"].tobytes().decode())
+            rows, emb = z["rows"].astype(np.int64), z["emb"].astype(np.float32)
+    except (OSError, ValueError, KeyError, EOFError):  # missing, truncated or foreign file
+        return None
+    start, stop = int(head.get("start", -1)), int(head.get("stop", -1))
+    if (head.get("backbone") != backbone_id or head.get("fingerprints") != list(fingerprints)
+            or emb.shape != (len(rows), dim) or ((rows < start) | (rows >= stop)).any()):
+        return None
+    return Shard(start, stop, rows, emb, [(int(r), str(m)) for r, m in head.get("errors", [])])
+
+
+class ImageRows(torch.utils.data.Dataset):
+    """Row i -> (i, preprocessed tensor or None, error message); runs in the loader's workers."""
+
+    def __init__(self, paths: Sequence[str | None], preprocess: Callable[[Any], torch.Tensor]):
+        self.paths, self.preprocess = list(paths), preprocess
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, i: int) -> tuple[int, torch.Tensor | None, str]:
+        path = self.paths[i]
+        try:
+            if path is None:
+                raise ValueError("item has no file path")
+            return i, self.preprocess(load_image(path)), ""
+        except Exception as exc:  # any undecodable file is skipped and reported, never fatal
+            return i, None, f"{type(exc).__name__}: {exc}".splitlines()[0]
+
+
+def collate(batch: list[tuple[int, torch.Tensor | None, str]]) -> tuple[list[int], torch.Tensor | None,
+                                                                      list[tuple[int, str]]]:
+    """(rows that loaded, their stacked tensors or None, [(row, error)])."""
+    ok = [(i, t) for i, t, _ in batch if t is not None]
+    errors = [(i, e) for i, t, e in batch if t is None]
+    return [i for i, _ in ok], (torch.stack([t for _, t in ok]) if ok else None), errors
+
+
+def _one_thread(_: int) -> None:
+    # Workers only decode and resize; torch's default thread pool per worker would oversubscribe.
+    torch.set_num_threads(1)
+
+
+def embed_shards(
+    model: torch.nn.Module,
+    preprocess: Callable[[Any], torch.Tensor],
+    paths: Sequence[str | None],
+    todo: Sequence[tuple[int, int]],
+    dim: int,
+    device: str,
+    batch_size: int,
+    workers: int,
+    on_shard: Callable[[Shard], None],
+    progress: bool = True,
+    desc: str = "embedding",
+) -> None:
+    """Embed the shards `todo` ([start, stop) row ranges of `paths`), calling `on_shard` with each
+    finished shard in order. Batches never straddle shards, so a shard's rows are embedded in the
+    same batches whatever else is being done (a one-process and a sharded run agree)."""
+    from tqdm.auto import tqdm
+
+    batches = [list(range(b, min(b + batch_size, stop))) for start, stop in todo
+               for b in range(start, stop, batch_size)]
+    if not batches:
+        return
+    loader = torch.utils.data.DataLoader(
+        ImageRows(paths, preprocess), batch_sampler=batches, num_workers=workers, collate_fn=collate,
+        worker_init_fn=_one_thread if workers else None, pin_memory=device.startswith("cuda"),
+        persistent_workers=False)
+    bounds = iter(todo)
+    start, stop = next(bounds)
+    rows: list[np.ndarray] = []
+    embs: list[np.ndarray] = []
+    errors: list[tuple[int, str]] = []
+    total = sum(stop_ - start_ for start_, stop_ in todo)
+    with torch.inference_mode(), tqdm(total=total, unit="image", desc=desc, disable=not progress) as bar:
+        for ids, x, errs in loader:
+            for row, msg in errs:
+                (bar.write if progress else log.warning)(f"skipped {paths[row]!r}: {msg}")
+            errors += errs
+            if x is not None:
+                feats = model.encode_image(x.to(device, non_blocking=True)).float()
+                embs.append(torch.nn.functional.normalize(feats, dim=-1).cpu().numpy())
+                rows.append(np.asarray(ids, np.int64))
+            bar.update(len(ids) + len(errs))
+            last = max(ids + [r for r, _ in errs])
+            if last == stop - 1:  # batches come in order, and a shard's last batch holds its last row
+                on_shard(Shard(start, stop, np.concatenate(rows) if rows else np.zeros(0, np.int64),
+                               np.concatenate(embs) if embs else np.zeros((0, dim), np.float32),
+                               sorted(errors)))
+                rows, embs, errors = [], [], []
+                start, stop = next(bounds, (-1, -1))

@@ -1,0 +1,223 @@
+"""`python -m cir_core.index build`: embed a large image folder or manifest once, in resumable
+shards (optionally across processes / GPUs with torchrun), and save an index folder the app opens
+directly (`--gallery OUT`): see cir_core/prebuilt.py for the layout and docs/LARGE_GALLERIES.md.
+
+    python -m cir_core.index build --gallery photos/ --backbone ViT-L-14 --pretrained openai --out idx/
+    torchrun --nproc_per_node 4 -m cir_core.index build --gallery photos/ ... --out idx/
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .embed_shards import Shard, embed_shards, read_shard, shard_bounds, shard_path, write_shard
+from .errors import CIRError, GalleryError, ImageLoadError, InputError
+from .gallery import Gallery, _atomic_write
+from .index import Index
+from .prebuilt import BUILD_FILE, EMB_FILE, FORMAT, GALLERY_FILE, INDEX_FILE, SKIPPED_FILE, read_meta
+
+# HNSW parameters chosen with bench/bench_ann.py (docs/BENCHMARKS.md, "Approximate search").
+HNSW_M, EF_CONSTRUCTION, EF_SEARCH = 32, 40, 128
+
+
+def open_source(spec: str) -> Gallery:
+    """The gallery to embed: an image folder or a JSONL/CSV manifest."""
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        return Gallery.from_folder(path)
+    if path.is_file():
+        return Gallery.from_manifest(path)
+    raise GalleryError(f"gallery {spec!r} is neither an image folder nor a manifest file")
+
+
+def _fingerprint(gallery: Gallery, i: int) -> str:
+    try:
+        return gallery.fingerprint(i)
+    except ImageLoadError:  # deleted since listing: its worker reports it and it is skipped
+        return f"missing:{gallery.items[i].path}"
+
+
+def _dist_init(device: str) -> tuple[int, int, str]:
+    """(rank, world size, this rank's device); joins the torchrun group when there is one."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world == 1:
+        return 0, 1, device
+    import torch.distributed as dist
+
+    rank, local = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
+    if device.startswith("cuda"):
+        device = f"cuda:{local}"
+    if not dist.is_initialized():
+        # Ranks wait for the slowest at the barrier: embedding a big slice takes hours, not 30 min.
+        dist.init_process_group("nccl" if device.startswith("cuda") else "gloo", timeout=timedelta(hours=48))
+    return rank, world, device
+
+
+def _barrier(device: str) -> None:
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        dist.barrier(device_ids=[int(device.split(":")[1])] if device.startswith("cuda:") else None)
+
+
+def build(gallery: str, backbone: str, pretrained: str | None, out: str | os.PathLike, *,
+          batch_size: int = 64, workers: int = 2, exact_max: int = 200_000, kind: str = "auto",
+          device: str | None = None, shard_size: int = 4096, hnsw_m: int = HNSW_M,
+          ef_construction: int = EF_CONSTRUCTION, ef_search: int = EF_SEARCH, progress: bool = True,
+          on_shard: Callable[[Shard], None] | None = None) -> dict[str, Any] | None:
+    """Embed `gallery` with the backbone and write the index folder `out`; returns its build record
+    (None on ranks other than 0). Finished shards from an earlier, interrupted run are reused."""
+    import torch
+
+    from .backbone import load_backbone
+
+    if batch_size < 1 or workers < 0 or shard_size < 1 or exact_max < 0:
+        raise InputError("batch size and shard size must be >= 1, workers and exact-max >= 0")
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    rank, world, device = _dist_init(device)
+    try:
+        bb = load_backbone(backbone, pretrained, device)
+        src = open_source(gallery)
+        keys = [_fingerprint(src, i) for i in range(len(src))]
+        params = {"kind": kind, "exact_max": exact_max, "hnsw_m": hnsw_m, "ef_construction": ef_construction,
+                  "ef_search": ef_search}
+        digest = hashlib.sha1(json.dumps([bb.id, keys, params]).encode()).hexdigest()
+        out = Path(out).expanduser()
+        old = read_meta(out)
+        if old is not None and old.get("digest") == digest and old.get("format") == FORMAT:
+            if rank == 0:
+                print(f"{out} is up to date ({old['n']} images, {old['kind']} index)", file=sys.stderr)
+            return old if rank == 0 else None
+        shard_dir = out / "shards"
+        shard_dir.mkdir(parents=True, exist_ok=True)
+        bounds = shard_bounds(len(src), shard_size)
+        mine = [s for s in range(len(bounds)) if s % world == rank]
+        todo = [s for s in mine if read_shard(shard_path(shard_dir, s), bb.id, keys[slice(*bounds[s])], bb.dim) is None]
+        if progress and len(todo) < len(mine):
+            print(f"[rank {rank}] {len(mine) - len(todo)} of {len(mine)} shards already embedded: skipped",
+                  file=sys.stderr)
+        by_start = {bounds[s][0]: s for s in todo}
+
+        def done(shard: Shard) -> None:
+            s = by_start[shard.start]
+            write_shard(shard_path(shard_dir, s), shard, bb.id, keys[shard.start:shard.stop])
+            if on_shard is not None:
+                on_shard(shard)
+
+        paths = [it.path for it in src.items]
+        embed_shards(bb.model, bb.preprocess, paths, [bounds[s] for s in todo], bb.dim, device, batch_size,
+                     workers, done, progress=progress, desc=f"embedding [rank {rank}/{world}]")
+        _barrier(device)  # rank 0 merges only once every rank has written its shards
+        if rank != 0:
+            return None
+        shards = []
+        for s, (a, b) in enumerate(bounds):
+            sh = read_shard(shard_path(shard_dir, s), bb.id, keys[a:b], bb.dim)
+            if sh is None:
+                raise GalleryError(f"shard {s} (rows {a}-{b}) is missing or stale in {shard_dir}: did a rank fail?")
+            shards.append(sh)
+        return _finish(out, src, keys, shards, bb, gallery, params, digest, progress)
+    finally:
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def _finish(out: Path, src: Gallery, keys: Sequence[str], shards: Sequence[Shard], bb: Any, spec: str,
+            params: dict[str, Any], digest: str, progress: bool) -> dict[str, Any]:
+    """Merge the shards into embeddings.npy, write gallery / skipped lists, the index, then build.json."""
+    (out / BUILD_FILE).unlink(missing_ok=True)  # the commit point: absent while the folder changes
+    n = sum(len(sh.rows) for sh in shards)
+    if n == 0:
+        raise GalleryError(f"no image of {spec!r} could be read (see the messages above)")
+    tmp = out / f".{EMB_FILE}.{os.getpid()}.tmp"
+    emb = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32, shape=(n, bb.dim))
+    rows, pos = [], 0
+    for sh in shards:
+        emb[pos:pos + len(sh.rows)] = sh.emb
+        rows.append(sh.rows)
+        pos += len(sh.rows)
+    emb.flush()
+    del emb
+    os.replace(tmp, out / EMB_FILE)
+    order = np.concatenate(rows)
+
+    def item_row(i: int) -> dict[str, Any]:
+        it = src.items[i]
+        return {"id": it.id, "path": it.path, **it.meta, "fingerprint": keys[i]}
+
+    _atomic_write(out / GALLERY_FILE, lambda f: f.writelines(json.dumps(item_row(int(i))) + "\n" for i in order), False)
+    skipped = [(r, m) for sh in shards for r, m in sh.errors]
+    _atomic_write(out / SKIPPED_FILE, lambda f: f.writelines(
+        json.dumps({"id": src.items[r].id, "path": src.items[r].path, "error": m}) + "\n" for r, m in skipped), False)
+    t0 = time.monotonic()
+    if progress:
+        print(f"indexing {n} vectors ...", file=sys.stderr)
+    index = Index.build(np.load(out / EMB_FILE, mmap_mode="r"), params["kind"], hnsw_m=params["hnsw_m"],
+                        exact_max=params["exact_max"], ef_search=params["ef_search"],
+                        ef_construction=params["ef_construction"])
+    index.save(out / f".{INDEX_FILE}.tmp")
+    os.replace(out / f".{INDEX_FILE}.tmp", out / INDEX_FILE)
+    meta = {"format": FORMAT, "name": src.name, "source": str(spec), "backbone": bb.id, "dim": int(bb.dim),
+            "n": n, "skipped": len(skipped), "kind": index.kind, **{k: v for k, v in params.items() if k != "kind"},
+            "index_s": round(time.monotonic() - t0, 2), "digest": digest,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    _atomic_write(out / BUILD_FILE, lambda f: json.dump(meta, f, indent=1), False)
+    return meta
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="python -m cir_core.index", description="Build an index folder for a "
+                                 "large gallery (the app opens it with --gallery OUT, no re-encoding).")
+    sub = ap.add_subparsers(dest="command", required=True)
+    b = sub.add_parser("build", help="embed an image folder / manifest and index it",
+                       description="Embed an image folder or JSONL/CSV manifest in resumable shards and index "
+                       "it. Run under `torchrun --nproc_per_node N` to split the shards over N processes/GPUs.")
+    b.add_argument("--gallery", required=True, help="image folder, or JSONL/CSV manifest with a 'path' column")
+    b.add_argument("--backbone", required=True, help="open_clip name, local-dir:PATH or hf-hub:ORG/REPO")
+    b.add_argument("--pretrained", default=None, help="open_clip tag or checkpoint file (default: none)")
+    b.add_argument("--out", default=None, help="index folder (default: <gallery>.index next to the source)")
+    b.add_argument("--batch-size", type=int, default=64)
+    b.add_argument("--workers", type=int, default=2, help="decoding worker processes per rank (0: in-process)")
+    b.add_argument("--shard-size", type=int, default=4096, help="images per resumable shard")
+    b.add_argument("--exact-max", type=int, default=200_000,
+                   help="up to this many vectors the index is exact (flat); above, HNSW")
+    b.add_argument("--index", choices=("auto", "flat", "hnsw"), default="auto", dest="kind",
+                   help="force an index kind (default: auto, by --exact-max)")
+    b.add_argument("--hnsw-m", type=int, default=HNSW_M)
+    b.add_argument("--ef-construction", type=int, default=EF_CONSTRUCTION)
+    b.add_argument("--ef-search", type=int, default=EF_SEARCH)
+    b.add_argument("--device", default=None, help="cpu, cuda (default: cuda when available)")
+    b.add_argument("--quiet", action="store_true", help="no progress bar")
+    return ap.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    out = args.out or str(Path(args.gallery).expanduser().resolve()) + ".index"
+    try:
+        meta = build(args.gallery, args.backbone, args.pretrained, out, batch_size=args.batch_size,
+                     workers=args.workers, exact_max=args.exact_max, kind=args.kind, device=args.device,
+                     shard_size=args.shard_size, hnsw_m=args.hnsw_m, ef_construction=args.ef_construction,
+                     ef_search=args.ef_search, progress=not args.quiet)
+    except CIRError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"interrupted: finished shards are kept in {out}/shards; rerun the same command to resume",
+              file=sys.stderr)
+        return 130
+    if meta is not None:
+        print(json.dumps({k: meta[k] for k in ("n", "skipped", "kind", "backbone", "dim")} | {"out": out}))
+    return 0
