@@ -113,6 +113,8 @@ class RetrievedItem(Base):
     item_id: Mapped[str] = mapped_column(String(200))
     score: Mapped[Optional[float]] = mapped_column(Float, nullable=True)
 
+    query: Mapped[Query] = relationship()
+
 
 class Task(Base):
     """A pooled (query, item) pair; each annotator judges it at most once."""

@@ -1,0 +1,196 @@
+"""Pooling: run every method on a query set, keep who retrieved what, judge each distinct item once.
+
+For each query every (method, scoring) returns its top-k; every hit becomes a `RetrievedItem`
+(method, scoring, rank, item, score — never shown to annotators), and the distinct items of a
+query become its `Task`s. Judgments on a task are joined back, at analysis time, to every method
+that retrieved that item (`method_judgments`).
+
+    python -m db.pooling --db annotations.sqlite --name world-demo --queries 20 --k 5 --overlap 2
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Sequence
+
+from pathlib import Path
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from db.models import Judgment, Query, QuerySet, RetrievedItem, Task
+
+MAX_POOL_K = 50
+
+
+@dataclass
+class PoolQuery:
+    """One query to pool: a gallery item as reference, an edit, optional ground truth."""
+
+    external_id: str
+    reference_id: str
+    edit_text: str
+    meta: dict[str, Any] = field(default_factory=dict)
+    # item id -> (gold identity, gold edit) where the truth is known (the generated world).
+    truth: Callable[[str], tuple[str | None, str | None]] | None = None
+
+
+def _check(name: str, k: int, overlap: int, gold_fraction: float) -> None:
+    if not name or not name.strip() or len(name) > 200:
+        raise ValueError("a query set needs a name of 1-200 characters")
+    if not 1 <= int(k) <= MAX_POOL_K:
+        raise ValueError(f"k must be between 1 and {MAX_POOL_K}, got {k}")
+    if int(overlap) < 1:
+        raise ValueError(f"overlap must be >= 1, got {overlap}")
+    if not 0.0 <= gold_fraction <= 1.0:
+        raise ValueError(f"gold fraction must be in [0, 1], got {gold_fraction}")
+
+
+def pool_query_set(session: Session, engine: Any, name: str, queries: Sequence[PoolQuery],
+                   methods: Sequence[str], scorings: Sequence[str] = ("cosine", "chord"), k: int = 10,
+                   overlap: int = 1, gold_fraction: float = 0.0, seed: int = 0, source: str = "",
+                   progress: Callable[[Iterable], Iterable] | None = None) -> QuerySet:
+    """Create query set `name` from `queries` with the top-`k` of every method × scoring.
+
+    `engine` is a `cir_core.engine.Engine` (its `compare` does the retrieval). Gold items: a
+    `gold_fraction` of the tasks whose truth is known, drawn with `seed`. Everything is validated
+    before the first write and written in one transaction: a failure leaves the DB unchanged.
+    """
+    _check(name, k, overlap, gold_fraction)
+    if not queries:
+        raise ValueError("no queries to pool")
+    if not methods:
+        raise ValueError("no methods to pool")
+    if session.scalars(select(QuerySet).where(QuerySet.name == name)).first() is not None:
+        raise ValueError(f"query set {name!r} already exists; pick another name")
+    ids = [q.external_id for q in queries]
+    if len(set(ids)) != len(ids):
+        raise ValueError("query external ids must be unique")
+    status = engine.method_status(list(methods))
+    broken = {m: err for m, err in status.items() if err is not None}
+    if broken:
+        raise ValueError("cannot pool with methods that do not load: " + "; ".join(broken.values()))
+
+    hits: list[tuple[PoolQuery, list[tuple[str, str, int, str, float]]]] = []
+    for q in (progress or (lambda x: x))(queries):
+        ref = engine.reference_from_id(q.reference_id)
+        rows = []
+        for sc in scorings:
+            res = engine.compare(ref, q.edit_text, k=k, scoring=sc, methods=list(methods), progression=False)
+            for m in res.methods:
+                if m.error:
+                    raise RuntimeError(f"{m.label} failed on query {q.external_id}: {m.error}")
+                rows += [(m.name, sc, h.rank, h.item_id, float(h.score)) for h in m.hits]
+        hits.append((q, rows))
+
+    qs = QuerySet(name=name, source=source or getattr(engine.gallery, "name", ""), overlap=int(overlap),
+                  pool_k=int(k), meta={"methods": list(methods), "scorings": list(scorings),
+                                       "backbone": engine.backbone.id, "gallery": engine.gallery.name,
+                                       "gold_fraction": gold_fraction, "seed": seed})
+    session.add(qs)
+    tasks: list[tuple[Task, PoolQuery]] = []
+    for q, rows in hits:
+        query = Query(query_set=qs, external_id=q.external_id, reference_id=q.reference_id,
+                      edit_text=q.edit_text, meta=q.meta or None)
+        session.add(query)
+        seen: dict[str, Task] = {}
+        for method, sc, rank, item, score in rows:
+            session.add(RetrievedItem(query=query, method=method, scoring=sc, rank=rank, item_id=item,
+                                      score=score))
+            if item not in seen:
+                seen[item] = Task(query=query, item_id=item)
+                tasks.append((seen[item], q))
+        session.add_all(seen.values())
+    known = [(t, q) for t, q in tasks if q.truth is not None]
+    rng = random.Random(seed)
+    for t, q in rng.sample(known, round(gold_fraction * len(known))):
+        t.gold_identity, t.gold_edit = q.truth(t.item_id)
+    session.commit()
+    return qs
+
+
+def method_judgments(session: Session, query_set: QuerySet) -> list[dict[str, Any]]:
+    """Every answered judgment joined to every (method, scoring, rank) that retrieved its item:
+    one row per (judgment, retrieval), the input of per-method rates."""
+    rows = session.execute(
+        select(RetrievedItem.method, RetrievedItem.scoring, RetrievedItem.rank, Query.external_id,
+               Task.item_id, Judgment.annotator_id, Judgment.identity, Judgment.edit)
+        .join(Query, RetrievedItem.query_id == Query.id)
+        .join(Task, (Task.query_id == RetrievedItem.query_id) & (Task.item_id == RetrievedItem.item_id))
+        .join(Judgment, Judgment.task_id == Task.id)
+        .where(Query.query_set_id == query_set.id, Judgment.status == "answered")
+        .order_by(RetrievedItem.method, RetrievedItem.scoring, Query.external_id, RetrievedItem.rank)).all()
+    keys = ("method", "scoring", "rank", "query", "item_id", "annotator_id", "identity", "edit")
+    return [dict(zip(keys, r)) for r in rows]
+
+
+def world_queries(engine: Any, n: int, skip: int = 0) -> list[PoolQuery]:
+    """The first `n` queries of the engine's generated-world benchmark (after `skip`), with the
+    world's truth: identity = same character as the reference; edit = the item satisfies the edit
+    (yes/no — the world cannot say "partial")."""
+    bench = engine.bench
+    if bench is None:
+        raise ValueError("the gallery is not the generated world: give queries from a manifest")
+    identities = bench.identities()
+    edit_ok = bench.edit_ok_sets()
+    row_of = {it.item_id: i for i, it in enumerate(bench.items)}
+    out = []
+    for qi in range(skip, min(skip + n, len(bench.queries))):
+        q, r = bench.queries[qi], bench.reference_idx[qi]
+        ok_ids = {bench.items[j].item_id for j in edit_ok[qi]}
+
+        def truth(item_id: str, r=r, ok_ids=ok_ids, row_of=row_of) -> tuple[str, str]:
+            same = identities[row_of[item_id]] == identities[r]
+            return ("yes" if same else "no", "yes" if item_id in ok_ids else "no")
+
+        out.append(PoolQuery(q.query_id, bench.items[r].item_id, q.text,
+                             {"edit_type": q.edit_type}, truth))
+    return out
+
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """CLI: pool a query set from the app's gallery into the annotation DB."""
+    import argparse
+
+    from tqdm import tqdm
+
+    from cir_core.appconfig import build_parser, from_args
+    from cir_core.engine import load_engine
+    from cir_core.engine.core import SHOWCASE
+    from db.engine import init_db, make_engine, session_factory
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], parents=[build_parser(add_help=False)])
+    ap.add_argument("--name", required=True, help="query set name (unique in the DB)")
+    ap.add_argument("--queries", type=int, default=20, help="world queries to pool")
+    ap.add_argument("--movienet", help="a MovieNet identity-set root (see docs/EVAL_REAL.md) instead")
+    ap.add_argument("--k", type=int, default=5, help="top-k of every method × scoring to pool")
+    ap.add_argument("--methods", nargs="+", help="default: the app's four columns")
+    ap.add_argument("--scorings", nargs="+", default=["cosine", "chord"])
+    ap.add_argument("--overlap", type=int, default=1, help="annotators per (non-gold) task")
+    ap.add_argument("--gold", type=float, default=0.0, help="fraction of tasks with known answers as gold")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    cfg = from_args(argv, known_only=True)
+    if args.movienet:
+        from cir_core.benchmarks.movienet import load_movienet_queryset
+
+        raw, gallery = load_movienet_queryset(args.movienet)
+        cfg.gallery = str(gallery) if isinstance(gallery, (str, Path)) else cfg.gallery
+        queries = [PoolQuery(q["external_id"], q["reference_id"], q["edit_text"], q.get("meta") or {})
+                   for q in raw]
+    engine = load_engine(cfg, progress_cb=None)
+    if not args.movienet:
+        queries = world_queries(engine, args.queries, skip=SHOWCASE if cfg.gallery in ("world", "world:test") else 0)
+    eng = make_engine(cfg.db)
+    init_db(eng)
+    with session_factory(eng)() as s:
+        qs = pool_query_set(s, engine, args.name, queries, args.methods or list(cfg.columns), args.scorings,
+                            args.k, args.overlap, args.gold, args.seed, progress=lambda x: tqdm(x, desc="pooling"))
+        n_tasks = s.scalar(select(func.count()).select_from(Task).join(Query).where(Query.query_set_id == qs.id))
+    print(f"query set {args.name!r}: {len(queries)} queries, {n_tasks} tasks in {cfg.db}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,170 @@
+"""Pooling (every method's top-k → distinct tasks, join back to methods) and the annotator queue
+(own random order, resume, overlap, gold, skip, back/undo, privacy)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from sqlalchemy import func, select
+
+from _cir_fakes import fake_trained_methods, make_engine
+from db import queue
+from db.engine import init_db, make_engine as make_db, session_factory
+from db.models import Assignment, JudgmentAudit, Query, QuerySet, RetrievedItem, Task
+from db.pooling import PoolQuery, method_judgments, pool_query_set, world_queries
+
+METHODS = ["pact", "dice", "sum"]
+
+
+@pytest.fixture(scope="module")
+def cir_engine():
+    with fake_trained_methods():
+        yield make_engine()
+
+
+@pytest.fixture()
+def S(tmp_path: Path):
+    eng = make_db(tmp_path / "ann.sqlite")
+    init_db(eng)
+    yield session_factory(eng)
+    eng.dispose()
+
+
+def _pool(S, cir_engine, name="demo", n=4, k=3, overlap=1, gold=0.0):
+    with S() as s:
+        return pool_query_set(s, cir_engine, name, world_queries(cir_engine, n), METHODS, k=k,
+                              overlap=overlap, gold_fraction=gold).id
+
+
+def test_pool_stores_every_method_and_distinct_tasks(S, cir_engine) -> None:
+    _pool(S, cir_engine, n=4, k=3)
+    with S() as s:
+        retrieved = s.scalars(select(RetrievedItem)).all()
+        assert len(retrieved) == 4 * len(METHODS) * 2 * 3  # queries × methods × scorings × k
+        by_query: dict[int, set[str]] = {}
+        for r in retrieved:
+            by_query.setdefault(r.query_id, set()).add(r.item_id)
+        tasks = s.scalars(select(Task)).all()
+        assert len(tasks) == sum(len(v) for v in by_query.values())  # each distinct item once
+        assert {(t.query_id, t.item_id) for t in tasks} == {(q, i) for q, v in by_query.items() for i in v}
+
+
+def test_pool_refuses_bad_input_and_writes_nothing(S, cir_engine) -> None:
+    qs = world_queries(cir_engine, 2)
+    with S() as s:
+        with pytest.raises(ValueError, match="k must be"):
+            pool_query_set(s, cir_engine, "x", qs, METHODS, k=0)
+        with pytest.raises(ValueError, match="unique"):
+            pool_query_set(s, cir_engine, "x", qs + qs[:1], METHODS)
+        with pytest.raises(ValueError, match="do not load"):
+            pool_query_set(s, cir_engine, "x", qs, ["no-such-method"])
+        bad = [PoolQuery("q", "not-an-item", "make it red")]
+        with pytest.raises(Exception, match="not-an-item"):
+            pool_query_set(s, cir_engine, "x", bad, METHODS)
+    with S() as s:
+        assert s.scalar(select(func.count()).select_from(Task)) == 0
+    _pool(S, cir_engine, name="dup", n=1)
+    with S() as s, pytest.raises(ValueError, match="already exists"):
+        pool_query_set(s, cir_engine, "dup", qs, METHODS)
+
+
+def test_join_back_counts_a_judgment_for_every_method_that_retrieved_the_item(S, cir_engine) -> None:
+    qs_id = _pool(S, cir_engine, n=2, k=3)
+    with S() as s:
+        ann = queue.get_or_create_annotator(s, "alice")
+        qs = s.get(QuerySet, qs_id)
+        view = queue.current(s, ann, qs)
+        queue.answer(s, ann, view.task_id, "yes", "partial")
+        task = s.get(Task, view.task_id)
+        who = {(r.method, r.scoring) for r in s.scalars(select(RetrievedItem).where(
+            RetrievedItem.query_id == task.query_id, RetrievedItem.item_id == task.item_id))}
+        rows = method_judgments(s, qs)
+    assert {(r["method"], r["scoring"]) for r in rows} == who  # every retriever, no one else
+    assert all((r["identity"], r["edit"], r["item_id"]) == ("yes", "partial", task.item_id) for r in rows)
+
+
+def test_queue_resumes_and_orders_per_annotator(S, cir_engine) -> None:
+    _pool(S, cir_engine, n=4, k=3)
+    with S() as s:
+        qs = queue.query_set_by_name(s, "demo")
+        a, b = queue.get_or_create_annotator(s, "alice"), queue.get_or_create_annotator(s, "bob")
+        first = queue.current(s, a, qs)
+        # A refresh (a new call, a new session) shows the same unanswered task.
+        assert queue.current(s, a, qs).task_id == first.task_id
+    with S() as s:
+        a = queue.get_or_create_annotator(s, "alice")
+        assert queue.current(s, a, qs).task_id == first.task_id
+        order_a = [first.task_id]
+        for _ in range(5):
+            v = queue.current(s, a, qs)
+            queue.answer(s, a, v.task_id, "no", "no", time_spent_ms=10)
+            order_a.append(queue.current(s, a, qs).task_id)
+        assert [v.position for v in (queue.at_position(s, a, qs, i) for i in (1, 2, 3))] == [1, 2, 3]
+        assert queue.progress(s, a, qs).done == 5
+        # Bob (overlap 1) never gets what Alice holds, and walks his own order.
+        b = queue.get_or_create_annotator(s, "bob")
+        got_b = []
+        while (v := queue.current(s, b, qs)) is not None and len(got_b) < 5:
+            got_b.append(v.task_id)
+            queue.answer(s, b, v.task_id, "yes", "yes")
+        assert not set(got_b) & set(order_a)
+
+
+def test_overlap_gives_each_task_to_n_annotators(S, cir_engine) -> None:
+    _pool(S, cir_engine, n=2, k=2, overlap=2)
+    with S() as s:
+        qs = queue.query_set_by_name(s, "demo")
+        n_tasks = s.scalar(select(func.count()).select_from(Task))
+        seen = {}
+        for name in ("a1", "a2", "a3"):
+            ann = queue.get_or_create_annotator(s, name)
+            while (v := queue.current(s, ann, qs)) is not None:
+                seen.setdefault(v.task_id, []).append(name)
+                queue.answer(s, ann, v.task_id, "yes", "no")
+        assert sum(len(v) for v in seen.values()) == 2 * n_tasks
+        assert all(len(v) == 2 for v in seen.values())
+
+
+def test_gold_tasks_go_to_everyone_with_world_truth(S, cir_engine) -> None:
+    _pool(S, cir_engine, n=3, k=3, overlap=1, gold=0.5)
+    with S() as s:
+        gold = s.scalars(select(Task).where(Task.gold_identity.is_not(None))).all()
+        assert gold and all(t.gold_edit in ("yes", "no") for t in gold)
+        bench = cir_engine.bench
+        row = {it.item_id: i for i, it in enumerate(bench.items)}
+        for t in gold:  # identity truth = the same character as the reference
+            q = s.get(Query, t.query_id)
+            same = bench.identities()[row[t.item_id]] == bench.identities()[row[q.reference_id]]
+            assert t.gold_identity == ("yes" if same else "no")
+        qs = queue.query_set_by_name(s, "demo")
+        for name in ("a1", "a2"):
+            ann = queue.get_or_create_annotator(s, name)
+            got = []
+            while (v := queue.current(s, ann, qs)) is not None:
+                got.append(v.task_id)
+                queue.answer(s, ann, v.task_id, "yes", "yes")
+            assert {t.id for t in gold} <= set(got)
+
+
+def test_skip_back_and_privacy(S, cir_engine) -> None:
+    _pool(S, cir_engine, n=2, k=2)
+    with S() as s:
+        qs = queue.query_set_by_name(s, "demo")
+        a, b = queue.get_or_create_annotator(s, "alice"), queue.get_or_create_annotator(s, "bob")
+        v1 = queue.current(s, a, qs)
+        queue.skip(s, a, v1.task_id, "reference too small")
+        v2 = queue.current(s, a, qs)
+        assert v2.task_id != v1.task_id and v2.position == 2
+        back = queue.at_position(s, a, qs, v2.position - 1)
+        assert (back.task_id, back.status, back.skip_reason) == (v1.task_id, "skipped", "reference too small")
+        changed = queue.answer(s, a, v1.task_id, "yes", "partial", comment="looked again")
+        assert (changed.status, changed.identity, changed.edit) == ("answered", "yes", "partial")
+        assert s.scalar(select(func.count()).select_from(JudgmentAudit)) == 1
+        assert queue.progress(s, a, qs).done == 1  # v2 still open
+        # Bob cannot write, or read through at_position, Alice's tasks.
+        with pytest.raises(PermissionError):
+            queue.answer(s, b, v1.task_id, "no", "no")
+        assert queue.at_position(s, b, qs, 1) is None
+        with pytest.raises(PermissionError):
+            queue.get_or_create_annotator(s, "  ")
+        assert s.scalar(select(func.count()).select_from(Assignment).where(Assignment.annotator_id == b.id)) == 0
