@@ -7,8 +7,6 @@ from typing import Any
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
-from db.models import Base
-
 BUSY_TIMEOUT_MS = 5000
 
 
@@ -48,8 +46,13 @@ def make_engine(path: str | Path) -> Engine:
 
 
 def init_db(engine: Engine) -> None:
-    """Create all tables that don't exist yet (no migrations: Alembic is not set up)."""
-    Base.metadata.create_all(engine)
+    """Create a new DB, or migrate an existing one, to the newest Alembic revision.
+
+    Idempotent. A DB made by the old `create_all` (no alembic_version) is stamped if it matches
+    the models, else refused with `db.migrate.SchemaError` listing the differences."""
+    from db.migrate import upgrade  # db.migrate imports this module
+
+    upgrade(engine, "head")
 
 
 def session_factory(engine: Engine) -> sessionmaker[Session]:
