@@ -189,7 +189,9 @@ def view(cap: str, rng: random.Random) -> Change | None:
 
 def _place_change(old: str, cap: str, rng: random.Random) -> Change:
     here = cap.lower()
-    cands = [p for p in L.PLACES if p[1].split()[-1] not in here]
+    stems = [w for w in re.findall(r"[a-z]+", old.lower()) if len(w) > 3]  # "grass" vs "grassy"
+    cands = [p for p in L.PLACES if p[1].split()[-1] not in here
+             and not any(v.startswith(w) for w in stems for v in p[1].split())]
     (prep, np_), (aprep, anp) = rng.sample(cands, 2)
     clause = rng.choice([f"change the background to {np_}", f"set the scene {prep} {np_}",
                          f"move everything {prep} {np_}"])
