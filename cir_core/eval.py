@@ -1,6 +1,8 @@
-"""Evaluate every registered method × {cosine, Chord} on a held-out split of the generated world.
+"""Evaluate every registered method × {cosine, Chord} on a held-out split of the generated world,
+or on a real benchmark under its official protocol (docs/EVAL_REAL.md).
 
     python -m cir_core.eval [--split test] [--json r.json] [--dump-rankings rk.jsonl]
+    python -m cir_core.eval --benchmark cirr --root DIR [--split val|test] [--submission OUT.json]
 
 Gallery embeddings are cached (a second run encodes nothing); each query's reference embedding
 is read from the gallery, never re-encoded. Metrics: R@1/5/10/50 (reference excluded), CIRR
@@ -164,7 +166,13 @@ def main(argv: list[str] | None = None) -> int:
     from cir_core.world import build_benchmark
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--split", choices=("val", "test"), default="test")
+    ap.add_argument("--split", choices=("val", "test"), default=None,
+                    help="default: test (world), val (--benchmark)")
+    ap.add_argument("--benchmark", default=None,
+                    help="a real benchmark: cirr, circo, fashioniq, genecis, lcirr, movienet")
+    ap.add_argument("--root", type=Path, default=None, help="the benchmark's data folder")
+    ap.add_argument("--submission", type=Path, default=None,
+                    help="write the test server's file(s) here (one method, one scoring)")
     ap.add_argument("--n-queries", type=int, default=None, help="default: 1000 (test), 500 (val)")
     ap.add_argument("--backbone", default=DEFAULT_MODEL, help="open_clip name, local-dir:PATH or hf-hub:ID")
     ap.add_argument("--pretrained", default=None, help="open_clip tag or a local weights file")
@@ -195,7 +203,10 @@ def main(argv: list[str] | None = None) -> int:
         checkpoints = dict(c.split("=", 1) for c in args.checkpoint if "=" in c)
         if len(checkpoints) != len(args.checkpoint):
             raise CIRError(f"--checkpoint takes METHOD=DIR, got {args.checkpoint}")
+        if args.benchmark or args.root or args.submission:
+            return _run_benchmark(args, methods, scorings, checkpoints)
         backbone = load_backbone(args.backbone, args.pretrained, device=args.device)
+        args.split = args.split or "test"
         n = args.n_queries or (1000 if args.split == "test" else 500)
         bench = build_benchmark(args.split, n)
         dump = open(args.dump_rankings, "w") if args.dump_rankings else None
@@ -213,6 +224,44 @@ def main(argv: list[str] | None = None) -> int:
     for name, by in report["progression"].items():
         for sc, p in by.items():
             print(f"progression {name}/{sc}: " + ", ".join(f"{k}={v}" for k, v in p.items()))
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=1))
+        print(f"wrote {args.json}")
+    return 0
+
+
+def _run_benchmark(args, methods: list[str], scorings: list[str], checkpoints: dict[str, str]) -> int:
+    """--benchmark NAME --root DIR: load and validate, evaluate, print, write JSON/submission."""
+    from cir_core.backbone import load_backbone
+    from cir_core.benchmarks import format_table as bench_table
+    from cir_core.benchmarks import load_benchmark, run
+
+    if not (args.benchmark and args.root):
+        raise CIRError("--benchmark NAME and --root DIR go together (and --submission needs both)")
+    if args.submission and (len(methods) != 1 or len(scorings) != 1):
+        raise CIRError("--submission needs exactly one --methods entry and one --scoring")
+    bench = load_benchmark(args.benchmark, args.root, args.split or "val")
+    if args.submission and not hasattr(bench, "write_submission"):
+        raise CIRError(f"{args.benchmark} has no test server; --submission applies to cirr and circo")
+    backbone = load_backbone(args.backbone, args.pretrained, device=args.device)
+    dump = open(args.dump_rankings, "w") if args.dump_rankings else None
+    try:
+        report, raw = run(bench, backbone, methods, scorings, args.lam, args.chord_variant,
+                          args.cache_dir, checkpoints=checkpoints, dump=dump)
+    finally:
+        if dump:
+            dump.close()
+    print(bench_table(report))
+    for name, by in report["extra"].items():
+        for sc, extra in by.items():
+            if "progression" in extra:
+                print(f"progression {name}/{sc}: " + ", ".join(
+                    f"{k}={v:.3f}" for k, v in extra["progression"].items()))
+    if args.submission:
+        if not raw:
+            raise CIRError(f"no submission: method {methods[0]} was skipped ({report['skipped']})")
+        for path in bench.write_submission(next(iter(raw.values())), args.submission):
+            print(f"wrote {path}")
     if args.json:
         args.json.write_text(json.dumps(report, indent=1))
         print(f"wrote {args.json}")

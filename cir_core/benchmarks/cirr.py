@@ -1,0 +1,177 @@
+"""CIRR (Liu et al., ICCV 2021), the official rc2 files and protocol.
+
+Layout under ROOT (the `cirr_dataset` branch, images from NLVR2)::
+
+    captions/cap.rc2.{val,test1}.json      [{pairid, reference, target_hard, caption, img_set}]
+    image_splits/split.rc2.{val,test1}.json {name: "./dev/dev-0-0-img0.png", ...}
+    img_raw/dev/..., img_raw/test1/...      (or dev/, test1/ directly under ROOT, as SEARLE has it)
+
+Recall@1/5/10/50 ranks the split's whole gallery with the reference removed; Recall_subset@1/2/3
+ranks the other members of the query's `img_set`. test1 has no `target_hard`: it gives no metrics,
+only the two server files (`--submission`).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from cir_core.gallery import Gallery, GalleryItem
+
+from .common import (TOP, BenchmarkError, MethodResult, ScoreOpts, check_files, compose, need,
+                     rank_gallery, read_json)
+from .metrics import recall_at_k, subset_ranking, subset_recall
+
+VERSION = "rc2"
+SPLITS = {"val": "val", "test": "test1", "test1": "test1"}
+SUBSET_TOP = 3
+
+
+def image_root(root: Path) -> Path:
+    """Where the split files' relative paths start: ROOT/img_raw when it exists, else ROOT."""
+    return root / "img_raw" if (root / "img_raw").is_dir() else root
+
+
+def load_split_gallery(root: Path, split: str, name: str) -> Gallery:
+    """The split's gallery from `image_splits/split.rc2.{split}.json`, in the file's order."""
+    path = root / "image_splits" / f"split.{VERSION}.{split}.json"
+    names = read_json(path)
+    if not isinstance(names, dict) or not names:
+        raise BenchmarkError(f"{path}: expected a non-empty object {{image name: relative path}}")
+    base = image_root(root)
+    items = []
+    for k, rel in names.items():
+        if not isinstance(rel, str):
+            raise BenchmarkError(f"{path}: key {k!r} should map to a relative path string")
+        items.append(GalleryItem(k, str((base / rel).resolve()), {}))
+    check_files((it.path for it in items), str(path))
+    return Gallery(name, items)
+
+
+def load_captions(root: Path, split: str, gallery: Gallery, labelled: bool) -> list[dict]:
+    """`captions/cap.rc2.{split}.json`, every name checked against the split's gallery."""
+    path = root / "captions" / f"cap.{VERSION}.{split}.json"
+    caps = read_json(path)
+    if not isinstance(caps, list) or not caps:
+        raise BenchmarkError(f"{path}: expected a non-empty list of query objects")
+    known = set(gallery.ids)
+    seen: set[int] = set()
+    for i, c in enumerate(caps):
+        where = f"{path} entry {i}"
+        pid = need(c, "pairid", int, where)
+        if pid in seen:
+            raise BenchmarkError(f"{where}: duplicate pairid {pid}")
+        seen.add(pid)
+        need(c, "caption", str, where)
+        members = need(need(c, "img_set", dict, where), "members", list, where + " img_set")
+        names = [need(c, "reference", str, where), *members]
+        if labelled:
+            names.append(need(c, "target_hard", str, where))
+        bad = [n for n in names if n not in known]
+        if bad:
+            raise BenchmarkError(f"{where} (pairid {pid}): {bad[0]!r} is not in image_splits/"
+                                 f"split.{VERSION}.{split}.json")
+    return caps
+
+
+@dataclass
+class CIRRBench:
+    split: str
+    gallery: Gallery
+    pairids: list[str]
+    texts: list[list[str]]
+    ref_rows: np.ndarray
+    target_rows: np.ndarray | None  # None on test1
+    members: np.ndarray  # (Q, S) rows, -1 padded
+    name: str = "cirr"
+
+    @property
+    def labelled(self) -> bool:
+        return self.target_rows is not None
+
+    def galleries(self) -> dict[str, Gallery]:
+        return {"gallery": self.gallery}
+
+    def n_queries(self) -> int:
+        return len(self.pairids)
+
+    def evaluate_method(self, method, emb: dict[str, np.ndarray], opts: ScoreOpts) -> MethodResult:
+        g = emb["gallery"]
+        refs = g[self.ref_rows]
+        q, q0 = compose(method, refs, self.texts)
+        ranked, member_scores = rank_gallery(method, q, q0, refs, g, opts, self.ref_rows, TOP,
+                                             self.members)
+        sub = subset_ranking(member_scores, self.members, self.ref_rows)
+        metrics: dict[str, float] = {}
+        if self.labelled:
+            ks = [k for k in (1, 5, 10, 50) if k <= ranked.shape[1]]
+            metrics = {**recall_at_k(ranked, self.target_rows, ks),
+                       **subset_recall(sub, self.target_rows)}
+        ids = self.gallery.ids
+        top = {p: [ids[j] for j in r] for p, r in zip(self.pairids, ranked)}
+        top_sub = {p: [ids[j] for j in r[:SUBSET_TOP] if j >= 0] for p, r in zip(self.pairids, sub)}
+        return MethodResult(metrics, top=top, aux={"subset": top_sub})
+
+    def write_submission(self, res: MethodResult, out: Path) -> list[Path]:
+        """The two server files: OUT (recall, top 50) and OUT with `.subset` (recall_subset)."""
+        out = Path(out)
+        sub_path = out.with_name(out.stem + ".subset" + (out.suffix or ".json"))
+        refs = [self.gallery.ids[r] for r in self.ref_rows]
+        files = []
+        for path, metric, top in ((out, "recall", res.top), (sub_path, "recall_subset", res.aux["subset"])):
+            sub = {"version": VERSION, "metric": metric, **top}
+            validate_submission(sub, self.pairids, refs, set(self.gallery.ids), metric)
+            path.write_text(json.dumps(sub))
+            files.append(path)
+        return files
+
+
+def validate_submission(sub: dict, pairids: list[str], references: list[str], gallery: set[str],
+                        metric: str) -> None:
+    """The server's rules: version rc2, the metric, every pairid (and nothing else) mapped to 50
+    (recall) or 3 (recall_subset) distinct gallery names, never the query's reference."""
+    n = {"recall": TOP, "recall_subset": SUBSET_TOP}.get(metric)
+    if n is None:
+        raise BenchmarkError(f"submission metric must be 'recall' or 'recall_subset', got {metric!r}")
+    if sub.get("version") != VERSION or sub.get("metric") != metric:
+        raise BenchmarkError(f"submission needs \"version\": \"{VERSION}\" and \"metric\": \"{metric}\"")
+    keys = set(sub) - {"version", "metric"}
+    missing = [p for p in pairids if p not in keys]
+    extra = sorted(keys - set(pairids))
+    if missing or extra:
+        raise BenchmarkError(f"submission pairids: {len(missing)} missing (e.g. {missing[:3]}), "
+                             f"{len(extra)} unknown (e.g. {extra[:3]})")
+    for p, ref in zip(pairids, references):
+        v = sub[p]
+        if not isinstance(v, list) or len(v) != n or len(set(v)) != n:
+            raise BenchmarkError(f"submission pairid {p}: needs {n} distinct names for {metric}, "
+                                 f"got {len(v) if isinstance(v, list) else type(v).__name__}")
+        if ref in v:
+            raise BenchmarkError(f"submission pairid {p}: lists its own reference {ref!r}")
+        bad = [x for x in v if x not in gallery]
+        if bad:
+            raise BenchmarkError(f"submission pairid {p}: {bad[0]!r} is not in the split's gallery")
+
+
+def load(root: str | Path, split: str = "val") -> CIRRBench:
+    """CIRR `split` ('val', 'test'/'test1') from ROOT, validated."""
+    root = Path(root).expanduser()
+    if split not in SPLITS:
+        raise BenchmarkError(f"CIRR has splits val and test (test1), not {split!r}")
+    s = SPLITS[split]
+    labelled = s == "val"
+    gallery = load_split_gallery(root, s, f"cirr-{s}")
+    caps = load_captions(root, s, gallery, labelled)
+    row = gallery.index_of
+    width = max(len(c["img_set"]["members"]) for c in caps)
+    members = np.full((len(caps), width), -1, np.int64)
+    for i, c in enumerate(caps):
+        members[i, : len(c["img_set"]["members"])] = [row(m) for m in c["img_set"]["members"]]
+    return CIRRBench(
+        split=s, gallery=gallery, pairids=[str(c["pairid"]) for c in caps],
+        texts=[[c["caption"]] for c in caps],
+        ref_rows=np.array([row(c["reference"]) for c in caps], np.int64),
+        target_rows=np.array([row(c["target_hard"]) for c in caps], np.int64) if labelled else None,
+        members=members)

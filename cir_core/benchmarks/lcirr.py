@@ -1,0 +1,110 @@
+"""L-CIRR: CIRR images with long, multi-sentence edit texts (this project's manifest format).
+
+Layout under ROOT (a CIRR root: its image_splits and images, see `cirr.py`) plus::
+
+    lcirr/{val,test1}.jsonl    one {"pairid", "reference", "target", "text"} per line
+
+`reference` and `target` are CIRR image names of that split. Metrics are CIRR's R@1/5/10/50 (split
+gallery, reference removed), plus the per-sentence progression: R@10 when only sentences 1..k
+are given (k = 1..MAX_STEPS; a text with fewer sentences uses all of them), computed from the
+method's own progression (PACE's step states; other methods recompose each prefix).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from cir_core.gallery import Gallery
+from cir_core.text import split_sentences
+
+from .cirr import SPLITS, load_split_gallery
+from .common import TOP, BenchmarkError, MethodResult, ScoreOpts, compose, need, rank_gallery, read_jsonl, score_block
+from .metrics import prefix_recall, recall_at_k
+
+MAX_STEPS = 8
+
+
+def target_rank(scores: np.ndarray, target: int, exclude: int) -> int:
+    """0-based rank of `target` in one score row with row `exclude` removed (ties: lower row first)."""
+    s = np.asarray(scores, dtype=np.float64).copy()
+    s[exclude] = -np.inf
+    t = s[target]
+    return int((s > t).sum() + (s[:target] == t).sum())
+
+
+@dataclass
+class LCIRRBench:
+    split: str
+    gallery: Gallery
+    pairids: list[str]
+    texts: list[str]
+    sentences: list[list[str]]
+    ref_rows: np.ndarray
+    target_rows: np.ndarray
+    name: str = "lcirr"
+    labelled: bool = True
+
+    def galleries(self) -> dict[str, Gallery]:
+        return {"gallery": self.gallery}
+
+    def n_queries(self) -> int:
+        return len(self.pairids)
+
+    def progression(self, method, g: np.ndarray, opts: ScoreOpts) -> dict[str, float]:
+        steps = min(MAX_STEPS, max(len(s) for s in self.sentences))
+        ranks = np.zeros((len(self.pairids), steps), np.int64)
+        for i, sents in enumerate(self.sentences):
+            ref = g[self.ref_rows[i]]
+            qs = np.stack(method.progression(ref, sents))
+            q0 = np.repeat(method.compose_empty(ref[None]), len(qs), 0)
+            sc = score_block(method, qs, q0, np.repeat(ref[None], len(qs), 0), g, opts)
+            r = [target_rank(row, self.target_rows[i], self.ref_rows[i]) for row in sc]
+            ranks[i] = [r[min(k, len(r) - 1)] for k in range(steps)]
+        out = {f"R@10 sentences 1-{k + 1}": v for k, v in enumerate(prefix_recall(ranks, 10))}
+        out["share multi-sentence"] = float(np.mean([len(s) > 1 for s in self.sentences]))
+        return out
+
+    def evaluate_method(self, method, emb: dict[str, np.ndarray], opts: ScoreOpts) -> MethodResult:
+        g = emb["gallery"]
+        refs = g[self.ref_rows]
+        q, q0 = compose(method, refs, [[t] for t in self.texts])
+        ranked, _ = rank_gallery(method, q, q0, refs, g, opts, self.ref_rows, TOP)
+        ks = [k for k in (1, 5, 10, 50) if k <= ranked.shape[1]]
+        ids = self.gallery.ids
+        return MethodResult(recall_at_k(ranked, self.target_rows, ks),
+                            extra={"progression": self.progression(method, g, opts)},
+                            top={p: [ids[j] for j in r] for p, r in zip(self.pairids, ranked)})
+
+
+def load(root: str | Path, split: str = "val") -> LCIRRBench:
+    """L-CIRR `split` from ROOT: the CIRR image split plus lcirr/{split}.jsonl, validated."""
+    root = Path(root).expanduser()
+    if split not in SPLITS:
+        raise BenchmarkError(f"L-CIRR has splits val and test (test1), not {split!r}")
+    s = SPLITS[split]
+    gallery = load_split_gallery(root, s, f"cirr-{s}")
+    path = root / "lcirr" / f"{s}.jsonl"
+    rows = read_jsonl(path)
+    if not rows:
+        raise BenchmarkError(f"{path}: no queries")
+    known = {n: i for i, n in enumerate(gallery.ids)}
+    pairids, texts, sents, refs, targets = [], [], [], [], []
+    for n, r in enumerate(rows, 1):
+        where = f"{path} query {n}"
+        pid = need(r, "pairid", (int, str), where)
+        text = need(r, "text", str, where).strip()
+        if not split_sentences(text):
+            raise BenchmarkError(f"{where}: 'text' has no sentence")
+        for key, out in (("reference", refs), ("target", targets)):
+            name = need(r, key, str, where)
+            if name not in known:
+                raise BenchmarkError(f"{where}: {key} {name!r} is not in image_splits/split.rc2.{s}.json")
+            out.append(known[name])
+        pairids.append(str(pid))
+        texts.append(text)
+        sents.append(split_sentences(text))
+    if len(set(pairids)) != len(pairids):
+        raise BenchmarkError(f"{path}: duplicate pairid")
+    return LCIRRBench(s, gallery, pairids, texts, sents, np.array(refs, np.int64), np.array(targets, np.int64))
