@@ -9,10 +9,12 @@ from it before anything reads that variable.
 | --- | --- | --- |
 | `--backbone` | `CIR_BACKBONE` | the shipped `local-dir:assets/backbone/cir-tiny-vit` |
 | `--pretrained` | `CIR_PRETRAINED` | none (an open_clip tag or a weights file) |
-| `--checkpoints` | `CIR_CHECKPOINTS` | `assets/methods` (a folder of `<method>/`, or a Hub repo id) |
+| `--checkpoints` | `CIR_CHECKPOINTS` | `assets/methods` (a folder of `<method>/`, or a Hub repo id `org/name[@rev]`) |
+| (in the spec: `@rev`) | `CIR_CHECKPOINTS_REVISION`, `CIR_BACKBONE_REVISION` | the branch, tag or commit sha a Hub checkpoint repo / `hf-hub:` backbone is pinned to when its spec has no `@rev` |
 | `--gallery` | `CIR_GALLERY` | `world` (or an image folder, or a JSONL/CSV manifest) |
 | `--world-queries` | `CIR_WORLD_QUERIES` | 1000 (the world gallery holds ~8 images per query) |
 | `--db` | `CIR_DB` | `annotations.sqlite` (the annotation tab's database) |
+| `--annotators` | `CIR_ANNOTATORS` | none: a file of `name:password` lines turns on Gradio's login page |
 | `--host` | `CIR_HOST` | Gradio's (127.0.0.1, or `GRADIO_SERVER_NAME`) |
 | `--port` | `CIR_PORT` | Gradio's (7860, or `GRADIO_SERVER_PORT`) |
 | `--device` | `CIR_DEVICE` | `cpu` |
@@ -44,6 +46,7 @@ class AppConfig:
     gallery: str = "world"
     world_queries: int = 1000
     db: str = "annotations.sqlite"
+    annotators: str | None = None
     host: str | None = None
     port: int | None = None
     device: str = "cpu"
@@ -61,34 +64,39 @@ class AppConfig:
 
 
 def is_hub_repo_id(spec: str | None) -> bool:
-    """'hf-hub:org/name' or 'org/name' that is not an existing local path."""
+    """'hf-hub:org/name' or 'org/name' (either may end in '@revision') that is not an existing
+    local path."""
     if not spec:
         return False
     if spec.startswith("hf-hub:"):
         return True
+    repo = spec.partition("@")[0]  # a revision may hold '/' (refs/pr/1); a repo id never holds '@'
     p = Path(spec).expanduser()
-    return (not p.exists() and spec.count("/") == 1 and not spec.startswith((".", "/", "~"))
-            and all(part.strip() for part in spec.split("/")))
+    return (not p.exists() and repo.count("/") == 1 and not repo.startswith((".", "/", "~"))
+            and all(part.strip() for part in repo.split("/")))
 
 
 _ENV = {"backbone": "CIR_BACKBONE", "pretrained": "CIR_PRETRAINED", "checkpoints": "CIR_CHECKPOINTS",
         "gallery": "CIR_GALLERY", "world_queries": "CIR_WORLD_QUERIES", "db": "CIR_DB",
+        "annotators": "CIR_ANNOTATORS",
         "host": "CIR_HOST", "port": "CIR_PORT", "device": "CIR_DEVICE", "cache_dir": "CIR_CACHE_DIR"}
 
 
 def build_parser(add_help: bool = True) -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description="CIR workbench (Gradio app). Every flag also reads an "
                                  "environment variable, given in brackets.", add_help=add_help)
-    ap.add_argument("--backbone", help="open_clip name (ViT-L-14), local-dir:PATH or hf-hub:ORG/REPO "
-                    "[CIR_BACKBONE]; default: the shipped tiny backbone")
+    ap.add_argument("--backbone", help="open_clip name (ViT-L-14), local-dir:PATH or hf-hub:ORG/REPO[@REV] "
+                    "[CIR_BACKBONE; CIR_BACKBONE_REVISION]; default: the shipped tiny backbone")
     ap.add_argument("--pretrained", help="open_clip pretrained tag (openai) or a weights file [CIR_PRETRAINED]")
     ap.add_argument("--checkpoints", help="folder holding <method>/ checkpoint folders, or a Hub repo id "
-                    "[CIR_CHECKPOINTS]; default: assets/methods")
+                    "org/name[@branch|tag|sha] [CIR_CHECKPOINTS; CIR_CHECKPOINTS_REVISION]; default: assets/methods")
     ap.add_argument("--gallery", help="'world' (the generated test benchmark), an image folder, or a "
                     "JSONL/CSV manifest [CIR_GALLERY]")
     ap.add_argument("--world-queries", type=int, help="size of the world benchmark: queries; the gallery "
                     "holds ~8 images each [CIR_WORLD_QUERIES] (default 1000)")
     ap.add_argument("--db", help="SQLite path for annotations [CIR_DB]")
+    ap.add_argument("--annotators", help="file of 'name:password' (or 'name:sha256:<hex>') lines: "
+                    "sign-in for the Annotate tab via Gradio's login page [CIR_ANNOTATORS]")
     ap.add_argument("--host", help="server name, 0.0.0.0 to listen on all interfaces [CIR_HOST]")
     ap.add_argument("--port", type=int, help="server port [CIR_PORT]")
     ap.add_argument("--device", help="cpu or cuda [CIR_DEVICE]")
@@ -116,6 +124,12 @@ def from_args(argv: Sequence[str] | None = None, env: dict | None = None,
             except ValueError:
                 raise SystemExit(f"{var}/--{name.replace('_', '-')} must be an integer, got {value!r}")
         setattr(cfg, name, value)
+    # A revision variable pins a Hub spec that does not pin itself (`org/name@rev` wins).
+    for name, var in (("checkpoints", "CIR_CHECKPOINTS_REVISION"), ("backbone", "CIR_BACKBONE_REVISION")):
+        spec, rev = getattr(cfg, name), env.get(var, "").strip()
+        if rev and spec and "@" not in spec and (spec.startswith("hf-hub:") or
+                                                  (name == "checkpoints" and is_hub_repo_id(spec))):
+            setattr(cfg, name, f"{spec}@{rev}")
     if cfg.world_queries < 1:
         raise SystemExit(f"--world-queries must be >= 1, got {cfg.world_queries}")
     return cfg

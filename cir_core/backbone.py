@@ -19,6 +19,7 @@ from tqdm.auto import tqdm
 
 from cir_core.errors import BackboneError, CheckpointError
 from cir_core.imageio import load_image
+from cir_core.spaces_compat import gpu
 from cir_core.text_tower import encode_tokens
 
 TINY_MODEL = "cir-tiny-vit"
@@ -147,11 +148,13 @@ class Backbone:
                 bar.update(len(chunk))
         return np.ascontiguousarray(np.concatenate(out), dtype=np.float32)
 
+    @gpu  # ZeroGPU's @spaces.GPU on a Space (cir_core.spaces_compat); the identity elsewhere
     def encode_images(self, images: Sequence[ImageInput], batch_size: int = 64,
                       progress: bool = False) -> np.ndarray:
         """L2-normalised image embeddings, float32 ``(N, dim)``."""
         return self._encode(list(images), batch_size, progress, "images")
 
+    @gpu
     def encode_texts(self, texts: Sequence[str], batch_size: int = 256, progress: bool = False) -> np.ndarray:
         """L2-normalised text embeddings, float32 ``(N, dim)``; empty strings are valid inputs."""
         return self._encode([str(t) for t in texts], batch_size, progress, "texts")
@@ -175,12 +178,24 @@ def _create(spec: str, pretrained: str | None, device: str, seed: int,
     return model, preprocess
 
 
+def _pinned_hub_folder(spec: str) -> Path:
+    """`hf-hub:org/name@rev` fetched at that revision (manifest-verified when it has one,
+    safetensors only) by cir_core.hub; open_clip's own hf-hub loader cannot pin a revision."""
+    from cir_core.hub import HubError, pull
+
+    try:
+        return pull("backbone", spec, require_manifest=False).folder
+    except HubError as exc:
+        raise BackboneError(f"cannot load backbone {spec}: {exc}".splitlines()[0]) from None
+
+
 def load_backbone(model: str = DEFAULT_MODEL, pretrained: str | None = None, device: str = "cpu",
                   seed: int = 0) -> Backbone:
     """Build an open_clip backbone.
 
     ``model``: an open_clip name (``"ViT-B-32"``, ``"cir-tiny-vit"``), ``"local-dir:/path"`` or
-    ``"hf-hub:org/repo"``. ``pretrained``: None (random init from ``seed``), an open_clip tag, or a
+    ``"hf-hub:org/repo"`` (``"hf-hub:org/repo@rev"`` pins a branch, tag or sha). ``pretrained``:
+    None (random init from ``seed``), an open_clip tag, or a
     checkpoint file (``.safetensors``, ``.pt``, ``.pth``, ``.bin``). Raises ``BackboneError`` /
     ``CheckpointError`` with a one-line message.
     """
@@ -189,6 +204,8 @@ def load_backbone(model: str = DEFAULT_MODEL, pretrained: str | None = None, dev
     if pretrained is not None and model.startswith(("local-dir:", "hf-hub:")):
         raise BackboneError(f"pretrained='{pretrained}' cannot be combined with '{model}', "
                             "which names its own weights")
+    if model.startswith("hf-hub:") and "@" in model:
+        model = f"local-dir:{_pinned_hub_folder(model)}"
     if model.startswith("local-dir:"):
         folder = Path(model[len("local-dir:"):]).expanduser()
         if not (folder / CONFIG_FILE).is_file():

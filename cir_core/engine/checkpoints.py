@@ -1,13 +1,13 @@
 """Where the trained methods' `<method>/` checkpoint folders come from: the shipped folder, a local
-folder or a Hugging Face Hub repo."""
+folder or a Hugging Face Hub repo pinned to a revision."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from ..appconfig import DEFAULT_CHECKPOINTS, is_hub_repo_id
-from ..errors import CheckpointError
+from ..errors import CheckpointError, CIRError
 from .common import method_label
 
 
@@ -18,6 +18,7 @@ class CheckpointSource:
     spec: str | None
     folder: Path | None
     error: str | None = None
+    note: str | None = None  # e.g. "offline: using the cached snapshot of ..." (also logged)
 
     def folder_for(self, name: str) -> Path:
         if self.folder is None:
@@ -25,10 +26,12 @@ class CheckpointSource:
         return self.folder / name
 
 
-def resolve_checkpoints(spec: str | None, names: Sequence[str]) -> CheckpointSource:
-    """`None` → the shipped `assets/methods`; a local folder; or a Hub repo id (`org/name` or
-    `hf-hub:org/name`) fetched with `huggingface_hub.snapshot_download` (only the `<method>/`
-    folders named). Never raises: a failed fetch is recorded and reported per method."""
+def resolve_checkpoints(spec: str | None, names: Sequence[str], backend: Any = None) -> CheckpointSource:
+    """`None` → the shipped `assets/methods`; a local folder; or a Hub repo (`org/name`,
+    `hf-hub:org/name`, either with `@revision`; else CIR_CHECKPOINTS_REVISION) fetched and
+    sha256-verified by `cir_core.hub.pull` (only the `<method>/` folders named; the cached
+    snapshot when the Hub is unreachable, noted in the log). Never raises: a failed fetch is
+    recorded and reported per method."""
     if not spec:
         return CheckpointSource(None, DEFAULT_CHECKPOINTS)
     path = Path(spec).expanduser()
@@ -36,24 +39,11 @@ def resolve_checkpoints(spec: str | None, names: Sequence[str]) -> CheckpointSou
         return CheckpointSource(spec, path)
     if not is_hub_repo_id(spec):
         return CheckpointSource(spec, None, f"checkpoint folder {path} not found")
-    repo = spec.removeprefix("hf-hub:")
+    from ..hub import pull, split_spec
+
     try:
-        from huggingface_hub import snapshot_download
-
-        folder = snapshot_download(repo, allow_patterns=[f"{n}/*" for n in names])
-        return CheckpointSource(spec, Path(folder))
-    except Exception as exc:  # offline, unknown repo, auth: all reported the same way
-        from huggingface_hub import constants
-        from huggingface_hub.errors import LocalEntryNotFoundError, RepositoryNotFoundError
-
-        if constants.HF_HUB_OFFLINE:
-            why = "HF_HUB_OFFLINE is set and the repo is not in the local Hugging Face cache"
-        elif isinstance(exc, LocalEntryNotFoundError):
-            why = "it is not in the local Hugging Face cache and the Hub could not be reached"
-        elif isinstance(exc, RepositoryNotFoundError):
-            why = "no such repository, or it is private (set HF_TOKEN)"
-        else:
-            why = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else 'no detail'}"
+        got = pull("methods", spec, patterns=[f"{n}/*" for n in names], backend=backend)
+        return CheckpointSource(spec, got.folder, note=got.note)
+    except CIRError as exc:  # offline and not cached, unknown repo or revision, failed verification
         return CheckpointSource(spec, None, f"could not fetch checkpoints ({', '.join(names)}) "
-                                            f"from Hub repo '{repo}': {why}")
-
+                                            f"from Hub repo '{split_spec(spec)[0]}': {exc}")

@@ -1,0 +1,267 @@
+"""Push method checkpoints, backbones and gallery embeddings to Hugging Face Hub repos and pull
+them back, pinned to a revision and verified against a sha256 manifest.
+
+    python -m cir_core.hub push methods assets/methods org/cir-methods --tag v1
+    python -m cir_core.hub pull methods org/cir-methods@v1 --out ckpts
+
+A spec is `org/name` or `hf-hub:org/name`, optionally `@revision` (branch, tag or commit sha);
+`--revision` or `CIR_<KIND>_REVISION` pins it otherwise. When the Hub cannot be reached, a pull
+uses the cached snapshot of that revision and says so; tests run against `LocalFolderBackend`.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import re
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from .hub_backends import (HFBackend, HubBackend, HubError, LocalFolderBackend, NotCached, NotFound,
+                           Snapshot, Unreachable, matches)
+from .hub_manifest import (KINDS, MANIFEST, build_manifest, check_layout, check_policy, list_files,
+                           verify_snapshot)
+
+log = logging.getLogger(__name__)
+
+REPO_TYPE = {"methods": "model", "backbone": "model", "embeddings": "dataset"}
+REVISION_ENV = {"methods": "CIR_CHECKPOINTS_REVISION", "backbone": "CIR_BACKBONE_REVISION",
+                "embeddings": "CIR_EMBEDDINGS_REVISION"}
+_NAME = r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?"
+_REPO_RE = re.compile(rf"^{_NAME}/{_NAME}$")
+_SHA_RE = re.compile(r"^[0-9a-f]{40}$")
+
+__all__ = ["RepoRef", "parse_spec", "push", "pull", "fetch", "default_backend", "HubError",
+           "HubBackend", "HFBackend", "LocalFolderBackend", "REVISION_ENV", "main"]
+
+
+@dataclass(frozen=True)
+class RepoRef:
+    """A Hub repo and the revision asked for (None: the default branch)."""
+
+    repo_id: str
+    revision: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.repo_id}@{self.revision}" if self.revision else self.repo_id
+
+
+def split_spec(spec: str) -> tuple[str, str | None]:
+    """('org/name', 'rev' or None) from 'hf-hub:org/name@rev'; no validation, imports nothing."""
+    repo, sep, rev = spec.strip().removeprefix("hf-hub:").partition("@")
+    return repo, (rev if sep else None)
+
+
+def parse_spec(spec: str, revision: str | None = None) -> RepoRef:
+    """`org/name[@rev]` (or `hf-hub:…`) plus an optional separate `revision`; HubError if malformed
+    or if the two revisions disagree."""
+    repo, rev = split_spec(spec)
+    if not _REPO_RE.match(repo) or "--" in repo or ".." in repo:
+        raise HubError(f"bad Hub repo id {spec!r}: expected org/name (letters, digits, '-', '_', '.'), "
+                       "optionally followed by @revision, e.g. my-org/cir-methods@v1")
+    if rev is not None and not rev.strip():
+        raise HubError(f"bad Hub spec {spec!r}: nothing after '@' (give a branch, tag or commit sha)")
+    if rev and revision and rev != revision:
+        raise HubError(f"{spec!r} pins revision {rev!r} but --revision says {revision!r}: give one")
+    rev = rev or revision or None
+    if rev and (rev.startswith("-") or ".." in rev or any(c.isspace() for c in rev)):
+        raise HubError(f"bad revision {rev!r} in {spec!r}")
+    return RepoRef(repo, rev)
+
+
+def default_backend() -> HubBackend:
+    """`LocalFolderBackend` when CIR_LOCAL_HUB names a folder (air-gapped use, demos), else the Hub."""
+    local = os.environ.get("CIR_LOCAL_HUB", "").strip()
+    if local:
+        return LocalFolderBackend(local, Path(local) / ".cache")
+    return HFBackend()
+
+
+@dataclass
+class Fetched:
+    """A verified snapshot: where its files are, which commit they are, and any offline note."""
+
+    ref: RepoRef
+    commit: str
+    folder: Path
+    files: list[str] = field(default_factory=list)
+    note: str | None = None  # set when the Hub was unreachable and the cache was used
+
+
+def fetch(kind: str, ref: RepoRef, backend: HubBackend | None = None,
+          patterns: Sequence[str] | None = None) -> tuple[Snapshot, str | None]:
+    """The snapshot of `ref`: online, else the cached one with a note saying so. HubError with
+    the fix when neither works."""
+    backend = backend or default_backend()
+    repo_type, rev = REPO_TYPE[kind], ref.revision or "main"
+    allow = sorted({*patterns, MANIFEST}) if patterns else None
+    try:
+        return backend.snapshot_download(ref.repo_id, repo_type=repo_type, revision=ref.revision,
+                                         allow_patterns=allow, local_files_only=False), None
+    except NotFound as exc:
+        raise HubError(f"Hub repo {ref.repo_id}: {exc}") from None
+    except Unreachable as exc:
+        why = str(exc)
+    try:
+        snap = backend.snapshot_download(ref.repo_id, repo_type=repo_type, revision=ref.revision,
+                                         allow_patterns=allow, local_files_only=True)
+    except NotCached:
+        raise HubError(
+            f"cannot fetch {kind} from Hub repo {ref.repo_id} at revision {rev}: the Hub is unreachable "
+            f"({why}) and the local cache has no snapshot of it. Fix: connect once and run "
+            f"`python -m cir_core.hub pull {kind} {ref}` (on a Space: list it in preload_from_hub), "
+            "or point at a local folder instead") from None
+    note = (f"offline: using the cached snapshot of {ref.repo_id} at revision {rev} "
+            f"(commit {snap.commit[:12]}) from {snap.path}")
+    log.warning(note)
+    return snap, note
+
+
+def pull(kind: str, spec: str, out: str | os.PathLike | None = None, *, revision: str | None = None,
+         patterns: Sequence[str] | None = None, backend: HubBackend | None = None,
+         require_manifest: bool = True, env: Mapping[str, str] | None = None) -> Fetched:
+    """Fetch `spec` (revision: `@rev` > `revision` > CIR_<KIND>_REVISION > main), verify every file
+    against the manifest, check the layout, and copy into `out` if given (else use it in place).
+    `require_manifest=False` (third-party open_clip repos) verifies a manifest only if present."""
+    _check_kind(kind)
+    env = os.environ if env is None else env
+    ref = parse_spec(spec, revision or env.get(REVISION_ENV[kind], "").strip() or None)
+    where = f"Hub repo {ref}"
+    if not require_manifest and patterns is None:
+        patterns = ["*.json", "*.safetensors", "*.npy"]  # never fetch a pickle in the first place
+    snap, note = fetch(kind, ref, backend, patterns)
+    if (snap.path / MANIFEST).is_file() or require_manifest:
+        files = verify_snapshot(snap.path, kind, where, list(patterns) if patterns else None)
+    else:
+        files = [f for f in list_files(snap.path) if matches(f, patterns)]
+        log.warning("%s has no %s: pinned to commit %s but its files are not sha256-verified",
+                    where, MANIFEST, snap.commit[:12])
+    files = [f for f in files if matches(f, patterns)]
+    check_layout(snap.path, kind, files, where)
+    folder = snap.path
+    if out is not None:
+        folder = Path(out).expanduser()
+        for f in files:
+            dst = folder / f
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            tmp = dst.with_name(f".{dst.name}.{os.getpid()}.tmp")
+            shutil.copyfile(snap.path / f, tmp)
+            os.replace(tmp, dst)  # a reader sees the old file or the new one, whole
+    return Fetched(ref, snap.commit, folder, files, note)
+
+
+@dataclass
+class Pushed:
+    ref: RepoRef
+    commit: str
+    files: list[str]
+    tag: str | None = None
+
+
+def push(kind: str, folder: str | os.PathLike, spec: str, *, revision: str | None = None,
+         tag: str | None = None, include: Sequence[str] | None = None, message: str | None = None,
+         backend: HubBackend | None = None, progress: bool = False) -> Pushed:
+    """Upload `folder`'s files (those matching `include`) plus a fresh manifest as one commit on
+    the branch of `spec` (`@branch` or `revision`; default main), then `tag` it if asked. Checks
+    everything before uploading anything."""
+    _check_kind(kind)
+    from .config import git_commit
+
+    ref = parse_spec(spec, revision)
+    branch = ref.revision or "main"
+    if _SHA_RE.match(branch):
+        raise HubError(f"cannot push to commit {branch}: name a branch (and --tag to pin it)")
+    src = Path(folder).expanduser()
+    if not src.is_dir():
+        raise HubError(f"{kind} folder {src} not found")
+    files = [f for f in list_files(src) if matches(f, include)]
+    where = f"{kind} folder {src}"
+    check_policy(files, where)
+    check_layout(src, kind, files, where)
+    backend = backend or default_backend()
+    with tempfile.TemporaryDirectory(prefix="cir-hub-") as tmp:
+        stage = Path(tmp)
+        for f in _progress(files, progress, "staging"):
+            (stage / f).parent.mkdir(parents=True, exist_ok=True)
+            try:  # a hard link costs nothing for multi-GB weights; copy across file systems
+                os.link(src / f, stage / f)
+            except OSError:
+                shutil.copyfile(src / f, stage / f)
+        import json
+
+        manifest = build_manifest(stage, kind, files, git_commit())
+        (stage / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True), encoding="utf-8")
+        commit = backend.upload_folder(ref.repo_id, stage, repo_type=REPO_TYPE[kind], branch=branch,
+                                       message=message or f"cir_core.hub push {kind} ({len(files)} files)")
+    if tag:
+        backend.create_tag(ref.repo_id, tag, commit, repo_type=REPO_TYPE[kind])
+    return Pushed(RepoRef(ref.repo_id, branch), commit, files, tag)
+
+
+def _check_kind(kind: str) -> None:
+    if kind not in KINDS:
+        raise HubError(f"unknown kind {kind!r}: one of {', '.join(KINDS)}")
+
+
+def _progress(items: list[str], on: bool, desc: str):
+    if not on:
+        return items
+    from tqdm.auto import tqdm
+
+    return tqdm(items, desc=desc, unit="file")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m cir_core.hub", description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog="kinds: methods (a folder of <method>/config.json + model.safetensors), "
+                                 "backbone (a local-dir: folder), embeddings (an EmbeddingCache root). "
+                                 "Revision env vars: " + ", ".join(REVISION_ENV.values()) + ". "
+                                 "CIR_LOCAL_HUB=DIR uses a folder instead of the Hub.")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("push", help="upload a folder with its manifest as one commit")
+    p.add_argument("kind", choices=KINDS)
+    p.add_argument("folder")
+    p.add_argument("spec", help="org/name[@branch]")
+    p.add_argument("--revision", help="branch to commit to (default main)")
+    p.add_argument("--tag", help="tag the new commit (e.g. v1) so pulls can pin it")
+    p.add_argument("--message", help="commit message")
+    q = sub.add_parser("pull", help="download a revision, verify it, optionally copy it out")
+    q.add_argument("kind", choices=KINDS)
+    q.add_argument("spec", help="org/name[@branch|tag|sha]")
+    q.add_argument("--revision", help="branch, tag or commit sha (or CIR_<KIND>_REVISION)")
+    q.add_argument("--out", help="copy the verified files here (default: print the cache folder)")
+    for x in (p, q):
+        x.add_argument("--include", action="append", help="only files matching this glob (repeatable)")
+        x.add_argument("--local-hub", help="a folder standing in for the Hub (same as CIR_LOCAL_HUB)")
+    return ap
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    backend = LocalFolderBackend(args.local_hub, Path(args.local_hub) / ".cache") if args.local_hub else None
+    try:
+        if args.cmd == "push":
+            done = push(args.kind, args.folder, args.spec, revision=args.revision, tag=args.tag,
+                        include=args.include, message=args.message, backend=backend, progress=True)
+            print(f"pushed {len(done.files)} files + {MANIFEST} to {done.ref}: commit {done.commit}"
+                  + (f", tagged {done.tag}" if done.tag else ""), file=sys.stderr)
+            print(done.commit)
+        else:
+            got = pull(args.kind, args.spec, args.out, revision=args.revision, patterns=args.include,
+                       backend=backend)
+            print(f"verified {len(got.files)} files of {got.ref} (commit {got.commit})", file=sys.stderr)
+            print(got.folder)
+    except HubError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

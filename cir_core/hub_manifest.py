@@ -1,0 +1,177 @@
+"""What may travel through the Hub and how it is checked: the file policy (safetensors, JSON and
+pickle-free .npy only), the `cir_manifest.json` written on push (every file with its sha256) and
+verified on pull, and the per-kind layout checks (methods, backbone, embeddings)."""
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import defaultdict
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable
+
+from .hub_backends import HubError, matches
+
+MANIFEST = "cir_manifest.json"
+FORMAT = "cir-hub-manifest/1"
+KINDS = ("methods", "backbone", "embeddings")
+# .npy is allowed because np.load(allow_pickle=False) refuses object arrays; .npz is not (zip of
+# arbitrary members). Everything else that can hold a pickle is named in the refusal.
+ALLOWED_SUFFIXES = (".json", ".safetensors", ".npy", ".md", ".txt")
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt", ".joblib", ".npz")
+IGNORED = (".gitattributes",)  # the Hub adds it to every repo; it is never loaded
+
+
+def sha256_file(path: Path) -> str:
+    """Hex sha256 of a file, read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def list_files(folder: Path) -> list[str]:
+    """Relative POSIX paths of the files under `folder` (hidden ones and the manifest left out)."""
+    out = []
+    for p in sorted(Path(folder).rglob("*")):
+        rel = p.relative_to(folder).as_posix()
+        if p.is_file() and rel != MANIFEST and not any(part.startswith(".") for part in rel.split("/")):
+            out.append(rel)
+    return out
+
+
+def check_policy(files: Iterable[str], where: str) -> None:
+    """Refuse pickle-capable and unknown file types, naming each."""
+    files = list(files)
+    pickles = [f for f in files if f.lower().endswith(PICKLE_SUFFIXES)]
+    if pickles:
+        raise HubError(f"{where}: refusing pickle-capable file(s) {', '.join(pickles[:5])}: only "
+                       "safetensors weights travel through the Hub (convert with safetensors.torch.save_file)")
+    odd = [f for f in files if not f.lower().endswith(ALLOWED_SUFFIXES)]
+    if odd:
+        raise HubError(f"{where}: unexpected file type(s) {', '.join(odd[:5])} "
+                       f"(allowed: {', '.join(ALLOWED_SUFFIXES)})")
+
+
+def build_manifest(folder: Path, kind: str, files: list[str], git_commit: str | None) -> dict[str, Any]:
+    """The manifest for `files` (relative to `folder`) of a `kind` push."""
+    return {"format": FORMAT, "kind": kind, "git_commit": git_commit,
+            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "files": {f: {"sha256": sha256_file(folder / f), "size": (folder / f).stat().st_size}
+                      for f in files}}
+
+
+def verify_snapshot(folder: Path, kind: str, where: str,
+                    patterns: list[str] | None = None) -> list[str]:
+    """Check a downloaded snapshot against its manifest; returns the verified files.
+
+    Every file present must be listed with the same sha256 (a changed or an extra file is
+    refused), and every listed file that `patterns` asked for must be present."""
+    mpath = folder / MANIFEST
+    if not mpath.is_file():
+        raise HubError(f"{where}: no {MANIFEST} in the repo, so its files cannot be verified "
+                       "(publish with `python -m cir_core.hub push`, which writes it)")
+    try:
+        manifest = json.loads(mpath.read_text(encoding="utf-8"))
+    except ValueError:
+        manifest = None
+    listed = manifest.get("files") if isinstance(manifest, dict) else None
+    if not isinstance(listed, dict) or manifest.get("format") != FORMAT:
+        raise HubError(f"{where}: {MANIFEST} is not a {FORMAT} manifest")
+    if manifest.get("kind") != kind:
+        raise HubError(f"{where}: the repo holds {manifest.get('kind')!r}, not {kind!r}")
+    present = [f for f in list_files(folder) if f not in IGNORED]
+    check_policy(present, where)
+    extra = [f for f in present if f not in listed]
+    if extra:
+        raise HubError(f"{where}: file(s) not in the manifest: {', '.join(extra[:5])} (tampered?)")
+    missing = [f for f in listed if matches(f, patterns) and not (folder / f).is_file()]
+    if missing:
+        raise HubError(f"{where}: file(s) listed in the manifest but missing: {', '.join(missing[:5])}")
+    for f in present:
+        if sha256_file(folder / f) != listed[f].get("sha256"):
+            raise HubError(f"{where}: {f} does not match the sha256 in {MANIFEST} "
+                           "(tampered or corrupt download); refusing to use it")
+    return present
+
+
+def _check_safetensors(path: Path, where: str) -> None:
+    from safetensors import safe_open
+
+    try:  # reads the header only: the tensors stay on disk
+        with safe_open(str(path), "numpy") as f:
+            list(f.keys())
+    except Exception as exc:
+        raise HubError(f"{where}: {path.name} is not a readable safetensors file ({type(exc).__name__})") from None
+
+
+def _check_json(path: Path, where: str, want_object: bool = True) -> Any:
+    try:
+        obj = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise HubError(f"{where}: {path.name} is not valid JSON ({exc})") from None
+    if want_object and not isinstance(obj, dict):
+        raise HubError(f"{where}: {path.name} must hold a JSON object")
+    return obj
+
+
+def check_layout(folder: Path, kind: str, files: list[str], where: str) -> None:
+    """The layout `kind` needs (see docs/SPACES.md), with readable headers; raises HubError."""
+    if kind not in KINDS:
+        raise HubError(f"unknown kind {kind!r} (one of {', '.join(KINDS)})")
+    if not files:
+        raise HubError(f"{where}: no files to check")
+    check_policy(files, where)
+    for f in files:
+        if f.endswith(".safetensors"):
+            _check_safetensors(folder / f, where)
+        elif f.endswith(".json"):
+            _check_json(folder / f, where, want_object=False)
+    docs = (".md", ".txt")
+    if kind == "methods":
+        groups: dict[str, set[str]] = defaultdict(set)
+        for f in files:
+            head, _, tail = f.partition("/")
+            if not f.endswith(docs):
+                if "/" not in f or "/" in tail:
+                    raise HubError(f"{where}: {f} is not <method>/config.json or <method>/model.safetensors")
+                groups[head].add(tail)
+        for name, got in sorted(groups.items()):
+            if got != {"config.json", "model.safetensors"}:
+                raise HubError(f"{where}: method folder {name}/ must hold exactly config.json and "
+                               f"model.safetensors, found {', '.join(sorted(got))}")
+        if not groups:
+            raise HubError(f"{where}: no <method>/ folders")
+    elif kind == "backbone":
+        if "open_clip_config.json" not in files:
+            raise HubError(f"{where}: no open_clip_config.json (a backbone is a local-dir: folder)")
+        if "model_cfg" not in _check_json(folder / "open_clip_config.json", where):
+            raise HubError(f"{where}: open_clip_config.json has no model_cfg")
+        if not any(f.endswith(".safetensors") and "/" not in f for f in files):
+            raise HubError(f"{where}: no .safetensors weights beside open_clip_config.json")
+    else:
+        _check_embeddings(folder, files, where)
+
+
+def _check_embeddings(folder: Path, files: list[str], where: str) -> None:
+    import numpy as np
+
+    leaves = sorted({f.rsplit("/", 1)[0] for f in files if f.endswith("/keys.json")})
+    if not leaves:
+        raise HubError(f"{where}: no <backbone>/<gallery>/keys.json (an EmbeddingCache folder)")
+    for leaf in leaves:
+        d = folder / leaf
+        if not (d / "embeddings.npy").is_file() or not (d / "backbone.json").is_file():
+            raise HubError(f"{where}: {leaf}/ needs backbone.json, keys.json and embeddings.npy")
+        meta = _check_json(d / "backbone.json", where)
+        keys = _check_json(d / "keys.json", where, want_object=False)
+        if not isinstance(keys, list):
+            raise HubError(f"{where}: {leaf}/keys.json must hold a JSON list")
+        try:
+            emb = np.load(d / "embeddings.npy", mmap_mode="r", allow_pickle=False)
+        except (ValueError, OSError) as exc:
+            raise HubError(f"{where}: {leaf}/embeddings.npy is not a plain array ({exc})") from None
+        if emb.dtype != np.float32 or emb.ndim != 2 or emb.shape != (len(keys), int(meta.get("dim", -1))):
+            raise HubError(f"{where}: {leaf}/embeddings.npy is {emb.dtype} {emb.shape}, expected float32 "
+                           f"({len(keys)}, {meta.get('dim')}) from keys.json and backbone.json")
