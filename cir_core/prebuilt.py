@@ -76,7 +76,7 @@ def open_prebuilt(folder: str | os.PathLike) -> Prebuilt:
         raise GalleryError(f"index folder {str(folder)!r} has format {meta.get('format')!r}; "
                            f"this version reads format {FORMAT}: rebuild it")
     try:
-        emb = np.load(folder / EMB_FILE, mmap_mode="r")
+        emb = np.load(folder / EMB_FILE, mmap_mode="c")  # copy-on-write: writable for torch, never written back
         index = Index.load(folder / INDEX_FILE)
         rows = [json.loads(line) for line in
                 (folder / GALLERY_FILE).read_text(encoding="utf-8").splitlines() if line.strip()]
