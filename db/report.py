@@ -1,0 +1,244 @@
+"""Results of an annotation round: per-method rates with bootstrap CIs, paired comparisons,
+inter-annotator agreement, gold accuracy. See docs/ANNOTATION.md ("Results") for definitions.
+
+    python -m db.report --db ann.sqlite [--set NAME] [--k K] [--json OUT] [--plot OUT.png]
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from sqlalchemy.orm import Session
+from tqdm import tqdm
+
+from cir_core.errors import CIRError, InputError
+from db.agreement import cohen_kappa, equal_count_units, fleiss_kappa, krippendorff_alpha_nominal
+from db.report_plot import report_figure, save_figure
+from db.results import (
+    METRICS,
+    SetData,
+    item_scores,
+    label_matrix,
+    load_set,
+    per_query_values,
+    query_set_names,
+)
+from db.stats import bootstrap_ci, paired_bootstrap
+
+__all__ = ["compute_report", "report_figure", "format_report", "main"]
+
+COMPARED_METRICS = ("identity", "edit")
+AGGREGATION = ("per (query, item): mean over annotators who answered (identity yes=1, no=0, "
+               "cant_tell=0; edit yes=1, partial=0.5, no=0; edit_strict yes-only); per query: "
+               "rank-1 item (at_1) or mean over ranks 1..k (at_k), only if all of them are "
+               "answered by >= 1 annotator; per method: mean over those queries, percentile "
+               "bootstrap CI resampling queries. Skipped judgments excluded.")
+
+
+def _num(x: float) -> float | None:
+    """JSON has no NaN: undefined numbers become null."""
+    return None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
+
+
+def _clean(d: dict[str, Any]) -> dict[str, Any]:
+    return {k: _num(v) if isinstance(v, float) else v for k, v in d.items()}
+
+
+def _agreement(data: SetData, attr: str) -> dict[str, Any]:
+    mat, annotators = label_matrix(data, attr)
+    n_rated = (mat != None).sum(axis=1) if mat.size else np.zeros(0, int)  # noqa: E711
+    shared = mat[n_rated >= 2]
+    overlapping = [a for i, a in enumerate(annotators)
+                   if shared.size and (shared[:, i] != None).any()]  # noqa: E711
+    if len(overlapping) == 2:
+        pair = mat[:, [annotators.index(a) for a in overlapping]]
+        both = int((pair != None).all(axis=1).sum())  # noqa: E711
+        cohen = {"value": _num(cohen_kappa(pair, missing=None)), "n_units": both,
+                 "raters": overlapping}
+    else:
+        cohen = {"value": None, "n_units": 0, "raters": overlapping,
+                 "note": f"needs exactly 2 overlapping annotators, found {len(overlapping)}"}
+    out: dict[str, Any] = {"cohen_kappa": cohen}
+    if mat.size:
+        mask, m = equal_count_units(mat, missing=None)
+        fleiss = _num(fleiss_kappa(mat[mask], missing=None)) if m else None
+        alpha = _num(krippendorff_alpha_nominal(mat, missing=None))
+    else:
+        mask, m, fleiss, alpha = np.zeros(0, bool), 0, None, None
+    out["fleiss_kappa"] = {"value": fleiss, "n_units": int(mask.sum()), "raters_per_unit": m}
+    out["krippendorff_alpha"] = {"value": alpha, "n_units": int(shared.shape[0]),
+                                 "n_values": int(n_rated[n_rated >= 2].sum())}
+    return out
+
+
+def _gold(data: SetData) -> list[dict[str, Any]]:
+    per: dict[str, dict[str, Any]] = {}
+    for j in data.judgments:
+        if j.task_id not in data.gold:
+            continue
+        g = per.setdefault(j.annotator, {"annotator": j.annotator, "skipped": 0,
+                                         "identity": [0, 0], "edit": [0, 0]})
+        if j.status != "answered":
+            g["skipped"] += 1
+            continue
+        for attr, gold_value in zip(("identity", "edit"), data.gold[j.task_id]):
+            if gold_value is not None:
+                g[attr][0] += int(getattr(j, attr) == gold_value)
+                g[attr][1] += 1
+    for g in per.values():
+        for attr in ("identity", "edit"):
+            correct, n = g[attr]
+            g[attr] = {"correct": correct, "n": n, "accuracy": correct / n if n else None}
+    return [per[a] for a in sorted(per)]
+
+
+def compute_report(session: Session, query_set_name: str, k: int | None = None,
+                   n_boot: int = 2000, seed: int = 0, progress: bool = False) -> dict[str, Any]:
+    """The full report of one query set as a JSON-serialisable dict (NaN -> None).
+
+    `k` defaults to the set's pool depth and may not exceed it (deeper items were never pooled).
+    """
+    data = load_set(session, query_set_name)
+    k = data.pool_k if k is None else k
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= data.pool_k:
+        raise InputError(f"k must be an int in 1..{data.pool_k} (the set's pool_k), got {k!r}")
+    scores = item_scores(data.judgments)
+    depths = {"at_1": 1, "at_k": k}
+    methods, per_query = [], {}
+    combos = sorted(data.rankings)
+    for combo in tqdm(combos, desc="methods", disable=not progress):
+        entry: dict[str, Any] = {"method": combo[0], "scoring": combo[1], "coverage": {}}
+        for depth_name, depth in depths.items():
+            covered, values = per_query_values(data, scores, combo, depth)
+            per_query[(combo, depth_name)] = dict(zip(covered, np.stack(
+                [values[m] for m in COMPARED_METRICS], axis=1))) if covered else {}
+            entry["coverage"][depth_name] = len(covered)
+            entry[depth_name] = {m: _clean(bootstrap_ci(values[m], n_boot, seed).as_dict())
+                                 for m in METRICS}
+        methods.append(entry)
+    comparisons = []
+    pairs = list(itertools.combinations(combos, 2))
+    for a, b in tqdm(pairs, desc="comparisons", disable=not progress or not pairs):
+        for depth_name in depths:
+            qa, qb = per_query[(a, depth_name)], per_query[(b, depth_name)]
+            shared = [q for q in qa if q in qb]
+            for i, metric in enumerate(COMPARED_METRICS):
+                x = np.array([qa[q][i] for q in shared], dtype=np.float64)
+                y = np.array([qb[q][i] for q in shared], dtype=np.float64)
+                comparisons.append({"a": "/".join(a), "b": "/".join(b), "depth": depth_name,
+                                    "metric": metric,
+                                    **_clean(paired_bootstrap(x, y, n_boot, seed).as_dict())})
+    skipped = [j for j in data.judgments if j.status == "skipped"]
+    return {
+        "query_set": data.name, "source": data.source, "pool_k": data.pool_k,
+        "overlap": data.overlap, "k": k, "n_boot": n_boot, "seed": seed,
+        "aggregation": AGGREGATION, "n_queries": len(data.query_ids),
+        "judgments": {
+            "answered": len(data.judgments) - len(skipped), "skipped": len(skipped),
+            "skip_reasons": dict(Counter(j.skip_reason for j in skipped).most_common()),
+            "annotators": len({j.annotator for j in data.judgments}),
+            "tasks": len(data.task_of), "tasks_answered": len(scores),
+        },
+        "methods": methods, "comparisons": comparisons,
+        "agreement": {"identity": _agreement(data, "identity"), "edit": _agreement(data, "edit")},
+        "gold": _gold(data),
+    }
+
+
+def _fmt(ci: dict[str, Any]) -> str:
+    if ci["mean"] is None:
+        return "      n/a         "
+    return f"{ci['mean']:.3f} [{ci['lo']:.3f},{ci['hi']:.3f}]"
+
+
+def format_report(report: dict[str, Any]) -> str:
+    """A plain-text rendering of `compute_report`'s dict, for the terminal."""
+    r, lines = report, []
+    j = r["judgments"]
+    lines.append(f"== {r['query_set']} ({r['source']}): {r['n_queries']} queries, k={r['k']} "
+                 f"(pool {r['pool_k']}), {j['annotators']} annotators, {j['answered']} answered, "
+                 f"{j['skipped']} skipped, {j['tasks_answered']}/{j['tasks']} tasks answered")
+    for depth in ("at_1", "at_k"):
+        label = "@1" if depth == "at_1" else f"@{r['k']}"
+        lines.append(f"-- {label}: mean [95% CI] over queries; cov = queries covered")
+        lines.append(f"{'method/scoring':28s} {'cov':>7s}  {'identity':22s} {'cant_tell':22s} "
+                     f"{'edit':22s} {'edit_strict':22s}")
+        for m in r["methods"]:
+            cells = "  ".join(_fmt(m[depth][x]) for x in METRICS)
+            lines.append(f"{m['method'] + '/' + m['scoring']:28s} "
+                         f"{m['coverage'][depth]:>3d}/{r['n_queries']:<3d}  {cells}")
+    if r["comparisons"]:
+        lines.append("-- paired differences a - b (95% CI, P(diff>0), n shared queries)")
+        for c in r["comparisons"]:
+            d = ("n/a" if c["diff"] is None else
+                 f"{c['diff']:+.3f} [{c['lo']:+.3f},{c['hi']:+.3f}] P>0={c['frac_positive']:.2f}")
+            lines.append(f"{c['a']} - {c['b']} {c['depth']} {c['metric']}: {d} n={c['n']}")
+    lines.append("-- agreement (n/a = undefined: one category only, or too few raters)")
+    for attr, ag in r["agreement"].items():
+        parts = [f"{name}={'n/a' if v['value'] is None else round(v['value'], 3)} "
+                 f"(units={v['n_units']})" for name, v in ag.items()]
+        lines.append(f"{attr}: " + "  ".join(parts))
+    if r["gold"]:
+        lines.append("-- gold accuracy per annotator (correct/n)")
+        for g in r["gold"]:
+            lines.append(f"{g['annotator']}: identity {g['identity']['correct']}/"
+                         f"{g['identity']['n']}  edit {g['edit']['correct']}/{g['edit']['n']}  "
+                         f"skipped {g['skipped']}")
+    return "\n".join(lines)
+
+
+def _plot_path(base: Path, name: str, several: bool) -> Path:
+    if not several:
+        return base
+    slug = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in name)
+    return base.with_name(f"{base.stem}-{slug}{base.suffix or '.png'}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m db.report", description=__doc__.splitlines()[0])
+    p.add_argument("--db", required=True, type=Path, help="the annotation SQLite file")
+    p.add_argument("--set", dest="query_set", help="one query set (default: every set)")
+    p.add_argument("--k", type=int, help="depth for the @k rates (default: the set's pool_k)")
+    p.add_argument("--json", type=Path, help="write {'query_sets': [report, ...]} here")
+    p.add_argument("--plot", type=Path, help="bar chart PNG (one per set: NAME-SET.png if several)")
+    p.add_argument("--bootstrap", type=int, default=2000, help="bootstrap resamples (2000)")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (0)")
+    args = p.parse_args(argv)
+    if not args.db.is_file():
+        p.error(f"no such database file: {args.db}")
+    from db.engine import make_engine, session_factory  # the CLI alone needs an engine
+
+    engine = make_engine(args.db)
+    try:
+        with session_factory(engine)() as session:
+            names = [args.query_set] if args.query_set else query_set_names(session)
+            reports = [compute_report(session, n, args.k, args.bootstrap, args.seed,
+                                      progress=True) for n in names]
+    except CIRError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    finally:
+        engine.dispose()
+    if not reports:
+        print("no query sets in this database", file=sys.stderr)
+    for rep in reports:
+        print(format_report(rep))
+        if args.plot:
+            out = _plot_path(args.plot, rep["query_set"], len(reports) > 1)
+            save_figure(report_figure(rep), out)
+            print(f"plot: {out}")
+    if args.json:
+        args.json.write_text(json.dumps({"query_sets": reports}, indent=1, allow_nan=False))
+        print(f"json: {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,157 @@
+"""Report: bootstrap over queries, the join from judgments back to methods, agreement wiring,
+gold accuracy, the figure and the CLI. Expected numbers are worked out in tests/_db_fixture.py."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cir_core.errors import InputError
+from db.engine import make_engine, session_factory
+from db.report import compute_report, main, report_figure
+from db.report_plot import save_figure
+from db.stats import bootstrap_ci, bootstrap_means, paired_bootstrap
+from _db_fixture import build
+
+
+@pytest.fixture(scope="module")
+def db_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build(tmp_path_factory.mktemp("report") / "ann.sqlite")
+
+
+@pytest.fixture(scope="module")
+def report(db_path: Path) -> dict:
+    engine = make_engine(db_path)
+    with session_factory(engine)() as s:
+        rep = compute_report(s, "s", k=2, n_boot=200, seed=0)
+    engine.dispose()
+    return rep
+
+
+def _method(rep: dict, name: str) -> dict:
+    return next(m for m in rep["methods"] if m["method"] == name)
+
+
+# --- stats ---------------------------------------------------------------------------------
+
+def test_bootstrap_ci_contains_mean_and_is_seeded() -> None:
+    values = np.random.default_rng(1).random(40)
+    ci = bootstrap_ci(values, n_boot=500, seed=7)
+    assert ci.lo <= ci.mean <= ci.hi and ci.n == 40
+    assert ci.mean == pytest.approx(values.mean())
+    assert bootstrap_ci(values, n_boot=500, seed=7) == ci
+    assert bootstrap_ci(values, n_boot=500, seed=8) != ci
+
+
+def test_bootstrap_spread_matches_standard_error_of_query_means() -> None:
+    # 400 queries, half at 1: the bootstrap SD of the mean should be ~ sqrt(p(1-p)/n) = 0.025.
+    values = np.repeat([0.0, 1.0], 200)
+    assert bootstrap_means(values, 2000, seed=0).std() == pytest.approx(0.025, rel=0.1)
+
+
+def test_bootstrap_degenerate_inputs() -> None:
+    ci = bootstrap_ci(np.full(5, 0.5), n_boot=50, seed=0)
+    assert (ci.mean, ci.lo, ci.hi) == (0.5, 0.5, 0.5)
+    empty = bootstrap_ci(np.zeros(0), n_boot=50, seed=0)
+    assert empty.n == 0 and np.isnan(empty.mean)
+    with pytest.raises(InputError, match="NaN"):
+        bootstrap_ci(np.array([0.1, np.nan]))
+    with pytest.raises(InputError, match="n_boot"):
+        bootstrap_ci(np.ones(3), n_boot=0)
+
+
+def test_paired_bootstrap_keeps_pairs() -> None:
+    # Query difficulty varies a lot, but b is always a + 0.1: the pairing removes the variance.
+    a = np.random.default_rng(2).random(30)
+    d = paired_bootstrap(a + 0.1, a, n_boot=300, seed=0)
+    assert d.diff == pytest.approx(0.1) and d.lo == pytest.approx(0.1)
+    assert d.hi == pytest.approx(0.1) and d.frac_positive == 1.0 and d.n == 30
+    rev = paired_bootstrap(a, a + 0.1, n_boot=300, seed=0)
+    assert rev.diff == pytest.approx(-0.1) and rev.frac_positive == 0.0
+    with pytest.raises(InputError, match="same queries"):
+        paired_bootstrap(a, a[:-1])
+
+
+# --- the join back to methods ----------------------------------------------------------------
+
+def test_rates_at_1_and_k_hand_computed(report: dict) -> None:
+    a, b = _method(report, "A"), _method(report, "B")
+    assert a["coverage"] == {"at_1": 2, "at_k": 2}
+    # A@1: q0 -> x (0.5 / 0.75), q1 -> u (1 / 1, a gold task: still counted).
+    assert a["at_1"]["identity"]["mean"] == pytest.approx(0.75)
+    assert a["at_1"]["edit"]["mean"] == pytest.approx(0.875)
+    assert a["at_1"]["edit_strict"]["mean"] == pytest.approx(0.75)
+    # A@2: q0 = mean(x, y) = identity 0.25, edit 0.375, cant_tell 0.5; q1 = mean(u, v) = 0.5.
+    assert a["at_k"]["identity"]["mean"] == pytest.approx(0.375)
+    assert a["at_k"]["edit"]["mean"] == pytest.approx(0.4375)
+    assert a["at_k"]["edit_strict"]["mean"] == pytest.approx(0.375)
+    assert a["at_k"]["identity_cant_tell"]["mean"] == pytest.approx(0.25)
+
+
+def test_shared_item_counts_for_both_and_nothing_leaks(report: dict) -> None:
+    b = _method(report, "B")
+    # x was retrieved by A and B: B@1 on q0 sees the same 0.5 / 0.75. q1's rank-1 w was only
+    # skipped, so B covers one query.
+    assert b["coverage"] == {"at_1": 1, "at_k": 1}
+    assert b["at_1"]["identity"]["mean"] == pytest.approx(0.5)
+    assert b["at_1"]["edit"]["mean"] == pytest.approx(0.75)
+    # B@2 on q0 = mean(x, z): y's cant_tell (A only) must not show up, z (B only) must.
+    assert b["at_k"]["identity"]["mean"] == pytest.approx(0.75)
+    assert b["at_k"]["edit"]["mean"] == pytest.approx(0.625)
+    assert b["at_k"]["identity_cant_tell"]["mean"] == 0.0
+
+
+def test_comparisons_on_shared_queries(report: dict) -> None:
+    c = {(x["depth"], x["metric"]): x for x in report["comparisons"]}
+    assert len(report["comparisons"]) == 4  # one pair x {at_1, at_k} x {identity, edit}
+    assert c[("at_1", "identity")]["n"] == 1 and c[("at_1", "identity")]["diff"] == 0.0
+    # at_k, q0 only: A 0.25 - B 0.75 = -0.5 identity; 0.375 - 0.625 = -0.25 edit.
+    assert c[("at_k", "identity")]["diff"] == pytest.approx(-0.5)
+    assert c[("at_k", "edit")]["diff"] == pytest.approx(-0.25)
+    assert c[("at_k", "edit")]["frac_positive"] == 0.0
+
+
+def test_agreement_gold_and_counts(report: dict) -> None:
+    assert report["judgments"] == {"answered": 6, "skipped": 1, "skip_reasons": {"blurry": 1},
+                                   "annotators": 2, "tasks": 6, "tasks_answered": 5}
+    ident = report["agreement"]["identity"]
+    # One shared unit (q0/x): ann1 yes, ann2 no. Cohen: p_o = 0, p_e = 1*0 + 0*1 = 0 -> 0.
+    assert ident["cohen_kappa"] == {"value": 0.0, "n_units": 1, "raters": ["ann1", "ann2"]}
+    # Fleiss on that unit: P_i = 0, P_e = 0.5 -> (0 - 0.5) / 0.5 = -1.
+    assert ident["fleiss_kappa"] == {"value": -1.0, "n_units": 1, "raters_per_unit": 2}
+    # Krippendorff: o_yn = o_ny = 1, n = 2 -> 1 - (2-1) * 2 / (4 - 2) = 0.
+    assert ident["krippendorff_alpha"]["value"] == pytest.approx(0.0)
+    assert report["gold"] == [{"annotator": "ann1", "skipped": 0,
+                               "identity": {"correct": 1, "n": 1, "accuracy": 1.0},
+                               "edit": {"correct": 0, "n": 1, "accuracy": 0.0}}]
+
+
+def test_report_is_json_and_validates_k(db_path: Path, report: dict) -> None:
+    json.dumps(report, allow_nan=False)
+    engine = make_engine(db_path)
+    with session_factory(engine)() as s:
+        with pytest.raises(InputError, match="pool_k"):
+            compute_report(s, "s", k=3, n_boot=10)
+        with pytest.raises(InputError, match="known: s"):
+            compute_report(s, "nope", n_boot=10)
+        k1 = compute_report(s, "s", k=1, n_boot=10)
+    engine.dispose()
+    assert k1["methods"][0]["at_k"] == k1["methods"][0]["at_1"]
+
+
+def test_figure_and_cli(db_path: Path, report: dict, tmp_path: Path,
+                        capsys: pytest.CaptureFixture) -> None:
+    fig = report_figure(report)
+    assert len(fig.axes) == 2
+    assert save_figure(fig, tmp_path / "f.png").read_bytes()[:4] == b"\x89PNG"
+    out_json, out_png = tmp_path / "r.json", tmp_path / "r.png"
+    assert main(["--db", str(db_path), "--json", str(out_json), "--plot", str(out_png),
+                 "--bootstrap", "50", "--seed", "3"]) == 0
+    loaded = json.loads(out_json.read_text())["query_sets"]
+    assert [r["query_set"] for r in loaded] == ["s"] and loaded[0]["seed"] == 3
+    assert out_png.read_bytes()[:4] == b"\x89PNG"
+    assert "A/cosine" in capsys.readouterr().out
+    assert main(["--db", str(db_path), "--set", "nope"]) == 2
+    assert "no query set named 'nope'" in capsys.readouterr().err
