@@ -61,6 +61,10 @@ def test_rule_ops_change_what_they_say():
     assert rules.apply("The dog is behind the car.", ch.old, ch.new) == "The dog is in front of the car."
     assert rules.background_append("Two dogs playing in the grass.", rng) is None  # no second place
     assert rules.view("A close-up of a pizza.", rng) is None
+    ch = rules.background("A man riding a bicycle down a busy city street.", rng)
+    assert ch.old == "down a busy city street"
+    ch = rules.colour("A red double decker bus.", rng)
+    assert ch.old == "red" and "the bus" in ch.clause
 
 
 @pytest.mark.parametrize("edit_type", EDIT_TYPES)

@@ -67,6 +67,12 @@ def _words(text: str, vocab) -> list[re.Match]:
 
 
 def _next_word(text: str, m: re.Match) -> str | None:
+    """The noun an adjective describes: a known object within three words ("red double decker
+    bus" -> bus), else the next word."""
+    ahead = re.findall(r"[a-z]+", text[m.end():m.end() + 40].lower())[:3]
+    known = [w for w in ahead if w in L.CATEGORY]
+    if known:
+        return known[0]
     n = re.match(r"\s+([a-z]+)", text[m.end():], re.I)
     return n.group(1).lower() if n and n.group(1).lower() not in ("and", "with", "in", "on", "of") else None
 
@@ -201,8 +207,8 @@ def _place_change(old: str, cap: str, rng: random.Random) -> Change:
 
 
 def background(cap: str, rng: random.Random) -> Change | None:
-    nouns = "|".join(map(re.escape, L.PLACE_NOUNS))
-    pat = rf"(?<![\w-])(?:in|on|at|inside|near|by|along|down|across|over|through|beside)\s+(?:an?|the)\s+(?:[a-z-]+\s+){{0,2}}?(?:{nouns})(?![\w-])"
+    nouns = "|".join(map(re.escape, sorted(L.PLACE_NOUNS, key=len, reverse=True)))
+    pat = rf"(?<![\w-])(?:in|on|at|inside|near|by|along|down|across|over|through|beside)\s+(?:an?|the)\s+(?:[a-z-]+\s+){{0,2}}(?:{nouns})(?![\w-])"
     found = list(re.finditer(pat, cap, re.I))
     return _place_change(found[-1].group(0), cap, rng) if found else None
 
