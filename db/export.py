@@ -1,0 +1,167 @@
+"""Export judgments, one row per judgment, to CSV or JSONL; read them back identically.
+
+    python -m db.export --db ann.sqlite --format csv --out judgments.csv
+        [--pseudonymise --salt SECRET] [--annotator NAME]
+
+Pseudonym = first 12 hex digits of HMAC-SHA256(salt, name): stable for one salt, and not
+reversible without it. Whoever holds the salt can test candidate names, so keep it secret and
+out of the export's folder.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import hashlib
+import hmac
+import json
+import os
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from cir_core.errors import CIRError, InputError
+from db.models import Annotator, Judgment, Query, QuerySet, Task
+
+FIELDS: tuple[str, ...] = (
+    "query_set", "query_external_id", "item_id", "task_id", "annotator", "status", "identity",
+    "edit", "skip_reason", "comment", "time_spent_ms", "shown_position", "created_at",
+    "updated_at", "gold_identity", "gold_edit",
+)
+INT_FIELDS = frozenset({"task_id", "time_spent_ms", "shown_position"})
+SALT_ENV = "CIR_PSEUDONYM_SALT"
+
+
+def pseudonym(name: str, salt: str) -> str:
+    """First 12 hex digits of HMAC-SHA256 keyed by `salt` over the annotator's name."""
+    if not isinstance(salt, str) or not salt:
+        raise InputError("pseudonymising needs a non-empty secret salt")
+    return hmac.new(salt.encode("utf-8"), name.encode("utf-8"), hashlib.sha256).hexdigest()[:12]
+
+
+def iso_utc(value: datetime | None) -> str | None:
+    """ISO-8601 in UTC. SQLite drops the offset on the way back, and we only ever write UTC."""
+    if value is None:
+        return None
+    value = value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value
+    return value.astimezone(timezone.utc).isoformat(timespec="microseconds")
+
+
+def export_rows(session: Session, annotator: str | None = None,
+                pseudonymise_salt: str | None = None) -> list[dict[str, Any]]:
+    """One dict per judgment (keys: FIELDS), ordered by set, query, item, task, judgment.
+
+    `annotator` keeps only that person's rows (InputError if unknown). Empty strings are stored
+    as None so CSV (where empty means null) round-trips exactly.
+    """
+    if pseudonymise_salt is not None:
+        pseudonym("", pseudonymise_salt)  # validate the salt before reading anything
+    stmt = (select(QuerySet.name, Query.external_id, Task.item_id, Task.id, Annotator.name,
+                   Judgment, Task.gold_identity, Task.gold_edit)
+            .join(Task, Judgment.task_id == Task.id).join(Query, Task.query_id == Query.id)
+            .join(QuerySet, Query.query_set_id == QuerySet.id)
+            .join(Annotator, Judgment.annotator_id == Annotator.id)
+            .order_by(QuerySet.name, Query.external_id, Task.item_id, Task.id, Judgment.id))
+    if annotator is not None:
+        if session.scalars(select(Annotator.id).where(Annotator.name == annotator)).first() is None:
+            raise InputError(f"no annotator named {annotator!r}")
+        stmt = stmt.where(Annotator.name == annotator)
+    rows = []
+    for qs_name, ext_id, item_id, task_id, name, j, g_id, g_edit in session.execute(stmt):
+        row = {
+            "query_set": qs_name, "query_external_id": ext_id, "item_id": item_id,
+            "task_id": task_id,
+            "annotator": name if pseudonymise_salt is None else pseudonym(name, pseudonymise_salt),
+            "status": j.status, "identity": j.identity, "edit": j.edit,
+            "skip_reason": j.skip_reason, "comment": j.comment,
+            "time_spent_ms": j.time_spent_ms, "shown_position": j.shown_position,
+            "created_at": iso_utc(j.created_at), "updated_at": iso_utc(j.updated_at),
+            "gold_identity": g_id, "gold_edit": g_edit,
+        }
+        rows.append({k: (None if v == "" else v) for k, v in row.items()})
+    return rows
+
+
+def _atomic_write(path: Path, write: Any) -> None:
+    # A crash halfway leaves the old file (or none), never a truncated export.
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8", newline="") as f:
+        write(f)
+    os.replace(tmp, path)
+
+
+def write_csv(rows: list[dict[str, Any]], path: str | Path) -> None:
+    """CSV with a header; the csv module quotes commas, quotes and newlines; None -> empty."""
+    def write(f: Any) -> None:
+        w = csv.DictWriter(f, fieldnames=FIELDS, lineterminator="\r\n")
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: ("" if r[k] is None else r[k]) for k in FIELDS})
+    _atomic_write(Path(path), write)
+
+
+def write_jsonl(rows: list[dict[str, Any]], path: str | Path) -> None:
+    """One JSON object per line (UTF-8, non-ASCII kept readable)."""
+    def write(f: Any) -> None:
+        for r in rows:
+            f.write(json.dumps({k: r[k] for k in FIELDS}, ensure_ascii=False) + "\n")
+    _atomic_write(Path(path), write)
+
+
+def read_csv(path: str | Path) -> list[dict[str, Any]]:
+    """Rows written by write_csv, with ints and None restored."""
+    with open(path, encoding="utf-8", newline="") as f:
+        reader = csv.DictReader(f)
+        if tuple(reader.fieldnames or ()) != FIELDS:
+            raise InputError(f"{path}: not a judgments export (header {reader.fieldnames})")
+        return [{k: (None if v == "" else int(v) if k in INT_FIELDS else v)
+                 for k, v in r.items()} for r in reader]
+
+
+def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
+    """Rows written by write_jsonl."""
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m db.export", description=__doc__.splitlines()[0])
+    p.add_argument("--db", required=True, type=Path, help="the annotation SQLite file")
+    p.add_argument("--format", required=True, choices=("csv", "jsonl"))
+    p.add_argument("--out", required=True, type=Path, help="file to write (replaced if present)")
+    p.add_argument("--pseudonymise", action="store_true",
+                   help="replace annotator names by HMAC pseudonyms")
+    p.add_argument("--salt", help=f"the secret for --pseudonymise (or ${SALT_ENV})")
+    p.add_argument("--annotator", help="only this annotator's judgments")
+    args = p.parse_args(argv)
+    if not args.db.is_file():
+        p.error(f"no such database file: {args.db}")
+    salt = None
+    if args.pseudonymise:
+        salt = args.salt or os.environ.get(SALT_ENV)
+        if not salt:
+            p.error(f"--pseudonymise needs --salt SECRET (or ${SALT_ENV})")
+    elif args.salt:
+        p.error("--salt without --pseudonymise would export real names; add --pseudonymise")
+    from db.engine import make_engine, session_factory
+
+    engine = make_engine(args.db)
+    try:
+        with session_factory(engine)() as session:
+            rows = export_rows(session, args.annotator, salt)
+    except CIRError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    finally:
+        engine.dispose()
+    (write_csv if args.format == "csv" else write_jsonl)(rows, args.out)
+    print(f"{len(rows)} judgments -> {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
