@@ -104,7 +104,7 @@ def _taken_by_others(session: Session, qs: QuerySet, annotator_id: int) -> dict[
     return {int(t): int(n) for t, n in rows}
 
 
-def _mine(session: Session, annotator_id: int, qs: QuerySet) -> list[Assignment]:
+def assignments(session: Session, annotator_id: int, qs: QuerySet) -> list[Assignment]:
     return list(session.scalars(
         select(Assignment).where(Assignment.annotator_id == annotator_id,
                                  Assignment.query_set_id == qs.id).order_by(Assignment.position)))
@@ -131,7 +131,7 @@ def _view(session: Session, a: Assignment) -> TaskView:
 def current(session: Session, annotator: Annotator, qs: QuerySet) -> TaskView | None:
     """The task to show now: the first one in the queue not judged yet, claiming the next open
     task when there is none. None: nothing left for this annotator. Commits a new claim."""
-    mine = _mine(session, annotator.id, qs)
+    mine = assignments(session, annotator.id, qs)
     judged = set(session.scalars(select(Judgment.task_id).where(Judgment.annotator_id == annotator.id)))
     for a in mine:
         if a.task_id not in judged:
@@ -184,7 +184,7 @@ def skip(session: Session, annotator: Annotator, task_id: int, reason: str,
 
 
 def progress(session: Session, annotator: Annotator, qs: QuerySet) -> Progress:
-    mine = _mine(session, annotator.id, qs)
+    mine = assignments(session, annotator.id, qs)
     ids = [a.task_id for a in mine]
     rows = session.execute(select(Judgment.status, func.count()).where(
         Judgment.annotator_id == annotator.id, Judgment.task_id.in_(ids)).group_by(Judgment.status)).all()

@@ -42,10 +42,11 @@ def build_demo(config: AppConfig | None = None, engine: Any = None) -> Any:
     is built from `config` on the first page load."""
     import gradio as gr
 
-    from . import compare, figures
+    from . import annotate, compare, figures
 
     cfg = config or AppConfig()
     holder = EngineHolder(cfg, engine)
+    services = annotate.ServiceHolder(cfg.db)
     with gr.Blocks(title="CIR Workbench", analytics_enabled=False) as demo:
         gr.Markdown("# CIR Workbench\nComposed image retrieval: one reference, one edit, every method "
                     "side by side.", elem_id="app-title")
@@ -55,6 +56,8 @@ def build_demo(config: AppConfig | None = None, engine: Any = None) -> Any:
                 ctab = compare.build(holder, cfg)
             with gr.Tab("Figures", id="figures"):
                 fig_outputs, fig_load = figures.build(holder, cfg, ctab)
+            with gr.Tab("Annotate", id="annotate"):
+                atab = annotate.build(holder, services)
 
         def on_load(progress=gr.Progress()):
             from cir_core.errors import CIRError
@@ -68,14 +71,25 @@ def build_demo(config: AppConfig | None = None, engine: Any = None) -> Any:
             return [banner(eng), *ctab.load(eng), *fig_load(eng)]
 
         demo.load(on_load, None, [top, *ctab.load_outputs, *fig_outputs], api_visibility="private")
+        demo.load(atab.load, None, atab.load_outputs, api_visibility="private")
     demo.cir_holder = holder  # type: ignore[attr-defined]  (tests and scripts reach the engine)
+    demo.cir_services = services  # type: ignore[attr-defined]
     return demo
 
 
 def launch_kwargs(cfg: AppConfig | None = None) -> dict:
     """What `demo.launch` needs besides the Blocks: host/port (None: Gradio's own defaults and env
     vars), the theme and CSS (Gradio 6 takes them at launch), the upload size limit."""
+    from .annotate import HOTKEY_JS
+
     cfg = cfg or AppConfig()
-    return {"server_name": cfg.host, "server_port": cfg.port, "theme": theme(), "css": CSS,
-            "max_file_size": MAX_UPLOAD, "footer_links": ["api", "settings"]}
+    kw = {"server_name": cfg.host, "server_port": cfg.port, "theme": theme(), "css": CSS,
+          "max_file_size": MAX_UPLOAD, "footer_links": ["api", "settings"], "head": HOTKEY_JS}
+    if cfg.annotators:
+        from db.users import checker
+
+        # Gradio's login page guards the whole app; the Annotate tab reads request.username.
+        kw["auth"] = checker(cfg.annotators)
+        kw["auth_message"] = "CIR Workbench: sign in with your annotator name and password."
+    return kw
 

@@ -1,0 +1,292 @@
+"""The Annotate tab: a signed-in annotator judges pooled (reference + edit, candidate) pairs, blind to
+the method, with the keyboard alone. The queue lives in the DB (`db.queue`), so a refresh or a
+return the next day continues at the same task.
+
+Sign-in: Gradio's login page when the app runs with `--annotators FILE`; "Sign in with Hugging
+Face" on a Space with `hf_oauth: true`. Without either, annotation is refused. The handlers are
+plain functions (`open_view`, `answer_view`, ...) over an `AnnotationService`, tested directly.
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import gradio as gr
+
+from db.service import SKIP_REASONS, AnnotationService, QueueState
+
+from .common import EngineHolder
+
+IDENTITY = (("yes", "Same character", "1"), ("no", "Different character", "2"),
+            ("cant_tell", "Can't tell", "3"))
+EDIT = (("yes", "Edit satisfied", "Q"), ("partial", "Partly", "W"), ("no", "Not satisfied", "E"))
+KEYS = {"1": "ann-id-yes", "2": "ann-id-no", "3": "ann-id-cant_tell", "q": "ann-edit-yes",
+        "w": "ann-edit-partial", "e": "ann-edit-no", "s": "ann-skip", "b": "ann-back", "n": "ann-next"}
+IMAGE = 384
+NO_SIGN_IN = ("**Sign in to annotate.** Annotation is attributed to a person: run the app with "
+              "`--annotators FILE` (Gradio's login page) or, on a Space, set `hf_oauth: true` and use "
+              "*Sign in with Hugging Face*.")
+
+GUIDELINES = """
+**For each pair answer two questions** (click, or press the key shown on the button):
+
+1. **Identity** — does the *candidate* show the **same character** as the reference?
+   Judge the person/character, not the pose, position, clothes colour or background.
+   *Can't tell* only when the character is not visible enough to decide.
+2. **Edit** — does the candidate satisfy **the edit text** applied to the reference?
+   *Satisfied*: every change asked for is there and nothing else asked to stay was changed.
+   *Partly*: some of the requested changes are there, or one is there only approximately.
+   *Not satisfied*: none of them, or the candidate contradicts the edit.
+
+The two questions are independent: a different character can satisfy the edit (Identity: different,
+Edit: satisfied), and the unchanged reference re-shot fails it (Identity: same, Edit: not satisfied).
+
+Examples (generated world): reference *Ada on a beach with a red square*, edit *"Make the square blue."*
+- Ada, beach, blue square → Same character · Edit satisfied.
+- Ada, beach, red square → Same character · Not satisfied (nothing changed).
+- Bo, beach, blue square → Different character · Edit satisfied.
+- Ada, beach, purple square → Same character · Partly (approximately the asked colour).
+
+**Skip [S]** with a reason when you cannot judge; **Back [B]** revisits your previous answer (changing it
+keeps the old one in the audit log); **Next [N]** returns to your first unanswered pair.
+Your answers are yours: nobody else sees or changes them, and you never see which method found a candidate.
+"""
+
+HOTKEY_JS = """
+<script>
+(() => {
+  const keys = %s;
+  document.addEventListener('keydown', (e) => {
+    if (e.ctrlKey || e.metaKey || e.altKey || e.repeat) return;
+    const t = e.target;
+    if (t && (t.isContentEditable || ['INPUT', 'TEXTAREA', 'SELECT'].includes(t.tagName))) return;
+    const id = keys[e.key.toLowerCase()];
+    if (!id) return;
+    let el = document.getElementById(id);
+    if (el && el.tagName !== 'BUTTON') el = el.querySelector('button') || el;
+    if (!el || !el.checkVisibility() || el.disabled) return;  // only on the Annotate tab
+    e.preventDefault();
+    el.click();
+  });
+})();
+</script>
+""" % ("{" + ", ".join(f'"{k}": "{v}"' for k, v in KEYS.items()) + "}")
+
+
+def auth_mode() -> str:
+    """'hf' on a Space with OAuth configured, else 'password' (Gradio auth, when set at launch)."""
+    return "hf" if os.environ.get("SPACE_ID") and os.environ.get("OAUTH_CLIENT_ID") else "password"
+
+
+def user_of(request: Any, profile: Any = None) -> str | None:
+    """The signed-in name: Gradio auth's username, or 'hf:<username>' from Hugging Face OAuth."""
+    name = getattr(request, "username", None) if request is not None else None
+    if name:
+        return str(name)
+    if profile is not None and getattr(profile, "username", None):
+        return f"hf:{profile.username}"
+    return None
+
+
+@dataclass
+class AnnotateView:
+    status: str
+    edit: str
+    reference: Any  # PIL image or None
+    candidate: Any
+    state: dict = field(default_factory=dict)
+    identity: str | None = None
+    edit_label: str | None = None
+    comment: str = ""
+
+
+def _image(engine: Any, item_id: str) -> Any:
+    try:
+        return engine.image(engine.row_of(item_id), IMAGE)
+    except Exception:  # an item no longer in this gallery: say so in the status, show nothing
+        return None
+
+
+def _view(engine: Any, st: QueueState, note: str = "") -> AnnotateView:
+    p = st.progress
+    head = (f"Signed in as **{st.user}** · set **{st.query_set}** · **{p.done} / {p.total}** done"
+            + (f" ({p.skipped} skipped)" if p.skipped else ""))
+    if st.task is None:
+        return AnnotateView(f"{head}\n\n✅ Nothing left for you in this set. Thank you!" + note, "",
+                            None, None, {"set": st.query_set, "task": None, "latest": st.latest})
+    t = st.task
+    where = f"pair #{t.position}" + ("" if t.status is None else
+                                     f" · your answer: {t.status if t.status == 'skipped' else t.identity + ' / ' + t.edit}"
+                                     + (" (changing it keeps the old one in the audit log)"))
+    ref, cand = _image(engine, t.reference_id), _image(engine, t.item_id)
+    missing = "" if ref is not None and cand is not None else \
+        "\n\n⚠ An image of this pair is not in the app's gallery: skip it with reason *other*."
+    state = {"set": st.query_set, "task": t.task_id, "position": t.position, "latest": st.latest,
+             "shown": time.time(), "identity": t.identity, "edit": t.edit}
+    return AnnotateView(f"{head} · {where}{missing}{note}", f"### Edit: “{t.edit_text}”", ref, cand, state,
+                        t.identity, t.edit, t.comment or "")
+
+
+def _elapsed(state: dict) -> int:
+    return max(0, int((time.time() - float(state.get("shown") or time.time())) * 1000))
+
+
+def open_view(svc: AnnotationService, engine: Any, user: str | None, set_name: str | None,
+              position: int | None = None) -> AnnotateView:
+    """The screen for `user` in `set_name` (their current task, or the one at `position`)."""
+    if not user:
+        return AnnotateView(NO_SIGN_IN, "", None, None)
+    sets = svc.query_sets()
+    if not sets:
+        return AnnotateView("No query set to annotate yet: pool one with `python -m db.pooling` "
+                            "(see docs/ANNOTATION.md).", "", None, None)
+    name = set_name if set_name in sets else sets[0]
+    return _view(engine, svc.open(user, name, position))
+
+
+def choose_view(svc: AnnotationService, engine: Any, user: str | None, state: dict, kind: str,
+                value: str, comment: str | None) -> AnnotateView:
+    """One button press: remember the label; with both labels chosen, save and move on."""
+    if not user:
+        return AnnotateView(NO_SIGN_IN, "", None, None)
+    if not state or state.get("task") is None:
+        return open_view(svc, engine, user, (state or {}).get("set"))
+    state = {**state, kind: value}
+    # Save once both questions were answered on this screen (a revisited pair needs both again).
+    fresh = set(state.get("_fresh", ())) | {kind}
+    state["_fresh"] = sorted(fresh)
+    if {"identity", "edit"} <= fresh:
+        st = svc.answer(user, state["set"], state["task"], state["identity"], state["edit"],
+                        comment=(comment or "").strip() or None, time_spent_ms=_elapsed(state))
+        return _view(engine, st, "")
+    other = "edit" if kind == "identity" else "identity"
+    view = _view(engine, svc.open(user, state["set"], state["position"]),
+                 f"\n\nNow the {other} question.")
+    view.state = {**view.state, kind: value, "_fresh": state["_fresh"], "shown": state["shown"]}
+    view.identity, view.edit_label = view.state.get("identity"), view.state.get("edit")
+    view.comment = comment or ""
+    return view
+
+
+def skip_view(svc: AnnotationService, engine: Any, user: str | None, state: dict, reason: str | None) -> AnnotateView:
+    if not user:
+        return AnnotateView(NO_SIGN_IN, "", None, None)
+    if not state or state.get("task") is None:
+        return open_view(svc, engine, user, (state or {}).get("set"))
+    st = svc.skip(user, state["set"], state["task"], reason or "other", _elapsed(state))
+    return _view(engine, st)
+
+
+def move_view(svc: AnnotationService, engine: Any, user: str | None, state: dict, step: str) -> AnnotateView:
+    """'back': the previous position; 'next': the first unanswered task."""
+    if not user:
+        return AnnotateView(NO_SIGN_IN, "", None, None)
+    state = state or {}
+    pos = state.get("position") or (state.get("latest", 0) + 1)
+    if step == "back":
+        return open_view(svc, engine, user, state.get("set"), max(1, pos - 1))
+    return open_view(svc, engine, user, state.get("set"))
+
+
+@dataclass
+class AnnotateTab:
+    load_outputs: list
+    load: Any  # (request, profile) -> values for load_outputs
+
+
+class ServiceHolder:
+    """The annotation DB, opened on first use (a bad --db path is reported in the tab, not a crash)."""
+
+    def __init__(self, path: str, service: AnnotationService | None = None):
+        self.path, self.service, self.error = path, service, None
+
+    def get(self) -> AnnotationService:
+        if self.service is None:
+            self.service = AnnotationService(self.path)
+        return self.service
+
+
+def build(holder: EngineHolder, services: ServiceHolder) -> AnnotateTab:
+    """Lay out the tab and wire it; returns what the page load fills."""
+    mode = auth_mode()
+    with gr.Row():
+        if mode == "hf":
+            gr.LoginButton()
+        set_dd = gr.Dropdown(label="Query set", choices=[], interactive=True, scale=2, elem_id="ann-set")
+    status = gr.Markdown(NO_SIGN_IN, elem_id="ann-status", elem_classes="status-msg")
+    edit_md = gr.Markdown("", elem_id="ann-edit")
+    with gr.Row(equal_height=True):
+        ref_img = gr.Image(label="Reference", type="pil", interactive=False, height=IMAGE,
+                           elem_id="ann-ref", buttons=[])
+        cand_img = gr.Image(label="Candidate", type="pil", interactive=False, height=IMAGE,
+                            elem_id="ann-cand", buttons=[])
+    with gr.Row():
+        id_btns = [gr.Button(f"{label}  [{key}]", elem_id=f"ann-id-{v}", size="lg") for v, label, key in IDENTITY]
+    with gr.Row():
+        ed_btns = [gr.Button(f"{label}  [{key}]", elem_id=f"ann-edit-{v}", size="lg") for v, label, key in EDIT]
+    with gr.Row(equal_height=True):
+        comment = gr.Textbox(label="Comment (optional; saved with the answer)", scale=3, max_length=2000)
+        reason = gr.Dropdown(SKIP_REASONS, value=SKIP_REASONS[0], label="Skip reason", scale=1)
+        skip_b = gr.Button("Skip  [S]", elem_id="ann-skip", scale=1)
+        back_b = gr.Button("◀ Back  [B]", elem_id="ann-back", scale=1)
+        next_b = gr.Button("Next unanswered ▶  [N]", elem_id="ann-next", scale=1)
+    with gr.Accordion("Guidelines and examples", open=False):
+        gr.Markdown(GUIDELINES)
+    state = gr.State({})
+    outs = [status, edit_md, ref_img, cand_img, comment, state, *id_btns, *ed_btns]
+
+    def render(v: AnnotateView) -> list:
+        marks = [gr.update(variant="primary" if v.identity == val else "secondary") for val, _, _ in IDENTITY]
+        marks += [gr.update(variant="primary" if v.edit_label == val else "secondary") for val, _, _ in EDIT]
+        return [v.status, v.edit, v.reference, v.candidate, v.comment, v.state, *marks]
+
+    def guarded(fn):
+        def run(*args):
+            try:
+                return render(fn(*args))
+            except (PermissionError, LookupError, ValueError) as exc:
+                gr.Warning(str(exc))
+                return [f"⚠ {exc}"] + [gr.skip()] * (len(outs) - 1)
+        return run
+
+    def on_load(request: gr.Request, profile: gr.OAuthProfile | None):
+        user = user_of(request, profile)
+        try:
+            svc = services.get()
+            eng = holder.get()
+            if user:
+                svc.ensure_default_set(eng)
+            sets = svc.query_sets()
+        except Exception as exc:  # a DB that cannot open must not take the other tabs down
+            return [gr.update(), f"⚠ The annotation DB is unavailable: {exc}"] + [gr.skip()] * (len(outs) - 1)
+        dd = gr.update(choices=sets, value=sets[0] if sets else None)
+        return [dd, *render(open_view(svc, eng, user, sets[0] if sets else None))]
+
+    def pick(kind: str, value: str):
+        def fn(st: dict, com: str, request: gr.Request, profile: gr.OAuthProfile | None):
+            return choose_view(services.get(), holder.get(), user_of(request, profile), st, kind, value, com)
+        return guarded(fn)
+
+    for (val, _, _), b in zip(IDENTITY, id_btns):
+        b.click(pick("identity", val), [state, comment], outs, api_visibility="private")
+    for (val, _, _), b in zip(EDIT, ed_btns):
+        b.click(pick("edit", val), [state, comment], outs, api_visibility="private")
+
+    def on_skip(st, why, request: gr.Request, profile: gr.OAuthProfile | None):
+        return skip_view(services.get(), holder.get(), user_of(request, profile), st, why)
+
+    def on_move(step: str):
+        def fn(st, request: gr.Request, profile: gr.OAuthProfile | None):
+            return move_view(services.get(), holder.get(), user_of(request, profile), st, step)
+        return guarded(fn)
+
+    def on_set(name, request: gr.Request, profile: gr.OAuthProfile | None):
+        return open_view(services.get(), holder.get(), user_of(request, profile), name)
+
+    skip_b.click(guarded(on_skip), [state, reason], outs, api_visibility="private")
+    back_b.click(on_move("back"), [state], outs, api_visibility="private")
+    next_b.click(on_move("next"), [state], outs, api_visibility="private")
+    set_dd.input(guarded(on_set), [set_dd], outs, api_visibility="private")
+    return AnnotateTab([set_dd, *outs], on_load)

@@ -1,0 +1,92 @@
+"""The Annotate tab's handlers over a real annotation DB, and the sign-in file."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from _cir_fakes import fake_trained_methods, make_engine
+from cir_core.ui import annotate
+from db.service import DEFAULT_SET, AnnotationService
+from db.users import checker, load_users
+
+
+@pytest.fixture(scope="module")
+def cir_engine():
+    with fake_trained_methods():
+        e = make_engine()
+        e.available_methods()
+        yield e
+
+
+@pytest.fixture(scope="module")
+def svc(tmp_path_factory, cir_engine):
+    # One pooled DB for the module (pooling runs 8 retrievals per query); tests use their own users.
+    s = AnnotationService(tmp_path_factory.mktemp("ann") / "ann.sqlite")
+    assert s.ensure_default_set(cir_engine) == DEFAULT_SET
+    assert s.ensure_default_set(cir_engine) is None  # pooled once
+    yield s
+    s.close()
+
+
+def _press(svc, eng, user, view, identity, edit):
+    view = annotate.choose_view(svc, eng, user, view.state, "identity", identity, "")
+    assert "Now the edit question" in view.status
+    return annotate.choose_view(svc, eng, user, view.state, "edit", edit, "")
+
+
+def test_refused_without_sign_in(svc, cir_engine) -> None:
+    v = annotate.open_view(svc, cir_engine, None, DEFAULT_SET)
+    assert v.status == annotate.NO_SIGN_IN and v.reference is None and v.state == {}
+    v = annotate.choose_view(svc, cir_engine, None, {"set": DEFAULT_SET, "task": 1}, "identity", "yes", "")
+    assert v.status == annotate.NO_SIGN_IN
+    assert annotate.user_of(None) is None
+    assert annotate.user_of(type("R", (), {"username": None})(), type("P", (), {"username": "ada"})()) == "hf:ada"
+
+
+def test_answer_resume_back_and_change(svc, cir_engine) -> None:
+    v = annotate.open_view(svc, cir_engine, "ann1", DEFAULT_SET)
+    assert v.reference is not None and v.candidate is not None and v.state["position"] == 1
+    assert "0 / " in v.status and v.edit.startswith("### Edit")
+    first = v.state["task"]
+    v = _press(svc, cir_engine, "ann1", v, "yes", "partial")
+    assert v.state["position"] == 2 and "1 / " in v.status
+    # Coming back (a new page load) continues at position 2.
+    again = annotate.open_view(svc, cir_engine, "ann1", DEFAULT_SET)
+    assert again.state["task"] == v.state["task"]
+    back = annotate.move_view(svc, cir_engine, "ann1", again.state, "back")
+    assert back.state["task"] == first and (back.identity, back.edit_label) == ("yes", "partial")
+    changed = _press(svc, cir_engine, "ann1", back, "no", "no")
+    assert changed.state["position"] == 2  # saved, and back to the first open pair
+    assert annotate.move_view(svc, cir_engine, "ann1", changed.state, "back").identity == "no"
+    skipped = annotate.skip_view(svc, cir_engine, "ann1", changed.state, "candidate unclear")
+    assert skipped.state["position"] == 3 and "1 skipped" in skipped.status
+
+
+def test_annotators_do_not_see_each_other(svc, cir_engine) -> None:
+    a = annotate.open_view(svc, cir_engine, "ann3", DEFAULT_SET)
+    _press(svc, cir_engine, "ann3", a, "yes", "yes")
+    b = annotate.open_view(svc, cir_engine, "ann2", DEFAULT_SET)
+    assert b.state["task"] != a.state["task"] and b.identity is None  # overlap 1: another pair
+    # Bob forging Alice's task id in his state is refused by the queue.
+    with pytest.raises(PermissionError):
+        annotate.choose_view(svc, cir_engine, "ann2", {**b.state, "task": a.state["task"],
+                                                       "_fresh": ["identity"]}, "edit", "no", "")
+
+
+def test_users_file(tmp_path: Path) -> None:
+    import hashlib
+
+    f = tmp_path / "users.txt"
+    f.write_text(f"# annotators\nalice:wonderland\nbob:sha256:{hashlib.sha256(b'pw').hexdigest()}\n")
+    check = checker(f)
+    assert check("alice", "wonderland") and check("bob", "pw")
+    assert not check("alice", "x") and not check("carol", "wonderland") and not check("bob", "")
+    f.write_text("alice\n")
+    with pytest.raises(ValueError, match="users.txt:1"):
+        load_users(f)
+    f.write_text("a:1\na:2\n")
+    with pytest.raises(ValueError, match="twice"):
+        load_users(f)
+    with pytest.raises(FileNotFoundError):
+        load_users(tmp_path / "missing.txt")
