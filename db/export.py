@@ -25,6 +25,7 @@ from sqlalchemy.orm import Session
 
 from cir_core.errors import CIRError, InputError
 from db.models import Annotator, Judgment, Query, QuerySet, Task
+from db.results import short_read
 
 FIELDS: tuple[str, ...] = (
     "query_set", "query_external_id", "item_id", "task_id", "annotator", "status", "identity",
@@ -65,6 +66,12 @@ def export_rows(session: Session, annotator: str | None = None,
             .join(QuerySet, Query.query_set_id == QuerySet.id)
             .join(Annotator, Judgment.annotator_id == Annotator.id)
             .order_by(QuerySet.name, Query.external_id, Task.item_id, Task.id, Judgment.id))
+    with short_read(session):
+        return _export_rows(session, stmt, annotator, pseudonymise_salt)
+
+
+def _export_rows(session: Session, stmt: Any, annotator: str | None,
+                 salt: str | None) -> list[dict[str, Any]]:
     if annotator is not None:
         if session.scalars(select(Annotator.id).where(Annotator.name == annotator)).first() is None:
             raise InputError(f"no annotator named {annotator!r}")
@@ -74,7 +81,7 @@ def export_rows(session: Session, annotator: str | None = None,
         row = {
             "query_set": qs_name, "query_external_id": ext_id, "item_id": item_id,
             "task_id": task_id,
-            "annotator": name if pseudonymise_salt is None else pseudonym(name, pseudonymise_salt),
+            "annotator": name if salt is None else pseudonym(name, salt),
             "status": j.status, "identity": j.identity, "edit": j.edit,
             "skip_reason": j.skip_reason, "comment": j.comment,
             "time_spent_ms": j.time_spent_ms, "shown_position": j.shown_position,

@@ -15,6 +15,8 @@ Gold tasks count like any other: gold status only adds the annotator-accuracy ch
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -59,13 +61,35 @@ class SetData:
     judgments: list[JudgmentRow] = field(default_factory=list)
 
 
+@contextmanager
+def short_read(session: Session) -> Iterator[Session]:
+    """Run reads and end the transaction they opened (if they opened one).
+
+    db.engine starts every transaction with BEGIN IMMEDIATE, so even a read holds the write lock
+    until it ends; a report must not block annotators' saves while it bootstraps. A transaction
+    the caller already had open is left alone.
+    """
+    was_open = session.in_transaction()
+    try:
+        yield session
+    finally:
+        if not was_open and session.in_transaction():
+            session.rollback()  # nothing was written; this only releases the lock
+
+
 def query_set_names(session: Session) -> list[str]:
     """Names of every query set, sorted."""
-    return list(session.scalars(select(QuerySet.name).order_by(QuerySet.name)))
+    with short_read(session):
+        return list(session.scalars(select(QuerySet.name).order_by(QuerySet.name)))
 
 
 def load_set(session: Session, name: str) -> SetData:
     """Read one query set's queries, rankings, tasks and judgments (InputError if unknown)."""
+    with short_read(session):
+        return _load_set(session, name)
+
+
+def _load_set(session: Session, name: str) -> SetData:
     qs = session.scalars(select(QuerySet).where(QuerySet.name == name)).one_or_none()
     if qs is None:
         known = ", ".join(query_set_names(session)) or "none"

@@ -31,7 +31,9 @@ def _rows(db_path: Path, annotator: str | None = None, salt: str | None = None) 
     engine = make_engine(db_path)
     try:
         with session_factory(engine)() as s:
-            return export_rows(s, annotator, salt)
+            rows = export_rows(s, annotator, salt)
+            assert not s.in_transaction()  # the write lock (BEGIN IMMEDIATE) is released
+            return rows
     finally:
         engine.dispose()
 

@@ -137,6 +137,8 @@ def test_report_is_json_and_validates_k(db_path: Path, report: dict) -> None:
         with pytest.raises(InputError, match="known: s"):
             compute_report(s, "nope", n_boot=10)
         k1 = compute_report(s, "s", k=1, n_boot=10)
+        # BEGIN IMMEDIATE makes every read hold the write lock: the report must let go of it.
+        assert not s.in_transaction()
     engine.dispose()
     assert k1["methods"][0]["at_k"] == k1["methods"][0]["at_1"]
 
