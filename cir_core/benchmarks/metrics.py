@@ -28,8 +28,7 @@ def _scores(scores: np.ndarray) -> np.ndarray:
 def topk_ranking(scores: np.ndarray, k: int, exclude: np.ndarray | None = None) -> np.ndarray:
     """(Q, k') int64 best-first gallery rows; `exclude` (Q,) rows (-1: none) never appear.
 
-    k' = min(k, rankable rows). Ties go to the lower row (exact when k' covers the gallery;
-    with a partial sort, ties straddling the k-th place may resolve either way)."""
+    k' = min(k, rankable rows). Ties go to the lower row, also across the k-th place."""
     s = _scores(scores).copy()
     q, n = s.shape
     if exclude is not None:
@@ -46,7 +45,13 @@ def topk_ranking(scores: np.ndarray, k: int, exclude: np.ndarray | None = None) 
         raise InputError("nothing to rank once the reference is excluded")
     if k >= n:
         return np.argsort(-s, axis=1, kind="stable")[:, :k].astype(np.int64)
-    part = np.sort(np.argpartition(-s, k - 1, axis=1)[:, :k], axis=1)
+    # The k-th best value per row; keep everything above it and, of the rows equal to it, the
+    # lowest ones, so ties at the cut resolve like a full stable sort would (exact, O(Q·N)).
+    kth = -np.partition(-s, k - 1, axis=1)[:, k - 1 : k]
+    above, tied = s > kth, s == kth
+    room = k - above.sum(1, keepdims=True)
+    keep = above | (tied & (np.cumsum(tied, axis=1) <= room))
+    part = np.nonzero(keep)[1].reshape(q, k)  # ascending rows within each query
     order = np.argsort(-np.take_along_axis(s, part, 1), axis=1, kind="stable")
     return np.take_along_axis(part, order, 1).astype(np.int64)
 
