@@ -100,6 +100,7 @@ def report(cfg: StressConfig, res: RunResult, v: Verification) -> str:
         f"failures                          {len(res.failures)}",
     ]
     lines += [f"  {f}" for f in res.failures[:10]] + [f"  {s}" for s in v.stale[:10]]
+    lines += [f"  503 reply: {r}" for r in res.busy_replies]
     lines.append("RESULT: " + ("PASS" if ok else "FAIL: " + "; ".join(why)))
     return "\n".join(lines) + "\n"
 

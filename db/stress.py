@@ -57,6 +57,7 @@ class RunResult:
     failures: list[str] = field(default_factory=list)  # writes given up or rejected
     retries: int = 0
     retries_503: int = 0
+    busy_replies: list[str] = field(default_factory=list)  # the first few 503 messages
     planned: int = 0
     wall_s: float = 0.0
     t_kill: float | None = None
@@ -190,10 +191,13 @@ class _Shared:
                 self.kill_now.set()
             self.bar.update(1)
 
-    def retried(self, busy: bool) -> None:
+    def retried(self, busy_reply: bytes | None) -> None:
         with self.lock:
             self.result.retries += 1
-            self.result.retries_503 += busy
+            if busy_reply is not None:
+                self.result.retries_503 += 1
+                if len(self.result.busy_replies) < 3:
+                    self.result.busy_replies.append(busy_reply[:300].decode(errors="replace"))
 
 
 def _client(k: int, writes: list[dict[str, Any]], port: int, cfg: StressConfig,
@@ -222,7 +226,7 @@ def _client(k: int, writes: list[dict[str, Any]], port: int, cfg: StressConfig,
                 with shared.lock:
                     shared.result.failures.append(f"client {k}: HTTP {status} {reply[:200]!r}")
                 break
-            shared.retried(busy=status == 503)
+            shared.retried(reply if status == 503 else None)
             n += 1
             time.sleep(min(0.05 * 2 ** min(n, 4), 0.5) * (0.5 + rng.random()))
         if cfg.think_ms:

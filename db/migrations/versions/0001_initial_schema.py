@@ -1,4 +1,4 @@
-"""Initial schema: the tables of db/models.py as of commit ace7a10 (skips, gold answers, assignments).
+"""Initial schema: the tables of db/models.py as of commit 01afa60 (skips, gold, assignments).
 
 Revision ID: 0001
 Revises:
