@@ -1,5 +1,8 @@
-"""Results of an annotation round: per-method rates with bootstrap CIs, paired comparisons,
-inter-annotator agreement, gold accuracy. See docs/ANNOTATION.md ("Results") for definitions.
+"""Annotation results per query set: method rates with CIs, comparisons, agreement, gold.
+
+Per method x scoring: identity / edit rates at 1 and at k with query-level bootstrap CIs, paired
+differences between methods, inter-annotator agreement, gold accuracy per annotator.
+Definitions: docs/ANNOTATION.md ("Results") and db/results.py.
 
     python -m db.report --db ann.sqlite [--set NAME] [--k K] [--json OUT] [--plot OUT.png]
 """
@@ -207,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--set", dest="query_set", help="one query set (default: every set)")
     p.add_argument("--k", type=int, help="depth for the @k rates (default: the set's pool_k)")
     p.add_argument("--json", type=Path, help="write {'query_sets': [report, ...]} here")
-    p.add_argument("--plot", type=Path, help="bar chart PNG (one per set: NAME-SET.png if several)")
+    p.add_argument("--plot", type=Path, help="bar chart PNG (several sets: OUT-<set>.png each)")
     p.add_argument("--bootstrap", type=int, default=2000, help="bootstrap resamples (2000)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (0)")
     args = p.parse_args(argv)

@@ -4,19 +4,25 @@ The unit of resampling is the QUERY: `values[i]` is one query's score, already a
 items and annotators. Judgments of one query are correlated (same reference, same edit), so
 resampling judgments would give intervals that are too narrow.
 
-Every call builds its own `numpy.random.default_rng(seed)`: the same seed and the same values
-give the same interval, whatever else was computed before.
+The resamples depend only on (number of queries, n_boot, seed), drawn from a fresh
+`numpy.random.default_rng(seed)`: the same seed and values give the same interval whatever was
+computed before, and two intervals over equally many queries use the same draws.
 """
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
 from cir_core.errors import InputError
 
-# Resample rows per block so n_boot x n_queries indices never need to sit in memory at once.
+# Draw resamples per block so n_boot x n_queries int64 indices never sit in memory at once.
 _BLOCK_ELEMS = 4_000_000
+_CACHE_BYTES = 64 * 2**20
+_CACHE: OrderedDict[tuple[int, int, int], np.ndarray] = OrderedDict()
+_CACHE_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -62,20 +68,44 @@ def _check_boot(n_boot: int, level: float) -> None:
         raise InputError(f"level must be in (0, 1), got {level!r}")
 
 
+def _draw_counts(n: int, n_boot: int, seed: int) -> np.ndarray:
+    """(n_boot, n) float64: how often each query is drawn in each resample."""
+    rng = np.random.default_rng(seed)
+    out = np.empty((n_boot, n), dtype=np.float64)
+    step = max(1, _BLOCK_ELEMS // n)
+    for start in range(0, n_boot, step):
+        rows = min(n_boot, start + step) - start
+        idx = rng.integers(0, n, size=(rows, n)) + (np.arange(rows) * n)[:, None]
+        out[start:start + rows] = np.bincount(idx.ravel(), minlength=rows * n).reshape(rows, n)
+    out.setflags(write=False)
+    return out
+
+
+def _resample_counts(n: int, n_boot: int, seed: int) -> np.ndarray:
+    """`_draw_counts`, cached: a report asks for hundreds of intervals with the same seed over a
+    few different query counts; they share the draws, and each interval is one mat-vec product.
+    The cache keeps the most recent draws up to _CACHE_BYTES in total."""
+    key = (n, n_boot, seed)
+    with _CACHE_LOCK:
+        hit = _CACHE.get(key)
+        if hit is not None:
+            _CACHE.move_to_end(key)
+            return hit
+    counts = _draw_counts(n, n_boot, seed)
+    with _CACHE_LOCK:
+        _CACHE[key] = counts
+        while len(_CACHE) > 1 and sum(a.nbytes for a in _CACHE.values()) > _CACHE_BYTES:
+            _CACHE.popitem(last=False)
+    return counts
+
+
 def bootstrap_means(values: np.ndarray, n_boot: int, seed: int) -> np.ndarray:
     """(n_boot,) means of `values` resampled with replacement (n draws each)."""
     arr = _check(values, "values")
     _check_boot(n_boot, 0.95)
-    n = arr.size
-    if n == 0:
+    if arr.size == 0:
         return np.full(n_boot, np.nan)
-    rng = np.random.default_rng(seed)
-    out = np.empty(n_boot, dtype=np.float64)
-    step = max(1, _BLOCK_ELEMS // n)
-    for start in range(0, n_boot, step):
-        stop = min(n_boot, start + step)
-        out[start:stop] = arr[rng.integers(0, n, size=(stop - start, n))].mean(axis=1)
-    return out
+    return _resample_counts(arr.size, n_boot, int(seed)) @ arr / arr.size
 
 
 def _percentiles(samples: np.ndarray, level: float) -> tuple[float, float]:
