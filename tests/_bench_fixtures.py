@@ -18,7 +18,7 @@ import numpy as np
 from PIL import Image
 
 DIM = 96
-_W = re.compile(r"(\d+)=([0-9.]+)")
+_W = re.compile(r"(\d+)=(\d+(?:\.\d+)?)")
 
 
 def colour(i: int) -> tuple[int, int, int]:
