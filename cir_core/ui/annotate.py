@@ -8,6 +8,7 @@ plain functions (`open_view`, `answer_view`, ...) over an `AnnotationService`, t
 """
 from __future__ import annotations
 
+import functools
 import os
 import time
 from dataclasses import dataclass, field
@@ -243,6 +244,8 @@ def build(holder: EngineHolder, services: ServiceHolder) -> AnnotateTab:
         return [v.status, v.edit, v.reference, v.candidate, v.comment, v.state, *marks]
 
     def guarded(fn):
+        # wraps: Gradio reads the signature (through __wrapped__) to inject request and profile.
+        @functools.wraps(fn)
         def run(*args):
             try:
                 return render(fn(*args))

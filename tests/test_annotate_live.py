@@ -1,0 +1,97 @@
+"""The issue's 'done when', in headless Chromium: sign in on Gradio's login page, judge 20 pairs
+with the keyboard alone, close the browser, come back, continue where we were; nothing without
+sign-in. Skipped when /usr/bin/chromium is absent (see test_app_live.py)."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from sqlalchemy import func, select
+
+from _cir_fakes import N_QUERIES, fake_trained_methods, make_engine
+from test_app_live import CHROMIUM, CHROMIUM_ARGS, _free_port
+from cir_core.appconfig import AppConfig
+from cir_core.ui import build_demo, launch_kwargs
+from db.models import Judgment
+
+pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"{CHROMIUM} absent")
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory):
+    root = tmp_path_factory.mktemp("annotate-live")
+    users = root / "users.txt"
+    users.write_text("alice:wonderland\n")
+    with fake_trained_methods():
+        engine = make_engine()
+        engine.available_methods()
+    cfg = AppConfig(world_queries=N_QUERIES, host="127.0.0.1", port=_free_port(),
+                    db=str(root / "ann.sqlite"), annotators=str(users))
+    demo = build_demo(cfg, engine=engine)
+    demo.launch(prevent_thread_lock=True, quiet=True, **launch_kwargs(cfg))
+    try:
+        yield demo, cfg
+    finally:
+        demo.close()
+
+
+def _sign_in(page, url: str) -> None:
+    page.goto(url)
+    page.locator("input[type=password]").first.wait_for(timeout=60_000)
+    page.locator("input:not([type=password]):not([type=hidden])").first.fill("alice")
+    page.locator("input[type=password]").first.fill("wonderland")
+    page.keyboard.press("Enter")
+
+
+def _open_tab(page) -> None:
+    page.get_by_role("tab", name="Annotate").click()
+
+
+def test_keyboard_only_judging_survives_closing_the_browser(app) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    demo, cfg = app
+    status = "#ann-status"
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            # Without signing in, the login page is all there is (no app, no API).
+            anon = browser.new_page()
+            anon.goto(demo.local_url)
+            expect(anon.locator("input[type=password]").first).to_be_visible(timeout=30_000)
+            assert anon.locator("#ann-status").count() == 0
+            anon.close()
+
+            ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
+            page = ctx.new_page()
+            _sign_in(page, demo.local_url)
+            _open_tab(page)
+            expect(page.locator(status)).to_contain_text("Signed in as alice", timeout=90_000)
+            expect(page.locator(status)).to_contain_text("0 / ")
+            assert "[1]" in page.locator("#ann-id-yes").inner_text()  # hotkeys shown on the buttons
+            page.locator("body").click(position={"x": 5, "y": 5})  # focus the page, not a textbox
+            for i in range(20):
+                page.keyboard.press("1" if i % 3 else "2")
+                expect(page.locator(status)).to_contain_text("Now the edit question")
+                page.keyboard.press("q" if i % 2 else "w")
+                expect(page.locator(status)).to_contain_text(f"{i + 1} / ", timeout=20_000)
+            expect(page.locator(status)).to_contain_text("pair #21")
+            ctx.close()  # close the browser window
+
+            ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
+            page = ctx.new_page()
+            _sign_in(page, demo.local_url)
+            _open_tab(page)
+            expect(page.locator(status)).to_contain_text("20 / ", timeout=90_000)
+            expect(page.locator(status)).to_contain_text("pair #21")
+            page.locator("body").click(position={"x": 5, "y": 5})
+            page.keyboard.press("b")  # back to pair 20 shows its saved answer
+            expect(page.locator(status)).to_contain_text("pair #20")
+            ctx.close()
+        finally:
+            browser.close()
+    svc = demo.cir_services.get()
+    with svc.Session() as s:
+        assert s.scalar(select(func.count()).select_from(Judgment)) == 20
+    assert Path(cfg.db).is_file()
