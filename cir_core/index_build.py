@@ -70,13 +70,14 @@ def _barrier(device: str) -> None:
         dist.barrier(device_ids=[int(device.split(":")[1])] if device.startswith("cuda:") else None)
 
 
-def build(gallery: str, backbone: str, pretrained: str | None, out: str | os.PathLike, *,
+def build(gallery: str, backbone: Any, pretrained: str | None, out: str | os.PathLike, *,
           batch_size: int = 64, workers: int = 2, exact_max: int = 200_000, kind: str = "auto",
           device: str | None = None, shard_size: int = 4096, hnsw_m: int = HNSW_M,
           ef_construction: int = EF_CONSTRUCTION, ef_search: int = EF_SEARCH, progress: bool = True,
           on_shard: Callable[[Shard], None] | None = None) -> dict[str, Any] | None:
     """Embed `gallery` with the backbone and write the index folder `out`; returns its build record
-    (None on ranks other than 0). Finished shards from an earlier, interrupted run are reused."""
+    (None on ranks other than 0). Finished shards from an earlier, interrupted run are reused.
+    `backbone`: what `load_backbone` takes, or an already loaded `Backbone` (its device wins)."""
     import torch
 
     from .backbone import load_backbone
@@ -86,7 +87,8 @@ def build(gallery: str, backbone: str, pretrained: str | None, out: str | os.Pat
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     rank, world, device = _dist_init(device)
     try:
-        bb = load_backbone(backbone, pretrained, device)
+        bb = load_backbone(backbone, pretrained, device) if isinstance(backbone, str) else backbone
+        device = bb.device
         src = open_source(gallery)
         keys = [_fingerprint(src, i) for i in range(len(src))]
         params = {"kind": kind, "exact_max": exact_max, "hnsw_m": hnsw_m, "ef_construction": ef_construction,

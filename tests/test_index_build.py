@@ -43,9 +43,9 @@ def photos(tmp_path):
     return folder
 
 
-def _build(photos, out, **kw):
-    kw = {"batch_size": 3, "workers": 0, "shard_size": 4, "device": "cpu", "progress": False, **kw}
-    return build(str(photos), TINY, None, out, **kw)
+def _build(photos, out, backbone, **kw):
+    kw = {"batch_size": 3, "workers": 0, "shard_size": 4, "progress": False, **kw}
+    return build(str(photos), backbone, None, out, **kw)
 
 
 def test_build_skips_corrupt_image_and_app_uses_it_without_encoding(photos, tmp_path, tiny_backbone,
@@ -79,7 +79,7 @@ def test_build_skips_corrupt_image_and_app_uses_it_without_encoding(photos, tmp_
         pre.check_backbone(SimpleNamespace(id="ViT-L-14@openai", dim=768))
 
 
-def test_interrupted_build_resumes_and_changed_image_reembeds_its_shard(photos, tmp_path, one_thread):
+def test_interrupted_build_resumes_and_changed_image_reembeds_its_shard(photos, tmp_path, tiny_backbone, one_thread):
     out, seen = tmp_path / "idx", []
 
     def stop_after_two(shard):
@@ -88,29 +88,29 @@ def test_interrupted_build_resumes_and_changed_image_reembeds_its_shard(photos, 
             raise KeyboardInterrupt  # as if the user pressed Ctrl-C after two shards
 
     with pytest.raises(KeyboardInterrupt):
-        _build(photos, out, on_shard=stop_after_two)
+        _build(photos, out, tiny_backbone, on_shard=stop_after_two)
     assert not is_prebuilt(out) and sorted(os.listdir(out / "shards")) == ["shard-000000.npz", "shard-000001.npz"]
     seen.clear()
-    meta = _build(photos, out, on_shard=lambda sh: seen.append(sh.start))
+    meta = _build(photos, out, tiny_backbone, on_shard=lambda sh: seen.append(sh.start))
     assert seen == [8] and meta["n"] == 10 and meta["skipped"] == 1  # only the third shard was embedded
     whole = np.array(open_prebuilt(out).embeddings)
-    fresh = _build(photos, tmp_path / "fresh")
+    fresh = _build(photos, tmp_path / "fresh", tiny_backbone)
     np.testing.assert_array_equal(whole, np.load(tmp_path / "fresh" / "embeddings.npy"))
     assert fresh["digest"] == meta["digest"]
 
     seen.clear()
-    assert _build(photos, out, on_shard=lambda sh: seen.append(sh.start)) == meta and seen == []  # up to date
+    assert _build(photos, out, tiny_backbone, on_shard=lambda sh: seen.append(sh.start)) == meta and seen == []  # up to date
     Image.new("RGB", (30, 30), "red").save(photos / "p05.png")  # rows: bad, p00..p09 -> p05 is in shard 1
     (out / "shards" / "shard-000002.npz").write_bytes(b"truncated")  # a torn file is redone too
-    _build(photos, out, on_shard=lambda sh: seen.append(sh.start))
+    _build(photos, out, tiny_backbone, on_shard=lambda sh: seen.append(sh.start))
     assert seen == [4, 8]
     assert not np.allclose(open_prebuilt(out).embeddings[5], whole[5])
 
 
-def test_exact_max_switches_to_hnsw_and_reuses_the_shards(photos, tmp_path, one_thread):
+def test_exact_max_switches_to_hnsw_and_reuses_the_shards(photos, tmp_path, tiny_backbone, one_thread):
     out, seen = tmp_path / "idx", []
-    assert _build(photos, out, exact_max=10)["kind"] == "flat"  # 10 readable images: exact up to 10
-    meta = _build(photos, out, exact_max=9, on_shard=lambda sh: seen.append(sh))
+    assert _build(photos, out, tiny_backbone, exact_max=10)["kind"] == "flat"  # 10 readable images: exact up to 10
+    meta = _build(photos, out, tiny_backbone, exact_max=9, on_shard=lambda sh: seen.append(sh))
     assert meta["kind"] == "hnsw" and seen == []  # re-indexed, nothing re-embedded
     pre = open_prebuilt(out)
     assert pre.index.kind == "hnsw"
@@ -143,8 +143,9 @@ def test_chord_on_hnsw_shortlist_equals_exact_chord():
     np.testing.assert_allclose(got_s, want_s, atol=1e-6)
 
 
+@pytest.mark.slow  # two fresh processes import torch and open_clip: ~15 s on an idle machine
 @pytest.mark.skipif(os.environ.get("CIR_SKIP_TORCHRUN") == "1", reason="CIR_SKIP_TORCHRUN=1")
-def test_torchrun_two_cpu_processes_match_one(photos, tmp_path, one_thread):
+def test_torchrun_two_cpu_processes_match_one(photos, tmp_path, tiny_backbone, one_thread):
     import torch.distributed
 
     if not torch.distributed.is_available() or not torch.distributed.is_gloo_available():
@@ -157,7 +158,7 @@ def test_torchrun_two_cpu_processes_match_one(photos, tmp_path, one_thread):
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
     assert run.returncode == 0, run.stderr[-2000:]
     assert json.loads(run.stdout.strip().splitlines()[-1])["n"] == 10  # only rank 0 prints
-    one = _build(photos, tmp_path / "one")
+    one = _build(photos, tmp_path / "one", tiny_backbone)
     two = open_prebuilt(tmp_path / "two")
     assert two.meta["digest"] == one["digest"] and two.gallery.ids == open_prebuilt(tmp_path / "one").gallery.ids
     np.testing.assert_allclose(two.embeddings, np.load(tmp_path / "one" / "embeddings.npy"), atol=1e-6)
