@@ -68,6 +68,11 @@ def upsert_judgment(
         session.add(judgment)
         session.flush()
         return judgment
+    if (existing.status, existing.identity, existing.edit, existing.skip_reason, existing.comment) == (
+            status, identity, edit, reason, comment):
+        # The same write again (a client retry after a lost reply): a no-op, so a retry neither
+        # adds an audit row nor counts its time twice.
+        return existing
     # Old values go to the audit table first, so a change never erases what was said before.
     session.add(JudgmentAudit(judgment_id=existing.id, status=existing.status,
                               identity=existing.identity, edit=existing.edit,

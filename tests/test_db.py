@@ -265,3 +265,17 @@ def test_db_rejects_half_answer_and_bad_gold(engine: Engine) -> None:
         task.gold_identity = "maybe"
         with pytest.raises(IntegrityError):
             s.commit()
+
+
+def test_repeating_the_same_write_is_a_no_op(engine: Engine) -> None:
+    """A retried request (reply lost after the commit) must not add time or an audit row."""
+    S = session_factory(engine)
+    with S() as s:
+        (a, _), (t, _) = _seed(s)
+        upsert_judgment(s, a, t, "yes", "no", comment="c", time_spent_ms=500)
+        s.commit()
+        upsert_judgment(s, a, t, "yes", "no", comment="c", time_spent_ms=500)
+        s.commit()
+        j = s.scalars(select(Judgment)).one()
+        assert j.time_spent_ms == 500
+        assert s.scalars(select(JudgmentAudit)).all() == []

@@ -61,10 +61,22 @@ def test_verify_catches_lost_stale_and_reapplied(tmp_path: Path) -> None:
     with session_factory(eng)() as s:
         upsert_judgment(s, a0, t0, "yes", "no", comment="kept", time_spent_ms=100, shown_position=1)
         upsert_judgment(s, a1, t2, "yes", "no", comment="old", time_spent_ms=100, shown_position=1)
-        # A retry of an already committed write: same values, one audit row, time counted twice.
+        # A retry of an already committed write is a no-op in upsert_judgment ...
         upsert_judgment(s, a1, t2, "yes", "no", comment="old", time_spent_ms=100, shown_position=1)
         s.commit()
     eng.dispose()
+    acks0 = [_Ack(a0, t0, _payload(a0, t0, "kept")), _Ack(a1, t2, _payload(a1, t2, "old"))]
+    v = verify(db, acks0)
+    assert (v.reapplied, v.time_inflated_rows, v.time_inflated_ms) == (0, 0, 0) and v.ok
+    # ... so fake what a re-applying writer would leave (an audit row, the time counted twice)
+    # to check that the verifier still catches it.
+    con = sqlite3.connect(db)
+    jid = con.execute("SELECT id FROM judgments WHERE annotator_id=? AND task_id=?", (a1, t2)).fetchone()[0]
+    con.execute("UPDATE judgments SET time_spent_ms = time_spent_ms + 100 WHERE id = ?", (jid,))
+    con.execute("INSERT INTO judgment_audits (judgment_id, status, identity, edit, comment, changed_at) "
+                "VALUES (?, 'answered', 'yes', 'no', 'old', '2026-01-01')", (jid,))
+    con.commit()
+    con.close()
     acks = [_Ack(a0, t0, _payload(a0, t0, "kept")),
             _Ack(a0, t1, _payload(a0, t1, "never stored")),
             _Ack(a1, t2, _payload(a1, t2, "old"))]
