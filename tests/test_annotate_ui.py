@@ -90,3 +90,20 @@ def test_users_file(tmp_path: Path) -> None:
         load_users(f)
     with pytest.raises(FileNotFoundError):
         load_users(tmp_path / "missing.txt")
+
+
+def test_results_tab_rates_and_own_export(svc, cir_engine, tmp_path) -> None:
+    from cir_core.ui import annotation_results as ar
+    from db.export import read_csv
+
+    holder = annotate.ServiceHolder(str(svc.path), svc)
+    assert ar.results_view(holder, None, DEFAULT_SET, None).summary == annotate.NO_SIGN_IN
+    v = annotate.open_view(svc, cir_engine, "res1", DEFAULT_SET)
+    for _ in range(6):
+        v = _press(svc, cir_engine, "res1", v, "yes", "no")
+    out = ar.results_view(holder, "res1", DEFAULT_SET, 1, out_dir=tmp_path)
+    for name in cir_engine.columns:
+        assert f"| {name} · cosine |" in out.summary
+    assert out.figure is not None and len(out.files) == 2
+    rows = read_csv(out.files[0])
+    assert len(rows) == 6 and {r["annotator"] for r in rows} == {"res1"}  # only the viewer's own

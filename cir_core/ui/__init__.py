@@ -42,7 +42,7 @@ def build_demo(config: AppConfig | None = None, engine: Any = None) -> Any:
     is built from `config` on the first page load."""
     import gradio as gr
 
-    from . import annotate, compare, figures
+    from . import annotate, annotation_results, compare, figures
 
     cfg = config or AppConfig()
     holder = EngineHolder(cfg, engine)
@@ -58,6 +58,8 @@ def build_demo(config: AppConfig | None = None, engine: Any = None) -> Any:
                 fig_outputs, fig_load = figures.build(holder, cfg, ctab)
             with gr.Tab("Annotate", id="annotate"):
                 atab = annotate.build(holder, services)
+            with gr.Tab("Results", id="results"):
+                res_outputs, res_load = annotation_results.build(services)
 
         def on_load(progress=gr.Progress()):
             from cir_core.errors import CIRError
@@ -72,6 +74,7 @@ def build_demo(config: AppConfig | None = None, engine: Any = None) -> Any:
 
         demo.load(on_load, None, [top, *ctab.load_outputs, *fig_outputs], api_visibility="private")
         demo.load(atab.load, None, atab.load_outputs, api_visibility="private")
+        demo.load(res_load, None, res_outputs, api_visibility="private")
     demo.cir_holder = holder  # type: ignore[attr-defined]  (tests and scripts reach the engine)
     demo.cir_services = services  # type: ignore[attr-defined]
     return demo
