@@ -140,3 +140,55 @@ def write_movienet(root: Path, frames: list[tuple[str, str, list[str]]], queries
     write_jsonl(root / "gallery.jsonl", [{"frame": r, "film_id": f, "character_ids": c} for r, f, c in frames])
     write_jsonl(root / "queries.jsonl", queries)
     return root
+
+
+def write_demo(out: Path) -> dict[str, Path]:
+    """One small folder per benchmark under `out`, in the official layouts (for trying the CLI):
+    python -m tests._bench_fixtures OUT."""
+    out = Path(out)
+    n = [f"dev-{i}-0-img0" for i in range(60)]
+    t = [f"test1-{i}-0-img0" for i in range(60)]
+    cirr = write_cirr(out / "cirr", "val", n, [
+        cirr_query(i, n[i], n[i + 1], wtext({i + 1: 1, i + 2: 0.5}), n[i:i + 6]) for i in range(0, 40, 4)])
+    write_cirr(out / "cirr", "test1", t, [
+        cirr_query(100 + i, t[i], None, wtext({i + 3: 1}), t[i:i + 6]) for i in range(0, 20, 5)])
+    write_jsonl(out / "cirr" / "lcirr" / "val.jsonl", [
+        {"pairid": i, "reference": n[i], "target": n[i + 2],
+         "text": f"Keep the scene, w:{i + 1}=1. Then w:{i + 2}=2. Finally w:{i + 2}=2."} for i in range(0, 40, 4)])
+    ids = [100 + 13 * i for i in range(60)]
+    write_circo(out / "circo", ids, {
+        "val": [{"id": q, "reference_img_id": ids[2 * q], "target_img_id": ids[2 * q + 1],
+                 "gt_img_ids": [ids[2 * q + 1], ids[2 * q + 3]], "relative_caption": wtext({2 * q + 1: 1}),
+                 "shared_concept": "a dog"} for q in range(8)],
+        "test": [{"id": q, "reference_img_id": ids[q], "relative_caption": wtext({q + 5: 1}),
+                  "shared_concept": "a cat"} for q in range(8)]})
+    for c, cat in enumerate(("dress", "shirt", "toptee")):
+        names = [f"B0{c}{i:05d}" for i in range(55)]
+        write_fashioniq(out / "fashioniq", cat, names, [
+            {"candidate": names[i], "target": names[i + 3], "captions": [wtext({i + 3: 1}), "is darker"]}
+            for i in range(0, 30, 3)])
+    vg = {i: (i, (40, 30)) for i in range(1, 9)}
+    coco = {1000 + i: 20 + i for i in range(8)}
+    att = [{"reference": {"image_id": r, "instance_bbox": [4, 4, 12, 10]},
+            "target": {"image_id": r + 1, "instance_bbox": [2, 2, 8, 8]}, "condition": wtext({r + 1: 1}),
+            "gallery": [{"image_id": g, "instance_bbox": [1, 1, 9, 9]} for g in range(1, 9) if g not in (r, r + 1)][:4]}
+           for r in range(1, 7)]
+    obj = [{"reference": {"val_image_id": 1000 + r}, "target": {"val_image_id": 1001 + r},
+            "condition": wtext({21 + r: 1}),
+            "gallery": [{"val_image_id": 1000 + g} for g in range(8) if g not in (r, r + 1)][:4]} for r in range(6)]
+    for task, samples in (("focus_attribute", att), ("change_attribute", att), ("focus_object", obj),
+                          ("change_object", obj)):
+        write_genecis(out / "genecis", task, samples, vg, coco)
+    frames = [(f"frames/tt{i // 10:02d}/shot_{i:04d}_img_0.jpg", f"tt{i // 10:02d}", [f"nm{i % 4}"] if i % 5 else [])
+              for i in range(40)]
+    write_movienet(out / "movienet", frames, [
+        {"query_id": f"q{i}", "reference_frame": frames[i][0], "edit": f"now at night, {wtext({i + 4: 1})}",
+         "film_id": frames[i][1], "character_id": frames[i][2][0] if frames[i][2] else None} for i in range(1, 30, 3)])
+    return {k: out / k for k in ("cirr", "circo", "fashioniq", "genecis", "movienet")}
+
+
+if __name__ == "__main__":
+    import sys
+
+    for name, path in write_demo(Path(sys.argv[1] if len(sys.argv) > 1 else "bench_demo")).items():
+        print(f"{name}: {path}")
