@@ -23,7 +23,7 @@ from .metrics import topk_ranking
 
 SCORINGS = ("cosine", "chord")
 TOP = 50
-BLOCK = 256  # queries scored at once: a (256, N) float32 block stays small for N ~ 120k
+BLOCK = 128  # queries scored at once: ~0.5 GB of temporaries per block at N ~ 123k (CIRCO)
 
 
 class BenchmarkError(InputError):
