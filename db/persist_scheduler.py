@@ -125,7 +125,7 @@ class SnapshotScheduler:
         already = self._stop.is_set()
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(timeout=120)
+            self._thread.join(timeout=30)
             atexit.unregister(self.stop)
         status = self.safe_tick() if final and not already else None
         with self._lock:

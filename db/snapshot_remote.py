@@ -84,7 +84,6 @@ class HubRemote:
         self.token = token
         self._api = api
         self._download_fn = download_fn
-        self._repo_checked = False
 
     def describe(self) -> str:
         return f"dataset repo {self.repo_id}"
@@ -118,14 +117,21 @@ class HubRemote:
         ops: list[Any] = [CommitOperationAdd(path_in_repo=rel, path_or_fileobj=str(local))
                           for rel, local in adds.items()]
         ops += [CommitOperationDelete(path_in_repo=rel) for rel in deletes]
-        try:
-            if not self._repo_checked:
-                # Annotations are personal data: a repo we create is private.
-                self.api.create_repo(self.repo_id, repo_type="dataset", private=True,
-                                     exist_ok=True, token=self.token)
-                self._repo_checked = True
+        from huggingface_hub import errors as hf
+
+        def commit() -> None:
             self.api.create_commit(self.repo_id, ops, commit_message=message,
                                    repo_type="dataset", token=self.token)
+
+        try:
+            try:
+                commit()
+            except hf.RepositoryNotFoundError:
+                # Created only when missing (a fine-grained token may write to a repo yet not be
+                # allowed to create one). Annotations are personal data: the new repo is private.
+                self.api.create_repo(self.repo_id, repo_type="dataset", private=True,
+                                     exist_ok=True, token=self.token)
+                commit()
         except Exception as e:  # noqa: BLE001 - every Hub failure becomes one clear error type
             raise RemoteUnavailableError(f"push to {self.describe()} failed: {e}") from e
 

@@ -381,13 +381,23 @@ def test_env_validation(db: Path, remote: CountingRemote, monkeypatch: pytest.Mo
 
 
 class FakeApi:
-    def __init__(self) -> None:
+    """Records calls; the first commit fails with RepositoryNotFoundError if `missing`."""
+
+    def __init__(self, missing: bool = False) -> None:
         self.calls: list[tuple[str, Any]] = []
+        self.missing = missing
 
     def create_repo(self, repo_id: str, **kw: Any) -> None:
         self.calls.append(("create_repo", (repo_id, kw)))
 
     def create_commit(self, repo_id: str, ops: Any, **kw: Any) -> None:
+        if self.missing:
+            import httpx2
+            from huggingface_hub import errors as hf
+
+            self.missing = False
+            raise hf.RepositoryNotFoundError("404", response=httpx2.Response(
+                404, request=httpx2.Request("POST", "https://x")))
         self.calls.append(("create_commit", (repo_id, list(ops), kw)))
 
     def list_repo_files(self, repo_id: str, **kw: Any) -> list[str]:
@@ -400,7 +410,7 @@ def test_hub_remote_one_commit_and_error_mapping(db: Path, tmp_path: Path) -> No
     from huggingface_hub import CommitOperationAdd, CommitOperationDelete
     from huggingface_hub import errors as hf
 
-    api = FakeApi()
+    api = FakeApi(missing=True)
     hub = HubRemote("me/ann-db", token="tok", api=api, download_fn=lambda *a, **k: (_ for _ in ()).throw(
         hf.RemoteEntryNotFoundError("404", response=httpx2.Response(404, request=httpx2.Request("GET", "https://x")))))
     push(snapshot(db, tmp_path / "s"), hub, keep=1, expect_latest=None)
@@ -411,6 +421,9 @@ def test_hub_remote_one_commit_and_error_mapping(db: Path, tmp_path: Path) -> No
     dels = sorted(o.path_in_repo for o in ops if isinstance(o, CommitOperationDelete))
     assert adds[0] == "latest.json" and len(adds) == 3
     assert dels == ["snapshots/20250101T000000.000000Z.json", "snapshots/20250101T000000.000000Z.sqlite"]
+    api.calls.clear()
+    hub.upload({}, ["x"], "again")  # the repo exists now: no create_repo
+    assert [c[0] for c in api.calls] == ["create_commit"]
     offline = HubRemote("me/ann-db", api=api, download_fn=lambda *a, **k: (_ for _ in ()).throw(
         hf.LocalEntryNotFoundError("offline")))
     with pytest.raises(RemoteUnavailableError, match="unreachable"):
@@ -455,3 +468,27 @@ def test_with_the_real_engine_and_schema(remote: CountingRemote, tmp_path: Path)
         assert conn.execute(text("SELECT x FROM scratch")).scalar_one() == 1
     engine2.dispose()
     assert SnapshotScheduler(target, remote, every=3600, last_sha=read_latest(remote)["sha256"]).tick() == "unchanged"
+
+
+@pytest.mark.skipif(not hasattr(__import__("signal"), "SIGTERM"), reason="POSIX signals")
+def test_sigterm_runs_the_final_snapshot(tmp_path: Path) -> None:
+    """A stopped Space gets SIGTERM: the final snapshot must still be pushed (via atexit)."""
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "import os, signal, sqlite3, sys, time\n"
+        "from db.persist_scheduler import start_persistence\n"
+        "s = start_persistence(sys.argv[1])\n"
+        "c = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+        "c.execute('PRAGMA journal_mode=WAL'); c.execute('CREATE TABLE j (x)')\n"
+        "c.execute('INSERT INTO j VALUES (1)'); c.close()\n"
+        "os.kill(os.getpid(), signal.SIGTERM); time.sleep(30)\n"
+    )
+    env = {**os.environ, "CIR_DB_REPO": f"file://{tmp_path / 'repo'}", "CIR_DB_SNAPSHOT_EVERY": "3600",
+           "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    proc = subprocess.run([sys.executable, "-c", script, str(tmp_path / "a.sqlite")], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 143, proc.stderr
+    assert read_latest(FolderRemote(tmp_path / "repo"))["row_counts"] == {"j": 1}
