@@ -78,6 +78,11 @@ def read_latest(remote: Remote) -> dict[str, Any] | None:
     missing = [k for k in ("snapshot", "sha256", "size") if not isinstance(pointer, dict) or k not in pointer]
     if missing:
         raise SnapshotError(f"{LATEST} in {remote.describe()} lacks {', '.join(missing)}")
+    snap = str(pointer["snapshot"])
+    # Only ever one of our own names: a pointer must not lead a download outside snapshots/.
+    if not (snap.startswith(f"{SNAP_DIR}/") and snap.endswith(".sqlite")
+            and TS_RE.match(snap[len(SNAP_DIR) + 1:-len(".sqlite")])):
+        raise SnapshotError(f"{LATEST} in {remote.describe()} points at {snap!r}, not snapshots/<ts>.sqlite")
     return pointer
 
 

@@ -18,12 +18,7 @@ from typing import Any
 
 from cir_core.errors import InputError
 from db.persist import ANY, DEFAULT_KEEP, RestoreResult, _check_keep, push, restore
-from db.snapshot import (
-    RemoteMissingError,
-    SnapshotError,
-    _connect_existing,
-    snapshot,
-)
+from db.snapshot import RemoteMissingError, _connect_existing, snapshot
 from db.snapshot_remote import Remote, remote_from_spec
 
 log = logging.getLogger(__name__)
@@ -188,9 +183,9 @@ def start_persistence(db_path: str | Path, repo: str | None = None, *, token: st
         expect = None  # nothing there yet: our first push creates the pointer
         log.error("ANNOTATION DB STARTS EMPTY: %s. Judgments made now are pushed to %s as the "
                   "first snapshot.", e, remote.describe())
-    except SnapshotError as e:
-        # Unreachable, or a bad snapshot: the repo may hold judgments we could not load, so
-        # pushes must not move its pointer (expect None -> a pointer there means "conflict").
+    except Exception as e:  # noqa: BLE001 - whatever went wrong, the app must still start
+        # Unreachable, a bad snapshot, a full disk: the repo may hold judgments we could not
+        # load, so pushes must not move its pointer (expect None -> a pointer means "conflict").
         expect = None
         log.error("ANNOTATION DB STARTS EMPTY: could not restore from %s: %s. Snapshots from "
                   "this run will not replace the repo's latest.json; fix the repo/token and "

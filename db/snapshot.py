@@ -185,7 +185,7 @@ def snapshot(db_path: str | Path, out_dir: str | Path) -> Snapshot:
             "sqlite_version": sqlite3.sqlite_version,
         }
         os.replace(tmp, dst_path)
-    except sqlite3.Error as e:
+    except (sqlite3.Error, OSError) as e:  # OSError: e.g. disk full while writing the copy
         raise SnapshotError(f"could not snapshot {db_path}: {e}") from e
     finally:
         for leftover in (tmp, Path(f"{tmp}-journal")):
