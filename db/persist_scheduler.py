@@ -9,6 +9,7 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import shutil
 import signal
 import sqlite3
 import tempfile
@@ -127,6 +128,7 @@ class SnapshotScheduler:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+            shutil.rmtree(self._workdir, ignore_errors=True)
         return status
 
 
