@@ -9,7 +9,6 @@ from __future__ import annotations
 import atexit
 import logging
 import os
-import shutil
 import signal
 import sqlite3
 import tempfile
@@ -55,7 +54,6 @@ class SnapshotScheduler:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._workdir = Path(tempfile.mkdtemp(prefix="cir-db-snap-"))
 
     def _data_version(self) -> int:
         if self._conn is None:
@@ -74,8 +72,8 @@ class SnapshotScheduler:
             if version == self._last_version:
                 self.last_status = "unchanged"
                 return self.last_status
-            snap = snapshot(self.db_path, self._workdir)
-            try:
+            with tempfile.TemporaryDirectory(prefix="cir-db-snap-") as tmp:
+                snap = snapshot(self.db_path, tmp)
                 sha = snap.meta["sha256"]
                 if sha == self._last_sha:
                     status = "unchanged"
@@ -88,9 +86,6 @@ class SnapshotScheduler:
                             self._expect = result.path
                     self._last_sha = sha
                 self._last_version = version
-            finally:
-                snap.path.unlink(missing_ok=True)
-                snap.sidecar.unlink(missing_ok=True)
             self.last_status, self.last_error = status, None
             return status
 
@@ -128,7 +123,6 @@ class SnapshotScheduler:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
-            shutil.rmtree(self._workdir, ignore_errors=True)
         return status
 
 
