@@ -22,6 +22,7 @@ from db.snapshot import (
     RemoteMissingError,
     Snapshot,
     SnapshotError,
+    SnapshotIntegrityError,
     _fsync,
     utc_stamp,
     verify_snapshot,
@@ -165,7 +166,12 @@ def restore(db_path: str | Path, remote: Remote, *, force: bool = False) -> Rest
     try:
         # Verify the copy we are about to rename, not the download: nothing can change in between.
         shutil.copyfile(downloaded, tmp)
-        verify_snapshot(tmp, pointer["sha256"], pointer["size"])
+        try:
+            verify_snapshot(tmp, pointer["sha256"], pointer["size"])
+        except SnapshotIntegrityError as e:
+            raise SnapshotIntegrityError(
+                f"refusing {pointer['snapshot']} from {remote.describe()} ({db_path} left as it "
+                f"was): {str(e).replace(str(tmp), 'the download')}") from e
         _fsync(tmp)
         stamp = utc_stamp()
         # A stale -wal next to a new main file would be replayed into it: move the whole family.
