@@ -88,6 +88,12 @@ def test_keyboard_only_judging_survives_closing_the_browser(app) -> None:
             page.locator("body").click(position={"x": 5, "y": 5})
             page.keyboard.press("b")  # back to pair 20 shows its saved answer
             expect(page.locator(status)).to_contain_text("pair #20")
+            # Results: per-method rates with intervals.
+            page.get_by_role("tab", name="Results").click()
+            page.locator("#res-go").click()
+            expect(page.locator("#res-summary")).to_contain_text("pact · cosine", timeout=60_000)
+            expect(page.locator("#res-summary")).to_contain_text("identity @1")
+            assert page.locator("#res-summary td").filter(has_text="[").count() > 0
             ctx.close()
         finally:
             browser.close()

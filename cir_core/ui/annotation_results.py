@@ -90,8 +90,8 @@ def build(services: ServiceHolder) -> tuple[list, Any]:
     """Lay out the tab; returns (outputs filled on page load, the load function)."""
     with gr.Row():
         set_dd = gr.Dropdown(label="Query set", choices=[], scale=2, elem_id="res-set")
-        k = gr.Number(label="k (≤ the set's pool depth; empty: the pool depth)", value=None,
-                      precision=0, minimum=1, maximum=50, scale=1)
+        # No minimum: an emptied box arrives as 0, which means "the pool depth", not an error.
+        k = gr.Number(label="k (0: the set's pool depth)", value=0, precision=0, scale=1)
         go = gr.Button("Compute", variant="primary", scale=1, elem_id="res-go")
     summary = gr.Markdown(NO_SIGN_IN, elem_id="res-summary")
     plot = gr.Plot(label="Rates with 95 % intervals", elem_id="res-plot")
