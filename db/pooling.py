@@ -6,14 +6,14 @@ query become its `Task`s. Judgments on a task are joined back, at analysis time,
 that retrieved that item (`method_judgments`).
 
     python -m db.pooling --db annotations.sqlite --name world-demo --queries 20 --k 5 --overlap 2
+    python -m db.pooling --gallery movienet:/data/movienet-id --backbone ViT-L-14 --pretrained openai \
+        --checkpoints my-org/cir-methods --name movienet-200 --queries 200 --k 10 --overlap 2
 """
 from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
-
-from pathlib import Path
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -149,6 +149,22 @@ def world_queries(engine: Any, n: int, skip: int = 0) -> list[PoolQuery]:
 
 
 
+def movienet_queries(engine: Any, raw: list[dict[str, Any]]) -> list[PoolQuery]:
+    """Pool queries from `load_movienet_queryset`'s dicts. Where the query's character id is
+    known, identity has a truth (is that character in the candidate frame?); edit has none."""
+    chars = {it.id: set(it.meta.get("character_ids") or ()) for it in engine.gallery.items}
+    out = []
+    for q in raw:
+        cid = (q.get("meta") or {}).get("character_id")
+
+        def truth(item_id: str, cid=cid) -> tuple[str | None, str | None]:
+            return ("yes" if cid in chars.get(item_id, ()) else "no"), None
+
+        out.append(PoolQuery(q["external_id"], q["reference_id"], q["edit_text"], q.get("meta") or {},
+                             truth if cid else None))
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI: pool a query set from the app's gallery into the annotation DB."""
     import argparse
@@ -162,8 +178,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], parents=[build_parser(add_help=False)])
     ap.add_argument("--name", required=True, help="query set name (unique in the DB)")
-    ap.add_argument("--queries", type=int, default=20, help="world queries to pool")
-    ap.add_argument("--movienet", help="a MovieNet identity-set root (see docs/EVAL_REAL.md) instead")
+    ap.add_argument("--queries", type=int, default=20, help="queries to pool (the first N of the world "
+                    "benchmark, or of a MovieNet set given as --gallery movienet:ROOT)")
     ap.add_argument("--k", type=int, default=5, help="top-k of every method × scoring to pool")
     ap.add_argument("--methods", nargs="+", help="default: the app's four columns")
     ap.add_argument("--scorings", nargs="+", default=["cosine", "chord"])
@@ -172,16 +188,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     cfg = from_args(argv, known_only=True)
-    if args.movienet:
-        from cir_core.benchmarks.movienet import load_movienet_queryset
-
-        raw, gallery = load_movienet_queryset(args.movienet)
-        cfg.gallery = str(gallery) if isinstance(gallery, (str, Path)) else cfg.gallery
-        queries = [PoolQuery(q["external_id"], q["reference_id"], q["edit_text"], q.get("meta") or {})
-                   for q in raw]
     engine = load_engine(cfg, progress_cb=None)
-    if not args.movienet:
-        queries = world_queries(engine, args.queries, skip=SHOWCASE if cfg.gallery in ("world", "world:test") else 0)
+    if cfg.gallery.startswith("movienet:"):
+        from cir_core.benchmarks import load_movienet_queryset
+
+        raw = load_movienet_queryset(cfg.gallery.partition(":")[2])[0]
+        queries = movienet_queries(engine, raw)[:args.queries]
+    else:
+        queries = world_queries(engine, args.queries,
+                                skip=SHOWCASE if cfg.gallery in ("world", "world:test") else 0)
     eng = make_engine(cfg.db)
     init_db(eng)
     with session_factory(eng)() as s:

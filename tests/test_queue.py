@@ -168,3 +168,30 @@ def test_skip_back_and_privacy(S, cir_engine) -> None:
         with pytest.raises(PermissionError):
             queue.get_or_create_annotator(s, "  ")
         assert s.scalar(select(func.count()).select_from(Assignment).where(Assignment.annotator_id == b.id)) == 0
+
+
+def test_pool_cli_on_a_movienet_set(tmp_path: Path, capsys) -> None:
+    """`python -m db.pooling --gallery movienet:ROOT`: a real-format identity set, gold identity
+    from the character ids, random-init tiny backbone and baseline methods (no download)."""
+    from _bench_fixtures import write_movienet
+    from db.pooling import main
+
+    frames = [(f"frames/f{i}.png", "tt1", [f"nm{i % 3}"]) for i in range(12)]
+    root = write_movienet(tmp_path / "mn", frames, [
+        {"query_id": f"q{i}", "reference_frame": f"frames/f{i}.png", "edit": "make it brighter",
+         "film_id": "tt1", "character_id": f"nm{i % 3}"} for i in range(3)])
+    db_path = tmp_path / "ann.sqlite"
+    rc = main(["--gallery", f"movienet:{root}", "--backbone", "cir-tiny-vit", "--db", str(db_path),
+               "--cache-dir", str(tmp_path / "cache"), "--name", "mn", "--queries", "2", "--k", "3",
+               "--methods", "sum", "text-only", "--gold", "1.0"])
+    assert rc == 0 and "2 queries" in capsys.readouterr().out
+    eng = make_db(db_path)
+    with session_factory(eng)() as s:
+        tasks = s.scalars(select(Task)).all()
+        assert tasks and all(t.gold_edit is None for t in tasks)
+        for t in tasks:  # frame i shows nm{i % 3}; query q0 is about nm0, q1 about nm1
+            q = s.get(Query, t.query_id)
+            i = int(t.item_id.split("/f")[1].split(".")[0])
+            want = "yes" if i % 3 == int(q.external_id[1:]) else "no"
+            assert t.gold_identity == want
+    eng.dispose()

@@ -38,6 +38,8 @@ class GalleryMixin:
         for key in ("character", "identity", "person"):
             if meta.get(key) not in (None, ""):
                 return str(meta[key])
+        if meta.get("character_ids"):  # MovieNet frames: every character in the shot
+            return ", ".join(map(str, meta["character_ids"]))
         return None
 
     def caption(self, row: int) -> str:

@@ -39,12 +39,18 @@ def open_gallery(spec: str, world_queries: int, image_size: int) -> tuple[Galler
         # The demo queries put the README's edit, with a ground truth, on the first page.
         bench = build_benchmark(split, world_queries, showcase=SHOWCASE if split == "test" else 0)
         return bench.gallery(image_size), bench
+    if spec.startswith("movienet:"):
+        from ..benchmarks import load_movienet_queryset
+
+        # A MovieNet identity set's frames (the annotation tab pools its queries).
+        return load_movienet_queryset(spec.partition(":")[2])[1], None
     path = Path(spec).expanduser()
     if path.is_dir():
         return Gallery.from_folder(path), None
     if path.is_file():
         return Gallery.from_manifest(path), None
-    raise GalleryError(f"gallery {spec!r} is neither 'world', an image folder nor a manifest file")
+    raise GalleryError(f"gallery {spec!r} is neither 'world', 'movienet:ROOT', an image folder nor a "
+                       "manifest file")
 
 
 def load_engine(cfg: AppConfig, progress_cb: Callable[[int, int], None] | None = None) -> "Engine":
@@ -76,6 +82,8 @@ def load_engine(cfg: AppConfig, progress_cb: Callable[[int, int], None] | None =
     ckpts = resolve_checkpoints(cfg.checkpoints, list(cfg.columns))
     if ckpts.error:
         notes.append(ckpts.error)
+    if getattr(ckpts, "note", None):  # e.g. "offline: using the cached snapshot of org/name ..."
+        notes.append(ckpts.note)
     return Engine(backbone, gallery, emb, bench=bench, checkpoints=ckpts, columns=cfg.columns,
                   baseline=cfg.baseline, db=cfg.db, notes=notes, n_examples=cfg.examples, index=index)
 
