@@ -1,6 +1,6 @@
 """Approximate (HNSW) vs exact (FAISS flat) search: shortlist recall and per-query latency.
 
-Prints one JSON line per --ef-search value. Synthetic data: clustered unit vectors (a mixture of Gaussians on the
+Prints one JSON line per --ef-search value (and per --ivf-nprobe with --ivf-nlist). Synthetic data: clustered unit vectors (a mixture of Gaussians on the
 sphere), because uniform random vectors in high dimension are ANN's pathological case: every
 point is almost equally far from every other (cosines ~N(0, 1/d)), so there is no neighbourhood
 structure for a graph or a partition to exploit, unlike real image embeddings, which cluster by
@@ -84,6 +84,8 @@ def main() -> None:
     ap.add_argument("--ef-construction", type=int, default=40)
     ap.add_argument("--ef-search", type=lambda v: [int(e) for e in v.split(",")], default=[128],
                     help="comma-separated: one line per value (the graph is built once)")
+    ap.add_argument("--ivf-nlist", type=int, default=0, help="also measure IVF-Flat with this many lists (default 0: not)")
+    ap.add_argument("--ivf-nprobe", type=lambda v: [int(e) for e in v.split(",")], default=[16, 32])
     ap.add_argument("--repeats", type=int, default=30)
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args()
@@ -115,30 +117,43 @@ def main() -> None:
     # The shortlist searches the app runs: scoring.rank's FAISS search, and the batched search
     # stage's (engine/ranking.py) one numpy product + argpartition for an exact index.
     searches = {"exact": lambda qb: flat.search(qb, a.shortlist),
-                "exact_numpy": lambda qb: shortlist_rows(g, flat, qb, a.shortlist),
-                "hnsw": lambda qb: hnsw.search(qb, a.shortlist)}
+                "exact_numpy": lambda qb: shortlist_rows(g, flat, qb, a.shortlist)}
     lat = {f"{name}_b{b}": round(_median_ms(lambda: fn(q[:b]), a.repeats) / b, 3)
-           for b in (1, 16) for name, fn in searches.items() if name != "hnsw"}
+           for b in (1, 16) for name, fn in searches.items()}
     best = {b: min(lat[f"exact_b{b}"], lat[f"exact_numpy_b{b}"]) for b in (1, 16)}
-    for ef in a.ef_search:  # one graph, several search beams: one line each
-        hnsw._index.hnsw.efSearch = ef
-        _, approx10 = hnsw.search(q, a.k)
-        _, approx_s = hnsw.search(q, a.shortlist)  # FAISS searches with max(efSearch, k)
-        chord = rank(cq, q_empty, v_ref, g, a.k, "chord", index=hnsw, shortlist=a.shortlist)[1] if len(cq) else None
+
+    def report(ann: Index, params: dict, build_s: float) -> None:
+        """One JSON line: `ann`'s recall and latency against the exact results above."""
+        _, approx10 = ann.search(q, a.k)
+        _, approx_s = ann.search(q, a.shortlist)  # HNSW searches with max(efSearch, k)
+        chord = rank(cq, q_empty, v_ref, g, a.k, "chord", index=ann, shortlist=a.shortlist)[1] if len(cq) else None
         for b in (1, 16):
-            lat[f"hnsw_b{b}"] = round(_median_ms(lambda: searches["hnsw"](q[:b]), a.repeats) / b, 3)
+            lat[f"ann_b{b}"] = round(_median_ms(lambda: ann.search(q[:b], a.shortlist), a.repeats) / b, 3)
         print(json.dumps({
-            "bench": "ann", "n": a.n, "d": a.d, "clusters": clusters, "queries": a.queries, "k": a.k,
-            "shortlist": a.shortlist, "noise": a.noise, "hnsw_m": a.hnsw_m, "ef_construction": a.ef_construction,
-            "ef_search": ef, "gen_s": round(gen_s, 1), "build_s": {"flat": round(flat_s, 1), "hnsw": round(hnsw_s, 1)},
+            "bench": "ann", "index": ann.kind, "n": a.n, "d": a.d, "clusters": clusters, "queries": a.queries,
+            "k": a.k, "shortlist": a.shortlist, "noise": a.noise, **params, "gen_s": round(gen_s, 1),
+            "build_s": {"flat": round(flat_s, 1), ann.kind: round(build_s, 1)},
             "recall_at_k": round(recall_within(approx10, exact[:, :a.k]), 4),
             "shortlist_recall": round(recall_within(approx_s, exact[:, :a.k]), 4),
             "chord_recall_at_k": round(recall_within(chord, chord_exact), 4) if len(cq) else None,
             "latency_ms_per_query": dict(lat),
-            "speedup_b1": round(best[1] / lat["hnsw_b1"], 2),  # vs the faster exact path
-            "speedup_b16": round(best[16] / lat["hnsw_b16"], 2),
+            "speedup_b1": round(best[1] / lat["ann_b1"], 2),  # vs the faster exact path
+            "speedup_b16": round(best[16] / lat["ann_b16"], 2),
             "omp_threads": faiss.omp_get_max_threads(), "load_avg_1m_start": load0,
         }), flush=True)
+
+    for ef in a.ef_search:  # one graph, several search beams: one line each
+        hnsw._index.hnsw.efSearch = ef
+        report(hnsw, {"hnsw_m": a.hnsw_m, "ef_construction": a.ef_construction, "ef_search": ef}, hnsw_s)
+    if a.ivf_nlist:  # the index build's default approximate index (docs/BENCHMARKS.md says why)
+        del hnsw
+        t0 = time.perf_counter()
+        ivf = Index.build(g, "ivf-flat", nlist=a.ivf_nlist)
+        ivf_s = time.perf_counter() - t0
+        for nprobe in a.ivf_nprobe:
+            ivf._index.nprobe = nprobe
+            report(ivf, {"nlist": a.ivf_nlist, "nprobe": nprobe}, ivf_s)
+
 
 if __name__ == "__main__":
     main()

@@ -1,4 +1,5 @@
-"""FAISS index over L2-normalised embeddings: exact inner product (`flat`) or `hnsw`.
+"""FAISS index over L2-normalised embeddings: exact inner product (`flat`), `hnsw` or
+`ivf-flat` (FAISS's "IVF{nlist},Flat").
 
 Scores are inner products, i.e. cosines for normalised rows. numpy in, numpy out.
 """
@@ -24,7 +25,15 @@ from .errors import InputError
 # threshold at ~20, 64-query FlatIP search is 6-9x faster; single queries are unaffected.
 faiss.cvar.distance_compute_blas_threshold = 20
 
-KINDS = ("auto", "flat", "hnsw")
+KINDS = ("auto", "flat", "hnsw", "ivf-flat")
+ANN_KINDS = ("hnsw", "ivf-flat")
+
+
+def ivf_lists(n: int) -> int:
+    """IVF list count for `n` rows: the power of two nearest 4 sqrt(n) (FAISS's guideline), but
+    at most n / 39 so k-means has the >= 39 training points per list FAISS asks for."""
+    target = 1 << max(0, round(np.log2(max(1.0, 4 * np.sqrt(n)))))
+    return max(1, min(target, n // 39))
 
 
 def _as_matrix(x: np.ndarray, name: str) -> np.ndarray:
@@ -38,7 +47,7 @@ def _as_matrix(x: np.ndarray, name: str) -> np.ndarray:
 
 
 class Index:
-    """A FAISS inner-product index with a fixed `kind` ('flat' or 'hnsw')."""
+    """A FAISS inner-product index with a fixed `kind` ('flat', 'hnsw' or 'ivf-flat')."""
 
     def __init__(self, faiss_index: faiss.Index, kind: str):
         self._index = faiss_index
@@ -53,18 +62,33 @@ class Index:
         exact_max: int = 200_000,
         ef_search: int = 128,
         ef_construction: int = 40,
+        ann: str = "hnsw",
+        nlist: int | None = None,
+        nprobe: int = 16,
     ) -> "Index":
-        """Index `emb` (N, D). 'auto' is exact up to `exact_max` rows (HNSW build is ~30 s/100k)."""
+        """Index `emb` (N, D). 'auto' is exact up to `exact_max` rows, else `ann` ('hnsw': HNSW
+        build is ~30 s/100k; 'ivf-flat': IVF-Flat with `nlist` lists (default `ivf_lists(N)`) trained
+        on a 40-rows-per-list sample, `nprobe` lists searched)."""
         if kind not in KINDS:
             raise InputError(f"unknown index kind {kind!r}; expected one of {KINDS}")
+        if ann not in ANN_KINDS:
+            raise InputError(f"unknown approximate index {ann!r}; expected one of {ANN_KINDS}")
         emb = _as_matrix(emb, "embeddings")
         n, d = emb.shape
         if d == 0:
             raise InputError("embeddings have dimension 0")
         if kind == "auto":
-            kind = "flat" if n <= exact_max else "hnsw"
+            kind = "flat" if n <= exact_max else ann
         if kind == "flat":
             index = faiss.IndexFlatIP(d)
+        elif kind == "ivf-flat":
+            lists = min(int(nlist or ivf_lists(n)), n)
+            if lists < 1:
+                raise InputError(f"an IVF index needs nlist >= 1 and rows to train on (nlist={nlist}, rows={n})")
+            index = faiss.index_factory(d, f"IVF{lists},Flat", faiss.METRIC_INNER_PRODUCT)
+            sample = np.sort(np.random.default_rng(0).choice(n, min(n, 40 * lists), replace=False))
+            index.train(np.ascontiguousarray(emb[sample]))  # seeded sample: same rows, same index
+            index.nprobe = nprobe
         else:
             index = faiss.IndexHNSWFlat(d, hnsw_m, faiss.METRIC_INNER_PRODUCT)
             index.hnsw.efSearch = ef_search
@@ -106,7 +130,8 @@ class Index:
     def load(cls, path: str | Path) -> "Index":
         """Read an index written by `save`."""
         index = faiss.read_index(str(path))
-        kind = "hnsw" if isinstance(index, faiss.IndexHNSW) else "flat"  # efSearch is stored too
+        # efSearch / nprobe are stored in the file too
+        kind = "hnsw" if isinstance(index, faiss.IndexHNSW) else "ivf-flat" if isinstance(index, faiss.IndexIVF) else "flat"
         return cls(index, kind)
 
     def __repr__(self) -> str:

@@ -107,18 +107,21 @@ def test_interrupted_build_resumes_and_changed_image_reembeds_its_shard(photos, 
     assert not np.allclose(open_prebuilt(out).embeddings[5], whole[5])
 
 
-def test_exact_max_switches_to_hnsw_and_reuses_the_shards(photos, tmp_path, tiny_backbone, one_thread):
+def test_exact_max_switches_to_ann_and_reuses_the_shards(photos, tmp_path, tiny_backbone, one_thread):
     out, seen = tmp_path / "idx", []
     assert _build(photos, out, tiny_backbone, exact_max=10)["kind"] == "flat"  # 10 readable images: exact up to 10
     meta = _build(photos, out, tiny_backbone, exact_max=9, on_shard=lambda sh: seen.append(sh))
-    assert meta["kind"] == "hnsw" and seen == []  # re-indexed, nothing re-embedded
+    assert meta["kind"] == "ivf-flat" and meta["ann"] == "ivf-flat" and seen == []  # re-indexed, nothing re-embedded
+    assert open_prebuilt(out).index.kind == "ivf-flat"
+    assert _build(photos, out, tiny_backbone, exact_max=9, ann="hnsw")["kind"] == "hnsw" and seen == []
     pre = open_prebuilt(out)
     assert pre.index.kind == "hnsw"
     _, ids = pre.index.search(np.asarray(pre.embeddings[:3]), 1)
     assert ids[:, 0].tolist() == [0, 1, 2]
 
 
-def test_chord_on_hnsw_shortlist_equals_exact_chord():
+@pytest.mark.parametrize("ann", ["hnsw", "ivf-flat"])
+def test_chord_on_ann_shortlist_equals_exact_chord(ann):
     from cir_core.engine.ranking import rank_all
 
     bench = _bench()
@@ -127,7 +130,8 @@ def test_chord_on_hnsw_shortlist_equals_exact_chord():
     q = bench.queries_near(g, 12, 0.5, rng)
     refs = rng.integers(0, len(g), 12)
     v_ref, q0 = g[refs], bench.queries_near(g[refs], 12, 0.3, rng)
-    hnsw = Index.build(g, "hnsw", hnsw_m=16, ef_search=256)
+    hnsw = Index.build(g, ann, hnsw_m=16, ef_search=256, nlist=16, nprobe=4)
+    assert hnsw.kind == ann
     k, s = 10, 200
     ex_s, ex_i = rank(q, q0, v_ref, g, k, "chord", lam=0.5, exclude=refs)
     _, short = hnsw.search(q, s + 1)
@@ -200,3 +204,17 @@ def test_bench_helpers():
     np.testing.assert_array_equal(x, bench.clustered_unit_vectors(500, 16, 5, np.random.default_rng(0), chunk=128))
     q = bench.queries_near(x, 7, 0.0, np.random.default_rng(1))  # zero noise: queries are gallery rows
     assert ((q @ x.T).max(axis=1) > 1 - 1e-5).all()
+
+
+def test_ivf_list_count_and_round_trip(tmp_path):
+    from cir_core.index import ivf_lists
+
+    # nearest power of two to 4 sqrt(n): 1264.9 -> 1024, 4000 -> 4096; capped at n // 39 (1000 -> 25)
+    assert [ivf_lists(n) for n in (10, 1000, 100_000, 1_000_000)] == [1, 25, 1024, 4096]
+    g = _bench().clustered_unit_vectors(2000, 16, 8, np.random.default_rng(0))
+    ivf = Index.build(g, "ivf-flat", nprobe=5)
+    assert (ivf.kind, ivf._index.nlist, ivf.ntotal) == ("ivf-flat", 51, 2000)
+    ivf.save(tmp_path / "i.faiss")
+    back = Index.load(tmp_path / "i.faiss")
+    assert back.kind == "ivf-flat" and back._index.nprobe == 5
+    np.testing.assert_array_equal(back.search(g[:4], 3)[1], ivf.search(g[:4], 3)[1])
