@@ -88,6 +88,16 @@ class HubRemote:
     def describe(self) -> str:
         return f"dataset repo {self.repo_id}"
 
+    def _check_online(self) -> None:
+        from huggingface_hub import constants
+
+        # huggingface_hub reads HF_HUB_OFFLINE once, at import; the app sets it when its settings
+        # name no Hub model. Say so, rather than fail as a vague "cannot locate the file".
+        if constants.HF_HUB_OFFLINE:
+            raise RemoteUnavailableError(
+                f"HF_HUB_OFFLINE is set, so {self.describe()} cannot be reached; unset it (before "
+                f"huggingface_hub is imported) to persist the annotation DB")
+
     @property
     def api(self) -> Any:
         if self._api is None:
@@ -112,6 +122,7 @@ class HubRemote:
         return RemoteUnavailableError(f"{what}: {type(e).__name__}: {e}")
 
     def upload(self, adds: Mapping[str, Path], deletes: Sequence[str], message: str) -> None:
+        self._check_online()
         from huggingface_hub import CommitOperationAdd, CommitOperationDelete
 
         ops: list[Any] = [CommitOperationAdd(path_in_repo=rel, path_or_fileobj=str(local))
@@ -136,6 +147,7 @@ class HubRemote:
             raise RemoteUnavailableError(f"push to {self.describe()} failed: {e}") from e
 
     def list_files(self, prefix: str) -> list[str]:
+        self._check_online()
         from huggingface_hub import errors as hf
 
         try:
@@ -147,6 +159,7 @@ class HubRemote:
         return sorted(f for f in files if f.startswith(prefix))
 
     def download(self, path: str) -> Path:
+        self._check_online()
         fn = self._download_fn
         if fn is None:
             from huggingface_hub import hf_hub_download

@@ -145,10 +145,16 @@ class FakeApi:
                 "snapshots/20250101T000000.000000Z.json", "README.md"]
 
 
-def test_hub_remote_one_commit_and_error_mapping(db: Path, tmp_path: Path) -> None:
+def test_hub_remote_one_commit_and_error_mapping(db: Path, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
     import httpx2
-    from huggingface_hub import CommitOperationAdd, CommitOperationDelete
+    from huggingface_hub import CommitOperationAdd, CommitOperationDelete, constants
     from huggingface_hub import errors as hf
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)  # conftest's setting, made explicit
+    with pytest.raises(RemoteUnavailableError, match="HF_HUB_OFFLINE"):
+        HubRemote("me/ann-db", api=FakeApi()).download("latest.json")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)  # only fakes below: no network
 
     api = FakeApi(missing=True)
     hub = HubRemote("me/ann-db", token="tok", api=api, download_fn=lambda *a, **k: (_ for _ in ()).throw(

@@ -55,11 +55,19 @@ def test_snapshot_during_two_writers_is_consistent_prefix(db: Path, tmp_path: Pa
     threads = [threading.Thread(target=writer, args=(t,)) for t in (0, 1)]
     for t in threads:
         t.start()
-    snaps = []
+    def wait_for_more_than(n: int) -> None:
+        # Poll, not sleep: on a loaded machine the writers may not have run at all yet.
+        deadline = time.monotonic() + 20
+        while len(rows(db)) <= n and time.monotonic() < deadline and not errors:
+            time.sleep(0.01)
+
+    snaps, seen = [], 3
     try:
         for _ in range(3):
-            time.sleep(0.05)
+            wait_for_more_than(seen)
             snaps.append(snapshot(db, tmp_path / "snaps"))
+            seen = snaps[-1].meta["row_counts"]["events"]
+        wait_for_more_than(seen)  # and more writes after the last one
     finally:
         stop.set()
         for t in threads:
@@ -78,7 +86,8 @@ def test_snapshot_during_two_writers_is_consistent_prefix(db: Path, tmp_path: Pa
             seqs = [s for t, s in ev if t == tid]
             assert seqs == list(range(len(seqs)))  # a prefix: no gaps
         assert snap.meta["row_counts"] == {"events": len(ev) + 3, "mirror": len(mi) + 3}
-    assert 3 < snaps[0].meta["row_counts"]["events"] < final  # taken mid-write
+    counts = [s.meta["row_counts"]["events"] for s in snaps]
+    assert 3 < counts[0] < counts[1] < counts[2] < final  # each taken mid-write
     assert not list((tmp_path / "snaps").glob(".*"))  # no temp files left
 
 
