@@ -11,6 +11,7 @@ from typing import Any, Optional
 
 from sqlalchemy import (
     JSON,
+    MetaData,
     CheckConstraint,
     DateTime,
     Float,
@@ -38,6 +39,14 @@ def _in_list(column: str, values: tuple[str, ...]) -> str:
 
 class Base(DeclarativeBase):
     """Declarative base shared by every annotation table."""
+
+    # Names for the constraints declared without one (unique=True columns, foreign keys), so a
+    # later batch migration can drop or alter them by name. Explicit names are kept as they are.
+    metadata = MetaData(naming_convention={
+        "ix": "ix_%(column_0_label)s",  # SQLAlchemy's default, which a custom convention replaces
+        "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_name)s",
+    })
 
 
 # RESTRICT everywhere: deleting a parent that judgments depend on must fail, never cascade.

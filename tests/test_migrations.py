@@ -96,7 +96,7 @@ def test_legacy_create_all_db_is_stamped(tmp_path: Path) -> None:
 
 
 def _metadata_without(constraint_name: str) -> MetaData:
-    md = MetaData()
+    md = MetaData(naming_convention=Base.metadata.naming_convention)  # same constraint names
     for table in Base.metadata.sorted_tables:
         table.to_metadata(md)
     for table in md.tables.values():

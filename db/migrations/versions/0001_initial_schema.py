@@ -35,7 +35,7 @@ def upgrade() -> None:
     sa.Column('name', sa.String(length=200), nullable=False),
     sa.Column('created_at', sa.DateTime(timezone=True), nullable=False),
     sa.PrimaryKeyConstraint('id'),
-    sa.UniqueConstraint('name')
+    sa.UniqueConstraint('name', name='uq_annotators_name')
     )
     op.create_table('query_sets',
     sa.Column('id', sa.Integer(), nullable=False),
@@ -48,7 +48,7 @@ def upgrade() -> None:
     sa.CheckConstraint('overlap >= 1', name='ck_query_set_overlap'),
     sa.CheckConstraint('pool_k >= 1', name='ck_query_set_pool_k'),
     sa.PrimaryKeyConstraint('id'),
-    sa.UniqueConstraint('name')
+    sa.UniqueConstraint('name', name='uq_query_sets_name')
     )
     op.create_table('queries',
     sa.Column('id', sa.Integer(), nullable=False),
@@ -57,7 +57,7 @@ def upgrade() -> None:
     sa.Column('reference_id', sa.String(length=200), nullable=False),
     sa.Column('edit_text', sa.Text(), nullable=False),
     sa.Column('meta', sa.JSON(), nullable=True),
-    sa.ForeignKeyConstraint(['query_set_id'], ['query_sets.id'], ondelete='RESTRICT'),
+    sa.ForeignKeyConstraint(['query_set_id'], ['query_sets.id'], ondelete='RESTRICT', name='fk_queries_query_set_id_query_sets'),
     sa.PrimaryKeyConstraint('id'),
     sa.UniqueConstraint('query_set_id', 'external_id', name='uq_query_external')
     )
@@ -73,7 +73,7 @@ def upgrade() -> None:
     sa.Column('item_id', sa.String(length=200), nullable=False),
     sa.Column('score', sa.Float(), nullable=True),
     sa.CheckConstraint('rank >= 1', name='ck_retrieved_rank_positive'),
-    sa.ForeignKeyConstraint(['query_id'], ['queries.id'], ondelete='RESTRICT'),
+    sa.ForeignKeyConstraint(['query_id'], ['queries.id'], ondelete='RESTRICT', name='fk_retrieved_items_query_id_queries'),
     sa.PrimaryKeyConstraint('id'),
     sa.UniqueConstraint('query_id', 'method', 'scoring', 'rank', name='uq_retrieved_rank')
     )
@@ -88,7 +88,7 @@ def upgrade() -> None:
     sa.Column('gold_edit', sa.String(length=16), nullable=True),
     sa.CheckConstraint("gold_edit IS NULL OR gold_edit IN ('yes', 'partial', 'no')", name='ck_task_gold_edit'),
     sa.CheckConstraint("gold_identity IS NULL OR gold_identity IN ('yes', 'no', 'cant_tell')", name='ck_task_gold_identity'),
-    sa.ForeignKeyConstraint(['query_id'], ['queries.id'], ondelete='RESTRICT'),
+    sa.ForeignKeyConstraint(['query_id'], ['queries.id'], ondelete='RESTRICT', name='fk_tasks_query_id_queries'),
     sa.PrimaryKeyConstraint('id'),
     sa.UniqueConstraint('query_id', 'item_id', name='uq_task_pair')
     )
@@ -103,9 +103,9 @@ def upgrade() -> None:
     sa.Column('position', sa.Integer(), nullable=False),
     sa.Column('assigned_at', sa.DateTime(timezone=True), nullable=False),
     sa.CheckConstraint('position >= 1', name='ck_assignment_position'),
-    sa.ForeignKeyConstraint(['annotator_id'], ['annotators.id'], ondelete='RESTRICT'),
-    sa.ForeignKeyConstraint(['query_set_id'], ['query_sets.id'], ondelete='RESTRICT'),
-    sa.ForeignKeyConstraint(['task_id'], ['tasks.id'], ondelete='RESTRICT'),
+    sa.ForeignKeyConstraint(['annotator_id'], ['annotators.id'], ondelete='RESTRICT', name='fk_assignments_annotator_id_annotators'),
+    sa.ForeignKeyConstraint(['query_set_id'], ['query_sets.id'], ondelete='RESTRICT', name='fk_assignments_query_set_id_query_sets'),
+    sa.ForeignKeyConstraint(['task_id'], ['tasks.id'], ondelete='RESTRICT', name='fk_assignments_task_id_tasks'),
     sa.PrimaryKeyConstraint('id'),
     sa.UniqueConstraint('annotator_id', 'query_set_id', 'position', name='uq_assignment_position'),
     sa.UniqueConstraint('annotator_id', 'task_id', name='uq_assignment_annotator_task')
@@ -131,8 +131,8 @@ def upgrade() -> None:
     sa.CheckConstraint("(status = 'answered' AND identity IS NOT NULL AND edit IS NOT NULL AND identity IN ('yes', 'no', 'cant_tell') AND edit IN ('yes', 'partial', 'no')) OR (status = 'skipped' AND identity IS NULL AND edit IS NULL AND skip_reason IS NOT NULL AND length(trim(skip_reason)) > 0)", name='ck_judgment_answer_or_skip'),
     sa.CheckConstraint("status IN ('answered', 'skipped')", name='ck_judgment_status'),
     sa.CheckConstraint('time_spent_ms >= 0', name='ck_judgment_time_nonneg'),
-    sa.ForeignKeyConstraint(['annotator_id'], ['annotators.id'], ondelete='RESTRICT'),
-    sa.ForeignKeyConstraint(['task_id'], ['tasks.id'], ondelete='RESTRICT'),
+    sa.ForeignKeyConstraint(['annotator_id'], ['annotators.id'], ondelete='RESTRICT', name='fk_judgments_annotator_id_annotators'),
+    sa.ForeignKeyConstraint(['task_id'], ['tasks.id'], ondelete='RESTRICT', name='fk_judgments_task_id_tasks'),
     sa.PrimaryKeyConstraint('id'),
     sa.UniqueConstraint('annotator_id', 'task_id', name='uq_judgment_annotator_task')
     )
@@ -149,7 +149,7 @@ def upgrade() -> None:
     sa.Column('skip_reason', sa.Text(), nullable=True),
     sa.Column('comment', sa.Text(), nullable=True),
     sa.Column('changed_at', sa.DateTime(timezone=True), nullable=False),
-    sa.ForeignKeyConstraint(['judgment_id'], ['judgments.id'], ondelete='RESTRICT'),
+    sa.ForeignKeyConstraint(['judgment_id'], ['judgments.id'], ondelete='RESTRICT', name='fk_judgment_audits_judgment_id_judgments'),
     sa.PrimaryKeyConstraint('id')
     )
     with op.batch_alter_table('judgment_audits', schema=None) as batch_op:
