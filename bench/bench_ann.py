@@ -1,4 +1,4 @@
-"""Approximate (HNSW) vs exact (FAISS flat) search: shortlist recall and per-query latency.
+"""Approximate (HNSW, IVF-Flat) vs exact (FAISS flat) search: shortlist recall and per-query latency.
 
 Prints one JSON line per --ef-search value (and per --ivf-nprobe with --ivf-nlist). Synthetic data: clustered unit vectors (a mixture of Gaussians on the
 sphere), because uniform random vectors in high dimension are ANN's pathological case: every
