@@ -3,8 +3,9 @@
 Prints one JSON line per --ef-search value (and per --ivf-nprobe with --ivf-nlist).
 Synthetic data: clustered unit vectors (a mixture of Gaussians on the sphere), because uniform
 random vectors in high dimension are ANN's pathological case: every point is almost equally far
-from every other (cosines ~N(0, 1/d)), so there is no neighbourhood structure for a graph or a partition to exploit, unlike real image embeddings, which cluster by
-content. Queries are gallery points plus noise, as a composed query lands near its target.
+from every other (cosines ~N(0, 1/d)), so there is no neighbourhood structure for a graph or a
+partition to exploit, unlike real image embeddings, which cluster by content. Queries are gallery
+points plus noise, as a composed query lands near its target.
     python bench/bench_ann.py --n 100000 [--d 768 --queries 200 --shortlist 200 --ef-search 128,256,512
                                           --ivf-nlist 1024 --ivf-nprobe 16,32]
 """
