@@ -10,7 +10,12 @@ config = from_args()
 apply_offline_default(config)  # before gradio / huggingface_hub read HF_HUB_OFFLINE
 
 from cir_core.ui import build_demo, launch_kwargs  # noqa: E402
+from db.persist_scheduler import start_persistence  # noqa: E402
 
+# Restore the annotation DB from its snapshot repo (when one is set) before anything opens it,
+# then keep pushing snapshots; here, in the main thread, so SIGTERM still gets a final push.
+# Without CIR_DB_REPO it returns None and logs that the DB is not persisted (a warning on a Space).
+persistence = start_persistence(config.db, config.db_repo)
 demo = build_demo(config)
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from it before anything reads that variable.
 | `--gallery` | `CIR_GALLERY` | `world` (or an image folder, or a JSONL/CSV manifest) |
 | `--world-queries` | `CIR_WORLD_QUERIES` | 1000 (the world gallery holds ~8 images per query) |
 | `--db` | `CIR_DB` | `annotations.sqlite` (the annotation tab's database) |
+| `--db-repo` | `CIR_DB_REPO` | none: a Hub dataset repo (or `file:///dir`) the annotation DB is snapshotted to and restored from |
 | `--annotators` | `CIR_ANNOTATORS` | none: a file of `name:password` lines turns on Gradio's login page |
 | `--host` | `CIR_HOST` | Gradio's (127.0.0.1, or `GRADIO_SERVER_NAME`) |
 | `--port` | `CIR_PORT` | Gradio's (7860, or `GRADIO_SERVER_PORT`) |
@@ -47,6 +48,7 @@ class AppConfig:
     world_queries: int = 1000
     db: str = "annotations.sqlite"
     annotators: str | None = None
+    db_repo: str | None = None
     host: str | None = None
     port: int | None = None
     device: str = "cpu"
@@ -59,6 +61,8 @@ class AppConfig:
         """Whether anything here must come from the Hugging Face Hub (then stay online)."""
         b = self.backbone or ""
         return (b.startswith("hf-hub:") or is_hub_repo_id(self.checkpoints)
+                # Snapshots of the annotation DB go to a Hub dataset repo (file:// is a folder).
+                or bool(self.db_repo and not self.db_repo.startswith("file://"))
                 or (self.pretrained is not None and not Path(self.pretrained).expanduser().exists()
                     and not b.startswith("local-dir:")))
 
@@ -78,7 +82,7 @@ def is_hub_repo_id(spec: str | None) -> bool:
 
 _ENV = {"backbone": "CIR_BACKBONE", "pretrained": "CIR_PRETRAINED", "checkpoints": "CIR_CHECKPOINTS",
         "gallery": "CIR_GALLERY", "world_queries": "CIR_WORLD_QUERIES", "db": "CIR_DB",
-        "annotators": "CIR_ANNOTATORS",
+        "annotators": "CIR_ANNOTATORS", "db_repo": "CIR_DB_REPO",
         "host": "CIR_HOST", "port": "CIR_PORT", "device": "CIR_DEVICE", "cache_dir": "CIR_CACHE_DIR"}
 
 
@@ -95,6 +99,8 @@ def build_parser(add_help: bool = True) -> argparse.ArgumentParser:
     ap.add_argument("--world-queries", type=int, help="size of the world benchmark: queries; the gallery "
                     "holds ~8 images each [CIR_WORLD_QUERIES] (default 1000)")
     ap.add_argument("--db", help="SQLite path for annotations [CIR_DB]")
+    ap.add_argument("--db-repo", help="Hub dataset repo (owner/name) or file:///dir keeping snapshots of "
+                    "the annotation DB; restored at start when the DB file is absent [CIR_DB_REPO]")
     ap.add_argument("--annotators", help="file of 'name:password' (or 'name:sha256:<hex>') lines: "
                     "sign-in for the Annotate tab via Gradio's login page [CIR_ANNOTATORS]")
     ap.add_argument("--host", help="server name, 0.0.0.0 to listen on all interfaces [CIR_HOST]")

@@ -107,3 +107,39 @@ def test_results_tab_rates_and_own_export(svc, cir_engine, tmp_path) -> None:
     assert out.figure is not None and len(out.files) == 2
     rows = read_csv(out.files[0])
     assert len(rows) == 6 and {r["annotator"] for r in rows} == {"res1"}  # only the viewer's own
+
+
+def test_app_restores_the_db_from_its_snapshot_repo(tmp_path: Path) -> None:
+    """A Space restart: the DB file is gone, CIR_DB_REPO holds a snapshot, `import app` restores
+    it before anything opens the DB (a folder stands in for the Hub dataset repo)."""
+    import os
+    import sqlite3
+    import subprocess
+    import sys
+
+    from cir_core.appconfig import AppConfig
+    from db.engine import init_db, make_engine as make_db, session_factory
+    from db.models import Annotator
+
+    db, repo = tmp_path / "ann.sqlite", tmp_path / "repo"
+    eng = make_db(db)
+    init_db(eng)
+    with session_factory(eng)() as s:
+        s.add(Annotator(name="kept"))
+        s.commit()
+    eng.dispose()
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "CIR_DB": str(db), "CIR_DB_REPO": f"file://{repo}", "CIR_DB_SNAPSHOT_EVERY": "3600"}
+    run = lambda *cmd: subprocess.run([sys.executable, *cmd], cwd=root, env=env, capture_output=True,
+                                      text=True, timeout=300)
+    pushed = run("-m", "db.snapshot", "push", str(db))
+    assert pushed.returncode == 0, pushed.stderr
+    for f in tmp_path.glob("ann.sqlite*"):
+        f.unlink()
+    started = run("-c", "import app; assert app.persistence is not None")
+    assert started.returncode == 0, started.stderr
+    con = sqlite3.connect(db)
+    assert con.execute("SELECT name FROM annotators").fetchall() == [("kept",)]
+    con.close()
+    # A Hub repo keeps the app online (HF_HUB_OFFLINE unset); a folder does not need it.
+    assert AppConfig(db_repo="org/ann").uses_hub() and not AppConfig(db_repo=f"file://{repo}").uses_hub()
