@@ -55,7 +55,8 @@ def open_gallery(spec: str, world_queries: int, image_size: int) -> tuple[Galler
 
 def load_engine(cfg: AppConfig, progress_cb: Callable[[int, int], None] | None = None) -> "Engine":
     """Build the engine the app runs on. `progress_cb(done, total)` follows the gallery embedding
-    (only items not in the cache are encoded: a restart encodes nothing)."""
+    (only items not in the cache are encoded: a restart encodes nothing). An index folder from
+    `python -m cir_core.index build` as the gallery is used as it is: nothing encoded or indexed."""
     from ..backbone import load_backbone
     from ..config import cache_dir
 
