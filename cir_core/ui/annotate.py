@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -201,12 +202,15 @@ class ServiceHolder:
     """The annotation DB, opened on first use (a bad --db path is reported in the tab, not a crash)."""
 
     def __init__(self, path: str, service: AnnotationService | None = None):
-        self.path, self.service, self.error = path, service, None
+        self.path, self.service = path, service
+        self._lock = threading.Lock()
 
     def get(self) -> AnnotationService:
-        if self.service is None:
-            self.service = AnnotationService(self.path)
-        return self.service
+        # The Annotate and Results tabs load together: one of them opens (and migrates) the DB.
+        with self._lock:
+            if self.service is None:
+                self.service = AnnotationService(self.path)
+            return self.service
 
 
 def build(holder: EngineHolder, services: ServiceHolder) -> AnnotateTab:
