@@ -195,3 +195,20 @@ def test_pool_cli_on_a_movienet_set(tmp_path: Path, capsys) -> None:
             want = "yes" if i % 3 == int(q.external_id[1:]) else "no"
             assert t.gold_identity == want
     eng.dispose()
+
+
+def test_order_groups_each_query_and_differs_between_annotators(S, cir_engine) -> None:
+    _pool(S, cir_engine, n=4, k=3)
+    with S() as s:
+        qs = queue.query_set_by_name(s, "demo")
+        seqs = {}
+        for name in ("o1", "o2"):
+            ann = queue.get_or_create_annotator(s, name)
+            tasks = queue._task_ids(s, qs)
+            order = queue._order(ann, qs, tasks)
+            q_of = {t: q for t, q, _ in tasks}
+            runs = [q_of[t] for i, t in enumerate(order) if i == 0 or q_of[order[i - 1]] != q_of[t]]
+            assert sorted(order) == sorted(t for t, _, _ in tasks)
+            assert len(runs) == len(set(runs)) == 4  # each query's items are contiguous
+            seqs[name] = order
+        assert seqs["o1"] != seqs["o2"]

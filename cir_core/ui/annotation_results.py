@@ -27,6 +27,8 @@ class ResultsView:
     summary: str
     figure: Any = None
     files: list[str] = field(default_factory=list)
+    sets: list[str] = field(default_factory=list)
+    chosen: str | None = None
 
 
 def _ci(c: dict) -> str:
@@ -83,7 +85,7 @@ def results_view(services: ServiceHolder, user: str | None, set_name: str | None
     files = [out / f"judgments-{safe}.csv", out / f"judgments-{safe}.jsonl"]
     write_csv(rows, files[0])
     write_jsonl(rows, files[1])
-    return ResultsView(summary_markdown(rep, user), report_figure(rep), [str(f) for f in files])
+    return ResultsView(summary_markdown(rep, user), report_figure(rep), [str(f) for f in files], sets, name)
 
 
 def build(services: ServiceHolder) -> tuple[list, Any]:
@@ -102,10 +104,12 @@ def build(services: ServiceHolder) -> tuple[list, Any]:
             v = results_view(services, user_of(request, profile), name, kk)
         except Exception as exc:  # a bad k or an empty set is a message, not a stack trace
             gr.Warning(str(exc))
-            return f"⚠ {exc}", None, None
-        return v.summary, v.figure, v.files or None
+            return gr.skip(), f"⚠ {exc}", None, None
+        # The set list may have grown since the page loaded (the demo set is pooled on first use).
+        dd = gr.update(choices=v.sets, value=v.chosen) if v.sets else gr.skip()
+        return dd, v.summary, v.figure, v.files or None
 
-    go.click(run, [set_dd, k], [summary, plot, files], api_visibility="private")
+    go.click(run, [set_dd, k], [set_dd, summary, plot, files], api_visibility="private")
 
     def on_load(request: gr.Request, profile: gr.OAuthProfile | None):
         if not user_of(request, profile):
