@@ -260,11 +260,12 @@ def build(holder: EngineHolder, services: ServiceHolder) -> AnnotateTab:
 
     def on_load(request: gr.Request, profile: gr.OAuthProfile | None):
         user = user_of(request, profile)
+        if not user:  # nobody to annotate as: do not even open (or create) the DB
+            return [gr.update(choices=[]), *render(AnnotateView(NO_SIGN_IN, "", None, None))]
         try:
             svc = services.get()
             eng = holder.get()
-            if user:
-                svc.ensure_default_set(eng)
+            svc.ensure_default_set(eng)
             sets = svc.query_sets()
         except Exception as exc:  # a DB that cannot open must not take the other tabs down
             return [gr.update(), f"⚠ The annotation DB is unavailable: {exc}"] + [gr.skip()] * (len(outs) - 1)
