@@ -125,13 +125,15 @@ def build(gallery: str, backbone: Any, pretrained: str | None, out: str | os.Pat
         _barrier(device)  # rank 0 merges only once every rank has written its shards
         if rank != 0:
             return None
-        shards = []
-        for s, (a, b) in enumerate(bounds):
+
+        def load(s: int) -> Shard:
+            a, b = bounds[s]
             sh = read_shard(shard_path(shard_dir, s), bb.id, keys[a:b], bb.dim)
             if sh is None:
                 raise GalleryError(f"shard {s} (rows {a}-{b}) is missing or stale in {shard_dir}: did a rank fail?")
-            shards.append(sh)
-        return _finish(out, src, keys, shards, bb, gallery, params, digest, progress)
+            return sh
+
+        return _finish(out, src, keys, load, len(bounds), bb, gallery, params, digest, progress)
     finally:
         import torch.distributed as dist
 
@@ -139,31 +141,37 @@ def build(gallery: str, backbone: Any, pretrained: str | None, out: str | os.Pat
             dist.destroy_process_group()
 
 
-def _finish(out: Path, src: Gallery, keys: Sequence[str], shards: Sequence[Shard], bb: Any, spec: str,
-            params: dict[str, Any], digest: str, progress: bool) -> dict[str, Any]:
+def _finish(out: Path, src: Gallery, keys: Sequence[str], load: Callable[[int], Shard], n_shards: int, bb: Any,
+            spec: str, params: dict[str, Any], digest: str, progress: bool) -> dict[str, Any]:
     """Merge the shards into embeddings.npy, write gallery / skipped lists, the index, then build.json."""
     (out / BUILD_FILE).unlink(missing_ok=True)  # the commit point: absent while the folder changes
-    n = sum(len(sh.rows) for sh in shards)
+    # Two passes over the shard files, so that only one shard's vectors are in memory at a time
+    # (a million ViT-L rows are 3 GB): rows and errors first, then the vectors into a memmap.
+    rows, skipped = [], []
+    for s in range(n_shards):
+        sh = load(s)
+        rows.append(sh.rows)
+        skipped += sh.errors
+    order = np.concatenate(rows)
+    n = len(order)
     if n == 0:
         raise GalleryError(f"no image of {spec!r} could be read (see the messages above)")
     tmp = out / f".{EMB_FILE}.{os.getpid()}.tmp"
     emb = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32, shape=(n, bb.dim))
-    rows, pos = [], 0
-    for sh in shards:
+    pos = 0
+    for s in range(n_shards):
+        sh = load(s)
         emb[pos:pos + len(sh.rows)] = sh.emb
-        rows.append(sh.rows)
         pos += len(sh.rows)
     emb.flush()
     del emb
     os.replace(tmp, out / EMB_FILE)
-    order = np.concatenate(rows)
 
     def item_row(i: int) -> dict[str, Any]:
         it = src.items[i]
         return {"id": it.id, "path": it.path, **it.meta, "fingerprint": keys[i]}
 
     _atomic_write(out / GALLERY_FILE, lambda f: f.writelines(json.dumps(item_row(int(i))) + "\n" for i in order), False)
-    skipped = [(r, m) for sh in shards for r, m in sh.errors]
     _atomic_write(out / SKIPPED_FILE, lambda f: f.writelines(
         json.dumps({"id": src.items[r].id, "path": src.items[r].path, "error": m}) + "\n" for r, m in skipped), False)
     t0 = time.monotonic()
