@@ -107,7 +107,7 @@ def evaluate(backbone, bench, methods: list[str], scorings=SCORINGS, lam: float 
              checkpoints: dict[str, str] | None = None, progression: bool = False) -> dict:
     """The evaluation table {method: {scoring: {metric: value}}} plus breakdowns and skips."""
     from cir_core.gallery import EmbeddingCache
-    from cir_core.methods import create_method
+    from cir_core.methods.factory import create_methods
 
     gallery = bench.gallery(backbone.image_size)
     emb = EmbeddingCache(cache or cache_dir()).embed(gallery, backbone, progress=progress)
@@ -117,13 +117,7 @@ def evaluate(backbone, bench, methods: list[str], scorings=SCORINGS, lam: float 
     gt, edit_ok = bench.gt_sets(), bench.edit_ok_sets()
     identities = np.asarray(bench.identities())
     results, extra, skipped, timing, prog = {}, {}, {}, {}, {}
-    for name in methods:
-        try:
-            m = create_method(name, backbone, (checkpoints or {}).get(name))
-        except CIRError as e:  # a missing checkpoint skips one method, loudly, not the table
-            skipped[name] = str(e)
-            print(f"[skip] {name}: {e}", file=sys.stderr)
-            continue
+    for name, m in create_methods(methods, backbone, checkpoints, skipped):
         t0 = time.perf_counter()
         q, q0 = m.compose(refs, texts), m.compose_empty(refs)
         timing[name] = round((time.perf_counter() - t0) / len(texts) * 1000, 3)

@@ -5,7 +5,6 @@ new or changed, and a different backbone gets its own folder.
 """
 from __future__ import annotations
 
-import csv
 import hashlib
 import json
 import os
@@ -20,6 +19,7 @@ import numpy as np
 from PIL import Image
 
 from .errors import GalleryError, ImageLoadError
+from .fileio import read_table
 from .imageio import load_image
 
 IMAGE_EXTS = (".jpg", ".jpeg", ".png", ".webp", ".bmp")
@@ -153,24 +153,10 @@ class Gallery:
 
 def _read_manifest(path: Path) -> list[tuple[int, dict[str, Any]]]:
     """(line number, row) pairs; JSONL if the first non-blank character is '{', else CSV."""
-    text = path.read_text(encoding="utf-8-sig")
-    if text.lstrip().startswith("{"):
-        rows = []
-        for n, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise GalleryError(f"manifest {str(path)!r} line {n}: invalid JSON ({exc.msg})") from None
-            if not isinstance(row, dict):
-                raise GalleryError(f"manifest {str(path)!r} line {n}: expected a JSON object")
-            rows.append((n, row))
-        return rows
-    reader = csv.DictReader(text.splitlines())
-    if reader.fieldnames is None or "path" not in reader.fieldnames:
+    rows, cols = read_table(path, GalleryError)
+    if cols is not None and "path" not in cols:
         raise GalleryError(f"manifest {str(path)!r} line 1: CSV header has no 'path' column")
-    return [(reader.line_num, dict(row)) for row in reader]
+    return rows
 
 
 def _safe_name(name: str) -> str:

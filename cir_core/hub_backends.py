@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Protocol, Sequence
 
 from .errors import CIRError
+from .fileio import sha256_file
 
 
 class HubError(CIRError):
@@ -149,12 +150,6 @@ def _tree_digest(files: dict[str, str], parent: str) -> str:
     return h.hexdigest()
 
 
-def _file_sha(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _copy_tree(src: Path, dst: Path, patterns: Sequence[str] | None = None) -> None:
@@ -196,7 +191,7 @@ class LocalFolderBackend:
     def upload_folder(self, repo_id: str, folder: Path, *, repo_type: str, branch: str,
                       message: str) -> str:
         repo = self._repo(repo_id, repo_type)
-        files = {p.relative_to(folder).as_posix(): _file_sha(p)
+        files = {p.relative_to(folder).as_posix(): sha256_file(p)
                  for p in sorted(Path(folder).rglob("*")) if p.is_file()}
         parent = self._ref(repo, branch) or self._ref(repo, "main") or ""
         sha = _tree_digest(files, parent + message)

@@ -3,13 +3,13 @@ pickle-free .npy only), the `cir_manifest.json` written on push (every file with
 verified on pull, and the per-kind layout checks (methods, backbone, embeddings)."""
 from __future__ import annotations
 
-import hashlib
 import json
 from collections import defaultdict
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable
 
+from .fileio import sha256_file
 from .hub_backends import HubError, matches
 
 MANIFEST = "cir_manifest.json"
@@ -22,13 +22,6 @@ PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt", ".joblib",
 IGNORED = (".gitattributes",)  # the Hub adds it to every repo; it is never loaded
 
 
-def sha256_file(path: Path) -> str:
-    """Hex sha256 of a file, read in 1 MiB blocks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def list_files(folder: Path) -> list[str]:

@@ -8,7 +8,6 @@ Pushing to / restoring from a Hub dataset repo lives in `db/persist.py`; the ope
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from cir_core.errors import CIRError
+from cir_core.fileio import sha256_file
 
 # Lexicographic order == time order, which pruning relies on; microseconds keep two snapshots in
 # one second (a scheduled one, then the final one at shutdown) from colliding.
@@ -67,13 +67,6 @@ def utc_stamp(now: datetime | None = None) -> str:
     return (now or datetime.now(timezone.utc)).astimezone(timezone.utc).strftime(TS_FORMAT)
 
 
-def sha256_file(path: Path) -> str:
-    """Hex sha256 of a file, read in 1 MiB blocks."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _connect_existing(path: Path, readonly: bool = False) -> sqlite3.Connection:

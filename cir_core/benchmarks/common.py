@@ -5,7 +5,6 @@ the loop over methods × scorings that produces the JSON report.
 from __future__ import annotations
 
 import json
-import sys
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -15,7 +14,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from cir_core.config import cache_dir
-from cir_core.errors import CIRError, InputError
+from cir_core.errors import InputError
 from cir_core.gallery import EmbeddingCache, Gallery
 from cir_core.scoring import chord_scores, cosine_scores
 
@@ -160,17 +159,11 @@ def run(bench: Benchmark, backbone, methods: Sequence[str], scorings: Sequence[s
         progress: bool = True, checkpoints: dict[str, str] | None = None,
         dump=None) -> tuple[dict, dict[tuple[str, str], MethodResult]]:
     """Every method × scoring on `bench`: (JSON report, the raw results for submissions)."""
-    from cir_core.methods import create_method
+    from cir_core.methods.factory import create_methods
 
     emb = {k: embed(g, backbone, cache, progress) for k, g in bench.galleries().items()}
     results, extra, skipped, timing, raw = {}, {}, {}, {}, {}
-    for name in methods:
-        try:
-            m = create_method(name, backbone, (checkpoints or {}).get(name))
-        except CIRError as e:  # a missing checkpoint skips one method, loudly, not the table
-            skipped[name] = str(e)
-            print(f"[skip] {name}: {e}", file=sys.stderr)
-            continue
+    for name, m in create_methods(methods, backbone, checkpoints, skipped):
         for sc in scorings:
             t0 = time.perf_counter()
             res = bench.evaluate_method(m, emb, ScoreOpts(sc, lam, variant))

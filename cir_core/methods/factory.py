@@ -1,10 +1,11 @@
 """Build a registered method, loading its checkpoint (safetensors + config.json) if it has one."""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Iterator
 
-from cir_core.errors import CheckpointError
+from cir_core.errors import CheckpointError, CIRError
 
 from .base import Method, get_method_class
 
@@ -27,3 +28,18 @@ def create_method(name: str, backbone: Any, checkpoint: str | Path | None = None
     if not folder.exists():
         raise CheckpointError(f"method {name!r}: no checkpoint at {folder}")
     return cls.from_checkpoint(backbone, folder)  # type: ignore[attr-defined]
+
+
+def create_methods(names: Iterable[str], backbone: Any, checkpoints: dict[str, str] | None,
+                   skipped: dict[str, str]) -> Iterator[tuple[str, Method]]:
+    """(name, method) for every name that builds. One that does not (a missing or mismatched
+    checkpoint) goes to `skipped` with its reason and to stderr, loudly, so one method cannot
+    stop an evaluation table."""
+    for name in names:
+        try:
+            method = create_method(name, backbone, (checkpoints or {}).get(name))
+        except CIRError as e:
+            skipped[name] = str(e)
+            print(f"[skip] {name}: {e}", file=sys.stderr)
+            continue
+        yield name, method

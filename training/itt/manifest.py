@@ -7,12 +7,11 @@ call or write.
 """
 from __future__ import annotations
 
-import csv
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from cir_core.errors import InputError
+from cir_core.fileio import read_table
 from cir_core.inputs import MAX_EDIT_CHARS, collapse_whitespace
 
 
@@ -26,31 +25,16 @@ class Source:
 
 
 def _rows(path: Path) -> list[tuple[int, dict]]:
-    text = path.read_text(encoding="utf-8-sig")
-    if text.lstrip().startswith("{"):
-        rows = []
-        for n, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"manifest {str(path)!r} line {n}: invalid JSON ({exc.msg})") from None
-            if not isinstance(row, dict):
-                raise InputError(f"manifest {str(path)!r} line {n}: expected a JSON object")
-            rows.append((n, row))
+    rows, cols = read_table(path, InputError)
+    if cols is None:
         return rows
-    reader = csv.DictReader(text.splitlines())
-    cols = reader.fieldnames or []
     if "caption" not in cols or not ({"path", "id"} & set(cols)):
         raise InputError(f"manifest {str(path)!r} line 1: CSV header needs 'caption' and 'path' "
                          f"or 'id' columns, got {cols}")
-    out = []
-    for row in reader:
+    for n, row in rows:
         if None in row:  # more cells than header columns
-            raise InputError(f"manifest {str(path)!r} line {reader.line_num}: more cells than header columns")
-        out.append((reader.line_num, row))
-    return out
+            raise InputError(f"manifest {str(path)!r} line {n}: more cells than header columns")
+    return rows
 
 
 def read_manifest(path: str | Path, check_images: bool = True) -> list[Source]:

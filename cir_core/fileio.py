@@ -1,0 +1,39 @@
+"""Small file helpers shared by the gallery, the ITT builder, the Hub tools and the DB snapshots."""
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+
+def sha256_file(path: str | Path) -> str:
+    """Hex sha256 of a file, read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def read_table(path: Path, error: type[Exception]) -> tuple[list[tuple[int, dict[str, Any]]], list[str] | None]:
+    """(rows as (line number, dict), CSV header or None for JSONL) of a JSONL or CSV file:
+    JSONL if the first non-blank character is '{'. Bad JSON lines raise `error` naming the line."""
+    text = path.read_text(encoding="utf-8-sig")
+    if text.lstrip().startswith("{"):
+        rows = []
+        for n, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise error(f"manifest {str(path)!r} line {n}: invalid JSON ({exc.msg})") from None
+            if not isinstance(row, dict):
+                raise error(f"manifest {str(path)!r} line {n}: expected a JSON object")
+            rows.append((n, row))
+        return rows, None
+    reader = csv.DictReader(text.splitlines())
+    rows = [(reader.line_num, dict(row)) for row in reader]
+    return rows, list(reader.fieldnames or [])
