@@ -105,6 +105,7 @@ def test_results_tab_rates_and_own_export(svc, cir_engine, tmp_path) -> None:
     for name in cir_engine.columns:
         assert f"| {name} · cosine |" in out.summary
     assert out.figure is not None and len(out.files) == 2
+    assert "**Pairwise @1**" in out.summary and " − pact · cosine |" in out.summary
     rows = read_csv(out.files[0])
     assert len(rows) == 6 and {r["annotator"] for r in rows} == {"res1"}  # only the viewer's own
 

@@ -37,6 +37,12 @@ def _ci(c: dict) -> str:
     return f"{c['mean']:.2f} [{c['lo']:.2f}, {c['hi']:.2f}]"
 
 
+def _diff(c: dict | None) -> str:
+    if not c or c.get("diff") is None:
+        return "n/a"
+    return f"{c['diff']:+.2f} [{c['lo']:+.2f}, {c['hi']:+.2f}] · P>0 {c['frac_positive']:.2f} · n={c['n']}"
+
+
 def summary_markdown(rep: dict, user: str) -> str:
     """The report as markdown tables (the terminal version is `db.report.format_report`)."""
     j, k = rep["judgments"], rep["k"]
@@ -49,6 +55,18 @@ def summary_markdown(rep: dict, user: str) -> str:
         out.append(f"| {m['method']} · {m['scoring']} | {cov['at_1']} / {cov['at_k']} | "
                    f"{_ci(m['at_1']['identity'])} | {_ci(m['at_k']['identity'])} | "
                    f"{_ci(m['at_1']['edit'])} | {_ci(m['at_k']['edit'])} |")
+    pairs = [c for c in rep["comparisons"] if c["depth"] == "at_k"
+             and c["a"].split("/")[1] == c["b"].split("/")[1]]  # same scoring, methods compared
+    if pairs:
+        out += ["", f"**Pairwise @{k}** (mean per-query difference a − b, paired bootstrap 95 % CI, "
+                "share of resamples > 0, shared queries)", "",
+                "| a − b | identity | edit |", "|---|---|---|"]
+        by_pair: dict[tuple[str, str], dict[str, dict]] = {}
+        for c in pairs:
+            by_pair.setdefault((c["a"], c["b"]), {})[c["metric"]] = c
+        for (a, b), m in by_pair.items():
+            cells = [_diff(m.get(x)) for x in ("identity", "edit")]
+            out.append(f"| {a.replace('/', ' · ')} − {b.replace('/', ' · ')} | {cells[0]} | {cells[1]} |")
     out += ["", "Rates are means over queries with 95 % bootstrap intervals (queries resampled); a query "
             "counts only once all its top-k pairs are judged (the 'queries' column). Edit: yes = 1, "
             "partly = ½. Details: docs/ANNOTATION.md."]
