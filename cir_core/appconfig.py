@@ -11,7 +11,7 @@ from it before anything reads that variable.
 | `--pretrained` | `CIR_PRETRAINED` | none (an open_clip tag or a weights file) |
 | `--checkpoints` | `CIR_CHECKPOINTS` | `assets/methods` (a folder of `<method>/`, or a Hub repo id `org/name[@rev]`) |
 | (in the spec: `@rev`) | `CIR_CHECKPOINTS_REVISION`, `CIR_BACKBONE_REVISION` | the branch, tag or commit sha a Hub checkpoint repo / `hf-hub:` backbone is pinned to when its spec has no `@rev` |
-| `--gallery` | `CIR_GALLERY` | `world` (or an image folder, or a JSONL/CSV manifest) |
+| `--gallery` | `CIR_GALLERY` | `world` (or an image folder, a JSONL/CSV manifest, an index folder, `movienet:ROOT`) |
 | `--world-queries` | `CIR_WORLD_QUERIES` | 1000 (the world gallery holds ~8 images per query) |
 | `--db` | `CIR_DB` | `annotations.sqlite` (the annotation tab's database) |
 | `--db-repo` | `CIR_DB_REPO` | none: a Hub dataset repo (or `file:///dir`) the annotation DB is snapshotted to and restored from |
@@ -94,8 +94,9 @@ def build_parser(add_help: bool = True) -> argparse.ArgumentParser:
     ap.add_argument("--pretrained", help="open_clip pretrained tag (openai) or a weights file [CIR_PRETRAINED]")
     ap.add_argument("--checkpoints", help="folder holding <method>/ checkpoint folders, or a Hub repo id "
                     "org/name[@branch|tag|sha] [CIR_CHECKPOINTS; CIR_CHECKPOINTS_REVISION]; default: assets/methods")
-    ap.add_argument("--gallery", help="'world' (the generated test benchmark), an image folder, or a "
-                    "JSONL/CSV manifest [CIR_GALLERY]")
+    ap.add_argument("--gallery", help="'world' (the generated test benchmark), an image folder, a "
+                    "JSONL/CSV manifest, an index folder (python -m cir_core.index build) or "
+                    "movienet:ROOT [CIR_GALLERY]")
     ap.add_argument("--world-queries", type=int, help="size of the world benchmark: queries; the gallery "
                     "holds ~8 images each [CIR_WORLD_QUERIES] (default 1000)")
     ap.add_argument("--db", help="SQLite path for annotations [CIR_DB]")
