@@ -34,7 +34,8 @@ def test_auto_picks_kind_by_size():
     rng = np.random.default_rng(1)
     g = _unit(rng, 50, 8)
     assert Index.build(g).kind == "flat"
-    assert Index.build(g, exact_max=10, hnsw_m=8).kind == "hnsw"
+    assert Index.build(g, exact_max=10, nlist=4).kind == "ivf-flat"  # the measured default
+    assert Index.build(g, exact_max=10, ann="hnsw", hnsw_m=8).kind == "hnsw"
 
 
 def test_hnsw_finds_exact_neighbours_on_small_data():
