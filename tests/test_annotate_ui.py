@@ -144,3 +144,13 @@ def test_app_restores_the_db_from_its_snapshot_repo(tmp_path: Path) -> None:
     con.close()
     # A Hub repo keeps the app online (HF_HUB_OFFLINE unset); a folder does not need it.
     assert AppConfig(db_repo="org/ann").uses_hub() and not AppConfig(db_repo=f"file://{repo}").uses_hub()
+
+
+def test_guideline_examples_follow_the_world_truth(cir_engine) -> None:
+    ex = annotate.guideline_examples(cir_engine, size=64)
+    assert len(ex) == 1 + 6 and ex[0][1].startswith("Reference")
+    labels = [c for _, c in ex[1:]]
+    assert sum("the target" in c for c in labels) == 1
+    assert any(c.startswith("Different character · Edit satisfied") for c in labels)
+    assert any("nothing changed" in c for c in labels)
+    assert annotate.guideline_examples(type("E", (), {"bench": None})()) == []

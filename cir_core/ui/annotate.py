@@ -19,63 +19,16 @@ import gradio as gr
 
 from db.service import SKIP_REASONS, AnnotationService, QueueState
 
+from .annotate_help import GUIDELINES, HOTKEY_JS, KEYS, guideline_examples  # noqa: F401
 from .common import EngineHolder
 
 IDENTITY = (("yes", "Same character", "1"), ("no", "Different character", "2"),
             ("cant_tell", "Can't tell", "3"))
 EDIT = (("yes", "Edit satisfied", "Q"), ("partial", "Partly", "W"), ("no", "Not satisfied", "E"))
-KEYS = {"1": "ann-id-yes", "2": "ann-id-no", "3": "ann-id-cant_tell", "q": "ann-edit-yes",
-        "w": "ann-edit-partial", "e": "ann-edit-no", "s": "ann-skip", "b": "ann-back", "n": "ann-next"}
 IMAGE = 384
 NO_SIGN_IN = ("**Sign in to annotate.** Annotation is attributed to a person: run the app with "
               "`--annotators FILE` (Gradio's login page) or, on a Space, set `hf_oauth: true` and use "
               "*Sign in with Hugging Face*.")
-
-GUIDELINES = """
-**For each pair answer two questions** (click, or press the key shown on the button):
-
-1. **Identity** — does the *candidate* show the **same character** as the reference?
-   Judge the person/character, not the pose, position, clothes colour or background.
-   *Can't tell* only when the character is not visible enough to decide.
-2. **Edit** — does the candidate satisfy **the edit text** applied to the reference?
-   *Satisfied*: every change asked for is there and nothing else asked to stay was changed.
-   *Partly*: some of the requested changes are there, or one is there only approximately.
-   *Not satisfied*: none of them, or the candidate contradicts the edit.
-
-The two questions are independent: a different character can satisfy the edit (Identity: different,
-Edit: satisfied), and the unchanged reference re-shot fails it (Identity: same, Edit: not satisfied).
-
-Examples (generated world): reference *Ada on a beach with a red square*, edit *"Make the square blue."*
-- Ada, beach, blue square → Same character · Edit satisfied.
-- Ada, beach, red square → Same character · Not satisfied (nothing changed).
-- Bo, beach, blue square → Different character · Edit satisfied.
-- Ada, beach, purple square → Same character · Partly (approximately the asked colour).
-
-**Skip [S]** with a reason when you cannot judge; **Back [B]** revisits your previous answer (changing it
-keeps the old one in the audit log); **Next [N]** returns to your first unanswered pair.
-Your answers are yours: nobody else sees or changes them, and you never see which method found a candidate.
-"""
-
-HOTKEY_JS = """
-<script>
-(() => {
-  const keys = %s;
-  document.addEventListener('keydown', (e) => {
-    if (e.ctrlKey || e.metaKey || e.altKey || e.repeat) return;
-    const t = e.target;
-    if (t && (t.isContentEditable || ['INPUT', 'TEXTAREA', 'SELECT'].includes(t.tagName))) return;
-    const id = keys[e.key.toLowerCase()];
-    if (!id) return;
-    let el = document.getElementById(id);
-    if (el && el.tagName !== 'BUTTON') el = el.querySelector('button') || el;
-    if (!el || !el.checkVisibility() || el.disabled) return;  // only on the Annotate tab
-    e.preventDefault();
-    el.click();
-  });
-})();
-</script>
-""" % ("{" + ", ".join(f'"{k}": "{v}"' for k, v in KEYS.items()) + "}")
-
 
 def auth_mode() -> str:
     """'hf' on a Space with OAuth configured, else 'password' (Gradio auth, when set at launch)."""
@@ -239,6 +192,8 @@ def build(holder: EngineHolder, services: ServiceHolder) -> AnnotateTab:
         next_b = gr.Button("Next unanswered ▶  [N]", elem_id="ann-next", scale=1)
     with gr.Accordion("Guidelines and examples", open=False):
         gr.Markdown(GUIDELINES)
+        examples = gr.Gallery(label="Worked examples (the generated world's ground truth)", columns=6,
+                              height="auto", allow_preview=True, elem_id="ann-examples")
     state = gr.State({})
     outs = [status, edit_md, ref_img, cand_img, comment, state, *id_btns, *ed_btns]
 
@@ -261,16 +216,16 @@ def build(holder: EngineHolder, services: ServiceHolder) -> AnnotateTab:
     def on_load(request: gr.Request, profile: gr.OAuthProfile | None):
         user = user_of(request, profile)
         if not user:  # nobody to annotate as: do not even open (or create) the DB
-            return [gr.update(choices=[]), *render(AnnotateView(NO_SIGN_IN, "", None, None))]
+            return [gr.update(choices=[]), *render(AnnotateView(NO_SIGN_IN, "", None, None)), None]
         try:
             svc = services.get()
             eng = holder.get()
             svc.ensure_default_set(eng)
             sets = svc.query_sets()
         except Exception as exc:  # a DB that cannot open must not take the other tabs down
-            return [gr.update(), f"⚠ The annotation DB is unavailable: {exc}"] + [gr.skip()] * (len(outs) - 1)
+            return [gr.update(), f"⚠ The annotation DB is unavailable: {exc}"] + [gr.skip()] * len(outs)
         dd = gr.update(choices=sets, value=sets[0] if sets else None)
-        return [dd, *render(open_view(svc, eng, user, sets[0] if sets else None))]
+        return [dd, *render(open_view(svc, eng, user, sets[0] if sets else None)), guideline_examples(eng)]
 
     def pick(kind: str, value: str):
         def fn(st: dict, com: str, request: gr.Request, profile: gr.OAuthProfile | None):
@@ -297,4 +252,4 @@ def build(holder: EngineHolder, services: ServiceHolder) -> AnnotateTab:
     back_b.click(on_move("back"), [state], outs, api_visibility="private")
     next_b.click(on_move("next"), [state], outs, api_visibility="private")
     set_dd.input(guarded(on_set), [set_dd], outs, api_visibility="private")
-    return AnnotateTab([set_dd, *outs], on_load)
+    return AnnotateTab([set_dd, *outs, examples], on_load)
