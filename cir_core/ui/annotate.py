@@ -192,8 +192,9 @@ def build(holder: EngineHolder, services: ServiceHolder) -> AnnotateTab:
         next_b = gr.Button("Next unanswered ▶  [N]", elem_id="ann-next", scale=1)
     with gr.Accordion("Guidelines and examples", open=False):
         gr.Markdown(GUIDELINES)
-        examples = gr.Gallery(label="Worked examples (the generated world's ground truth)", columns=6,
-                              height="auto", allow_preview=True, elem_id="ann-examples")
+        examples = gr.Gallery(label="Worked examples (the generated world's ground truth)", columns=7,
+                              height="auto", allow_preview=True, elem_id="ann-examples",
+                              elem_classes="result-gallery")  # full captions below the pictures
     state = gr.State({})
     outs = [status, edit_md, ref_img, cand_img, comment, state, *id_btns, *ed_btns]
 
