@@ -3,7 +3,7 @@
 For each query every (method, scoring) returns its top-k; every hit becomes a `RetrievedItem`
 (method, scoring, rank, item, score — never shown to annotators), and the distinct items of a
 query become its `Task`s. Judgments on a task are joined back, at analysis time, to every method
-that retrieved that item (`method_judgments`).
+that retrieved that item (`db.results.load_set`, used by the report).
 
     python -m db.pooling --db annotations.sqlite --name world-demo --queries 20 --k 5 --overlap 2
     python -m db.pooling --gallery movienet:/data/movienet-id --backbone ViT-L-14 --pretrained openai \
@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterable, Sequence
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from db.models import Judgment, Query, QuerySet, RetrievedItem, Task
+from db.models import Query, QuerySet, RetrievedItem, Task
 
 MAX_POOL_K = 50
 
@@ -107,21 +107,6 @@ def pool_query_set(session: Session, engine: Any, name: str, queries: Sequence[P
         t.gold_identity, t.gold_edit = q.truth(t.item_id)
     session.commit()
     return qs
-
-
-def method_judgments(session: Session, query_set: QuerySet) -> list[dict[str, Any]]:
-    """Every answered judgment joined to every (method, scoring, rank) that retrieved its item:
-    one row per (judgment, retrieval), the input of per-method rates."""
-    rows = session.execute(
-        select(RetrievedItem.method, RetrievedItem.scoring, RetrievedItem.rank, Query.external_id,
-               Task.item_id, Judgment.annotator_id, Judgment.identity, Judgment.edit)
-        .join(Query, RetrievedItem.query_id == Query.id)
-        .join(Task, (Task.query_id == RetrievedItem.query_id) & (Task.item_id == RetrievedItem.item_id))
-        .join(Judgment, Judgment.task_id == Task.id)
-        .where(Query.query_set_id == query_set.id, Judgment.status == "answered")
-        .order_by(RetrievedItem.method, RetrievedItem.scoring, Query.external_id, RetrievedItem.rank)).all()
-    keys = ("method", "scoring", "rank", "query", "item_id", "annotator_id", "identity", "edit")
-    return [dict(zip(keys, r)) for r in rows]
 
 
 def world_queries(engine: Any, n: int, skip: int = 0) -> list[PoolQuery]:

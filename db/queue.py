@@ -53,6 +53,7 @@ class Progress:
     done: int  # answered or skipped by this annotator
     total: int  # done + what is still open to this annotator now
     skipped: int
+    latest: int  # the highest queue position assigned so far (0: none)
 
 
 def get_or_create_annotator(session: Session, name: str) -> Annotator:
@@ -208,4 +209,4 @@ def progress(session: Session, annotator: Annotator, qs: QuerySet) -> Progress:
     counts = {s: int(n) for s, n in rows}
     done = sum(counts.values())
     remaining = (len(mine) - done) + len(_open_tasks(session, annotator, qs, set(ids)))
-    return Progress(done, done + remaining, counts.get("skipped", 0))
+    return Progress(done, done + remaining, counts.get("skipped", 0), mine[-1].position if mine else 0)

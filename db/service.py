@@ -34,8 +34,7 @@ class QueueState:
     user: str
     query_set: str
     task: queue.TaskView | None  # None: this annotator has finished the set
-    progress: queue.Progress
-    latest: int  # the highest position assigned so far (where "next" returns to)
+    progress: queue.Progress  # progress.latest: the highest position assigned so far
 
 
 class AnnotationService:
@@ -74,9 +73,7 @@ class AnnotationService:
                 return qs.name
 
     def _state(self, s: Any, ann: Any, qs: QuerySet, task: queue.TaskView | None) -> QueueState:
-        mine = queue.assignments(s, ann.id, qs)
-        return QueueState(ann.name, qs.name, task, queue.progress(s, ann, qs),
-                          mine[-1].position if mine else 0)
+        return QueueState(ann.name, qs.name, task, queue.progress(s, ann, qs))
 
     def open(self, user: str, set_name: str, position: int | None = None) -> QueueState:
         """The current task (None position), or this user's task at `position` (back/undo)."""

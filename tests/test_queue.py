@@ -11,7 +11,8 @@ from _cir_fakes import fake_trained_methods, make_engine
 from db import queue
 from db.engine import init_db, make_engine as make_db, session_factory
 from db.models import Assignment, JudgmentAudit, Query, QuerySet, RetrievedItem, Task
-from db.pooling import PoolQuery, method_judgments, pool_query_set, world_queries
+from db.pooling import PoolQuery, pool_query_set, world_queries
+from db.results import item_scores, load_set
 
 METHODS = ["pact", "dice", "sum"]
 
@@ -78,9 +79,14 @@ def test_join_back_counts_a_judgment_for_every_method_that_retrieved_the_item(S,
         task = s.get(Task, view.task_id)
         who = {(r.method, r.scoring) for r in s.scalars(select(RetrievedItem).where(
             RetrievedItem.query_id == task.query_id, RetrievedItem.item_id == task.item_id))}
-        rows = method_judgments(s, qs)
-    assert {(r["method"], r["scoring"]) for r in rows} == who  # every retriever, no one else
-    assert all((r["identity"], r["edit"], r["item_id"]) == ("yes", "partial", task.item_id) for r in rows)
+        # The join the report uses (db/results.py): a judged item counts for every retriever.
+        data = load_set(s, qs.name)
+    retrievers = {combo for combo, by_query in data.rankings.items()
+                  if task.item_id in by_query.get(task.query_id, {}).values()}
+    assert retrievers == who and data.task_of[(task.query_id, task.item_id)] == task.id  # no one else
+    scores = item_scores(data.judgments)
+    assert set(scores) == {task.id}
+    assert (scores[task.id]["identity"], scores[task.id]["edit"]) == (1.0, 0.5)
 
 
 def test_queue_resumes_and_orders_per_annotator(S, cir_engine) -> None:

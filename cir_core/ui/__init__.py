@@ -83,7 +83,7 @@ def build_demo(config: AppConfig | None = None, engine: Any = None) -> Any:
 def launch_kwargs(cfg: AppConfig | None = None) -> dict:
     """What `demo.launch` needs besides the Blocks: host/port (None: Gradio's own defaults and env
     vars), the theme and CSS (Gradio 6 takes them at launch), the upload size limit."""
-    from .annotate import HOTKEY_JS
+    from .annotate_help import HOTKEY_JS
 
     cfg = cfg or AppConfig()
     kw = {"server_name": cfg.host, "server_port": cfg.port, "theme": theme(), "css": CSS,

@@ -19,7 +19,7 @@ import gradio as gr
 
 from db.service import SKIP_REASONS, AnnotationService, QueueState
 
-from .annotate_help import GUIDELINES, HOTKEY_JS, KEYS, guideline_examples  # noqa: F401
+from .annotate_help import GUIDELINES, guideline_examples
 from .common import EngineHolder
 
 IDENTITY = (("yes", "Same character", "1"), ("no", "Different character", "2"),
@@ -70,7 +70,7 @@ def _view(engine: Any, st: QueueState, note: str = "") -> AnnotateView:
             + (f" ({p.skipped} skipped)" if p.skipped else ""))
     if st.task is None:
         return AnnotateView(f"{head}\n\n✅ Nothing left for you in this set. Thank you!" + note, "",
-                            None, None, {"set": st.query_set, "task": None, "latest": st.latest})
+                            None, None, {"set": st.query_set, "task": None, "latest": st.progress.latest})
     t = st.task
     where = f"pair #{t.position}" + ("" if t.status is None else
                                      f" · your answer: {t.status if t.status == 'skipped' else t.identity + ' / ' + t.edit}"
@@ -78,7 +78,7 @@ def _view(engine: Any, st: QueueState, note: str = "") -> AnnotateView:
     ref, cand = _image(engine, t.reference_id), _image(engine, t.item_id)
     missing = "" if ref is not None and cand is not None else \
         "\n\n⚠ An image of this pair is not in the app's gallery: skip it with reason *other*."
-    state = {"set": st.query_set, "task": t.task_id, "position": t.position, "latest": st.latest,
+    state = {"set": st.query_set, "task": t.task_id, "position": t.position, "latest": st.progress.latest,
              "shown": time.time(), "identity": t.identity, "edit": t.edit}
     return AnnotateView(f"{head} · {where}{missing}{note}", f"### Edit: “{t.edit_text}”", ref, cand, state,
                         t.identity, t.edit, t.comment or "")
