@@ -4,8 +4,9 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 
 def sha256_file(path: str | Path) -> str:
@@ -37,3 +38,13 @@ def read_table(path: Path, error: type[Exception]) -> tuple[list[tuple[int, dict
     reader = csv.DictReader(text.splitlines())
     rows = [(reader.line_num, dict(row)) for row in reader]
     return rows, list(reader.fieldnames or [])
+
+
+def atomic_write(path: Path, write: Callable[[Any], None], binary: bool) -> None:
+    """Write via a unique temp file + os.replace, so readers see the old or the new file, whole."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8"})) as f:
+        write(f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)

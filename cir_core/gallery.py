@@ -19,7 +19,7 @@ import numpy as np
 from PIL import Image
 
 from .errors import GalleryError, ImageLoadError
-from .fileio import read_table
+from .fileio import atomic_write, read_table
 from .imageio import load_image
 
 IMAGE_EXTS = (".jpg", ".jpeg", ".png", ".webp", ".bmp")
@@ -165,16 +165,6 @@ def _safe_name(name: str) -> str:
     return f"{clean}-{hashlib.sha1(name.encode()).hexdigest()[:8]}"
 
 
-def _atomic_write(path: Path, write: Callable[[Any], None], binary: bool) -> None:
-    """Write via a unique temp file + os.replace, so readers see the old or the new file, whole."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8"})) as f:
-        write(f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
 class EmbeddingCache:
     """Per-(backbone, gallery) embeddings on disk under `root`, keyed by item fingerprints."""
 
@@ -214,7 +204,7 @@ class EmbeddingCache:
             return out
         folder.mkdir(parents=True, exist_ok=True)
         ident = {"id": backbone.id, "dim": int(backbone.dim)}
-        _atomic_write(folder / "backbone.json", lambda f: json.dump(ident, f), False)
+        atomic_write(folder / "backbone.json", lambda f: json.dump(ident, f), False)
 
         bar = None
         if progress:
@@ -255,8 +245,8 @@ class EmbeddingCache:
         # keys.json is the commit point: removed first, written last. A kill in between leaves no
         # keys.json, so the next run re-encodes rather than pairing old keys with new rows.
         (folder / "keys.json").unlink(missing_ok=True)
-        _atomic_write(folder / "embeddings.npy", lambda f: np.save(f, np.ascontiguousarray(emb)), True)
-        _atomic_write(folder / "keys.json", lambda f: json.dump(keys, f), False)
+        atomic_write(folder / "embeddings.npy", lambda f: np.save(f, np.ascontiguousarray(emb)), True)
+        atomic_write(folder / "keys.json", lambda f: json.dump(keys, f), False)
 
     @staticmethod
     def _load(folder: Path, backbone: Any) -> dict[str, np.ndarray]:

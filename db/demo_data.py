@@ -12,7 +12,8 @@ import argparse
 import random
 from pathlib import Path
 
-from db.engine import init_db, make_engine, session_factory
+from db.migrate import init_db
+from db.sqlite import open_db, session_factory
 from db.judgments import upsert_judgment
 from db.models import Annotator, Query, QuerySet, RetrievedItem, Task
 
@@ -31,7 +32,7 @@ def populate(path: Path, seed: int = 0, n_queries: int = 12, pool_k: int = 5) ->
     if path.exists():
         raise SystemExit(f"{path} exists; choose a new file (this script never overwrites)")
     rng = random.Random(seed)
-    engine = make_engine(path)
+    engine = open_db(path)
     init_db(engine)
     with session_factory(engine)() as s:
         qs = QuerySet(name="demo", source="synthetic", overlap=2, pool_k=pool_k,

@@ -154,9 +154,9 @@ def main(argv: list[str] | None = None) -> int:
             p.error(f"--pseudonymise needs --salt SECRET (or ${SALT_ENV})")
     elif args.salt:
         p.error("--salt without --pseudonymise would export real names; add --pseudonymise")
-    from db.engine import make_engine, session_factory
+    from db.sqlite import open_db, session_factory
 
-    engine = make_engine(args.db)
+    engine = open_db(args.db)
     try:
         with session_factory(engine)() as session:
             rows = export_rows(session, args.annotator, salt)

@@ -27,7 +27,7 @@ from sqlalchemy.engine import Inspector
 from sqlalchemy.exc import DatabaseError
 
 from cir_core.errors import CIRError
-from db.engine import make_engine
+from db.sqlite import open_db
 from db.models import Base
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
@@ -50,7 +50,7 @@ def _engine(engine_or_path: Engine | str | Path) -> Iterator[Engine]:
     if isinstance(engine_or_path, Engine):
         yield engine_or_path
         return
-    engine = make_engine(engine_or_path)
+    engine = open_db(engine_or_path)
     try:
         yield engine
     finally:
@@ -145,6 +145,14 @@ def upgrade(engine_or_path: Engine | str | Path, revision: str = "head") -> None
             _run(engine, cfg, lambda c: command.upgrade(c, revision))
     except DatabaseError as exc:
         raise SchemaError(f"{engine_or_path}: not a usable SQLite database ({exc.orig})") from exc
+
+
+def init_db(engine: Engine) -> None:
+    """Create a new DB, or migrate an existing one, to the newest Alembic revision.
+
+    Idempotent. A DB made by the old `create_all` (no alembic_version) is stamped if it matches
+    the models, else refused with `SchemaError` listing the differences."""
+    upgrade(engine, "head")
 
 
 def downgrade(engine_or_path: Engine | str | Path, revision: str) -> None:

@@ -159,7 +159,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from cir_core.appconfig import build_parser, from_args
     from cir_core.engine import load_engine
     from cir_core.engine.core import SHOWCASE
-    from db.engine import init_db, make_engine, session_factory
+    from db.migrate import init_db
+    from db.sqlite import open_db, session_factory
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], parents=[build_parser(add_help=False)])
     ap.add_argument("--name", required=True, help="query set name (unique in the DB)")
@@ -182,7 +183,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         queries = world_queries(engine, args.queries,
                                 skip=SHOWCASE if cfg.gallery in ("world", "world:test") else 0)
-    eng = make_engine(cfg.db)
+    eng = open_db(cfg.db)
     init_db(eng)
     with session_factory(eng)() as s:
         qs = pool_query_set(s, engine, args.name, queries, args.methods or list(cfg.columns), args.scorings,

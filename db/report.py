@@ -216,9 +216,9 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if not args.db.is_file():
         p.error(f"no such database file: {args.db}")
-    from db.engine import make_engine, session_factory  # the CLI alone needs an engine
+    from db.sqlite import open_db, session_factory  # the CLI alone needs an engine
 
-    engine = make_engine(args.db)
+    engine = open_db(args.db)
     try:
         with session_factory(engine)() as session:
             names = [args.query_set] if args.query_set else query_set_names(session)

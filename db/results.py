@@ -65,7 +65,7 @@ class SetData:
 def short_read(session: Session) -> Iterator[Session]:
     """Run reads and end the transaction they opened (if they opened one).
 
-    db.engine starts every transaction with BEGIN IMMEDIATE, so even a read holds the write lock
+    db.sqlite starts every transaction with BEGIN IMMEDIATE, so even a read holds the write lock
     until it ends; a report must not block annotators' saves while it bootstraps. A transaction
     the caller already had open is left alone.
     """

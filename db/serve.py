@@ -22,7 +22,8 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
-from db.engine import init_db, make_engine, session_factory
+from db.migrate import init_db
+from db.sqlite import open_db, session_factory
 from db.judgments import upsert_judgment
 
 MAX_BODY = 64 * 1024
@@ -126,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--verbose", action="store_true", help="log every request")
     a = ap.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if a.verbose else logging.INFO, stream=sys.stderr)
-    engine = make_engine(a.db)
+    engine = open_db(a.db)
     init_db(engine)
     server = JudgmentServer((a.host, a.port), engine)
     print(f"serving {a.db} on http://{a.host}:{server.server_address[1]} (pid {os.getpid()})",

@@ -17,7 +17,8 @@ from typing import Any, Callable
 from sqlalchemy import select
 
 from db import queue
-from db.engine import init_db, make_engine, session_factory
+from db.migrate import init_db
+from db.sqlite import open_db, session_factory
 from db.models import QuerySet
 
 log = logging.getLogger(__name__)
@@ -44,7 +45,7 @@ class AnnotationService:
         self.path = Path(path).expanduser()
         if self.path.parent and not self.path.parent.exists():
             raise FileNotFoundError(f"annotation DB folder {self.path.parent} does not exist")
-        self.engine = make_engine(self.path)
+        self.engine = open_db(self.path)
         init_db(self.engine)
         self.Session = session_factory(self.engine)
         self._pool_lock = threading.Lock()

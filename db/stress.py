@@ -22,7 +22,8 @@ from typing import Any
 
 from tqdm import tqdm
 
-from db.engine import init_db, make_engine, session_factory
+from db.migrate import init_db
+from db.sqlite import open_db, session_factory
 from db.models import EDIT_VALUES, IDENTITY_VALUES, Annotator, Query, QuerySet, Task
 
 REPO = Path(__file__).resolve().parents[1]
@@ -68,7 +69,7 @@ class RunResult:
 
 def seed_db(path: Path, clients: int, per_client: int) -> list[tuple[int, list[int]]]:
     """A fresh migrated DB with one annotator and `per_client` tasks per client."""
-    engine = make_engine(path)
+    engine = open_db(path)
     init_db(engine)
     with session_factory(engine)() as s:
         qs = QuerySet(name="stress", source="stress")

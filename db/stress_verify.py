@@ -8,7 +8,7 @@ from typing import Any, Iterable
 from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 
-from db.engine import make_engine
+from db.sqlite import open_db
 
 _COLS = ("status", "identity", "edit", "skip_reason", "comment", "shown_position")
 
@@ -70,7 +70,7 @@ def verify(db: Path, acks: Iterable[Any]) -> Verification:
         by_key.setdefault((a.annotator_id, a.task_id), []).append(a.payload)
         v.acked_writes += 1
     v.acked_keys = len(by_key)
-    engine = make_engine(db)
+    engine = open_db(db)
     try:
         with engine.connect() as c:
             v.integrity = [r[0] for r in c.exec_driver_sql("PRAGMA integrity_check")]

@@ -119,7 +119,7 @@ def world(n: int = N_QUERIES):
     return bench, gallery, emb
 
 
-def make_engine(checkpoints: Path | None = None, **kw):
+def make_test_engine(checkpoints: Path | None = None, **kw):
     """A fresh Engine on the small world (methods are built lazily, from the registry as it is
     when first asked). `checkpoints`: a folder of <method>/ (default: an empty one)."""
     from cir_core.engine import CheckpointSource, Engine

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from db.engine import init_db, make_engine, session_factory
+from db.migrate import init_db
+from db.sqlite import open_db, session_factory
 from db.judgments import upsert_judgment
 from db.models import Annotator, Query, QuerySet, RetrievedItem, Task
 
@@ -23,7 +24,7 @@ COMMENT = 'face hidden, "maybe" hers\nsecond line'
 
 def build(path: Path) -> Path:
     """Create the DB at `path` and return it."""
-    engine = make_engine(path)
+    engine = open_db(path)
     init_db(engine)
     with session_factory(engine)() as s:
         qs = QuerySet(name="s", source="test", overlap=1, pool_k=2)

@@ -6,9 +6,9 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from db.persist import push, read_latest
-from db.snapshot import RemoteUnavailableError, snapshot
-from db.snapshot_remote import FolderRemote
+from db.snapshot.persist import push, read_latest
+from db.snapshot.core import RemoteUnavailableError, snapshot
+from db.snapshot.remote import FolderRemote
 
 
 def connect_wal(path: Path) -> sqlite3.Connection:

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
-from _cir_fakes import N_QUERIES, fake_trained_methods, make_engine
+from _cir_fakes import N_QUERIES, fake_trained_methods, make_test_engine
 from test_app_live import CHROMIUM, CHROMIUM_ARGS, _free_port
 from cir_core.appconfig import AppConfig
-from cir_core.ui import build_demo, launch_kwargs
+from ui import build_demo, launch_kwargs
 from db.models import Judgment
 
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"{CHROMIUM} absent")
@@ -24,7 +24,7 @@ def app(tmp_path_factory):
     users = root / "users.txt"
     users.write_text("alice:wonderland\n")
     with fake_trained_methods():
-        engine = make_engine()
+        engine = make_test_engine()
         engine.available_methods()
     cfg = AppConfig(world_queries=N_QUERIES, host="127.0.0.1", port=_free_port(),
                     db=str(root / "ann.sqlite"), annotators=str(users))

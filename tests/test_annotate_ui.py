@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from _cir_fakes import fake_trained_methods, make_engine
-from cir_core.ui import annotate
+from _cir_fakes import fake_trained_methods, make_test_engine
+from ui import annotate
 from db.service import DEFAULT_SET, AnnotationService
 from db.users import checker, load_users
 
@@ -14,7 +14,7 @@ from db.users import checker, load_users
 @pytest.fixture(scope="module")
 def cir_engine():
     with fake_trained_methods():
-        e = make_engine()
+        e = make_test_engine()
         e.available_methods()
         yield e
 
@@ -93,7 +93,7 @@ def test_users_file(tmp_path: Path) -> None:
 
 
 def test_results_tab_rates_and_own_export(svc, cir_engine, tmp_path) -> None:
-    from cir_core.ui import annotation_results as ar
+    from ui import annotation_results as ar
     from db.export import read_csv
 
     holder = annotate.ServiceHolder(str(svc.path), svc)
@@ -119,7 +119,8 @@ def test_app_restores_the_db_from_its_snapshot_repo(tmp_path: Path) -> None:
     import sys
 
     from cir_core.appconfig import AppConfig
-    from db.engine import init_db, make_engine as make_db, session_factory
+    from db.migrate import init_db
+    from db.sqlite import open_db as make_db, session_factory
     from db.models import Annotator
 
     db, repo = tmp_path / "ann.sqlite", tmp_path / "repo"

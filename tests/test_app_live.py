@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from _cir_fakes import N_QUERIES, fake_trained_methods, make_engine
+from _cir_fakes import N_QUERIES, fake_trained_methods, make_test_engine
 from cir_core.appconfig import AppConfig
-from cir_core.ui import build_demo, launch_kwargs
+from ui import build_demo, launch_kwargs
 
 EDIT = "Make the square blue. Move the character to the left."
 CHROMIUM = "/usr/bin/chromium"
@@ -32,7 +32,7 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def app():
     with fake_trained_methods():
-        engine = make_engine()
+        engine = make_test_engine()
         engine.available_methods()  # build the methods while the fakes are registered
     cfg = AppConfig(world_queries=N_QUERIES, host="127.0.0.1", port=_free_port())
     demo = build_demo(cfg, engine=engine)

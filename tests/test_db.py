@@ -9,7 +9,8 @@ from sqlalchemy import Engine, delete, select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from db.engine import init_db, make_engine, session_factory
+from db.migrate import init_db
+from db.sqlite import open_db, session_factory
 from db.judgments import judgments_for, upsert_judgment
 from db.models import (
     Annotator,
@@ -24,7 +25,7 @@ from db.models import (
 
 @pytest.fixture()
 def engine(tmp_path: Path) -> Engine:
-    eng = make_engine(tmp_path / "ann.sqlite")
+    eng = open_db(tmp_path / "ann.sqlite")
     init_db(eng)
     yield eng
     eng.dispose()
@@ -171,7 +172,7 @@ def test_judgments_for_isolates_annotators(engine: Engine) -> None:
 
 def test_concurrent_writers_two_engines(tmp_path: Path) -> None:
     path = tmp_path / "ann.sqlite"
-    e1, e2 = make_engine(path), make_engine(path)
+    e1, e2 = open_db(path), open_db(path)
     init_db(e1)
     n_threads, per_thread = 4, 25
     with session_factory(e1)() as s:

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from _cir_fakes import NeedsCheckpoint, fake_trained_methods, long_query, make_engine
+from _cir_fakes import NeedsCheckpoint, fake_trained_methods, long_query, make_test_engine
 from cir_core.appconfig import AppConfig, apply_offline_default, from_args, is_hub_repo_id
 from cir_core.engine import MAX_STEPS, TextMemo, resolve_checkpoints
 from cir_core.errors import CheckpointError, ImageLoadError, InputError
@@ -16,7 +16,7 @@ COLUMNS = ["pact", "dice", "pace", "compose-only"]
 @pytest.fixture
 def engine():
     with fake_trained_methods():
-        yield make_engine()
+        yield make_test_engine()
 
 
 class CountingBackbone:
@@ -60,7 +60,7 @@ def test_compare_world_query_marks_and_progression(engine):
 
 def test_gallery_reference_is_never_encoded_and_texts_encoded_once():
     with fake_trained_methods():
-        e = make_engine()
+        e = make_test_engine()
         counting = CountingBackbone(e.backbone)
         e.text_memo = TextMemo(counting)  # what the methods will be built on
         q, row = long_query(e)
@@ -124,7 +124,7 @@ def test_bad_uploads(engine, tmp_path):
 
 def test_missing_checkpoint_is_reported_in_its_column_only():
     with fake_trained_methods(dice=NeedsCheckpoint):
-        e = make_engine()
+        e = make_test_engine()
         res = e.compare(e.reference_from_row(0), "Add a red star. Make it night.", k=3)
     by = {m.name: m for m in res.methods}
     assert not by["dice"].ok and "no checkpoint" in by["dice"].error and by["dice"].hits == []
@@ -137,7 +137,7 @@ def test_unregistered_method_and_prefix_progression_fallback():
 
         saved = base._REGISTRY.pop("pace")
         try:
-            e = make_engine()
+            e = make_test_engine()
             res = e.compare(e.reference_from_row(0), "Add a red star. Make it night. Turn left.", k=2)
         finally:
             base._REGISTRY["pace"] = saved
@@ -156,7 +156,7 @@ def test_a_method_that_crashes_leaves_the_others_working():
             raise RuntimeError("boom")
 
     with fake_trained_methods(pact=Broken):
-        e = make_engine()
+        e = make_test_engine()
         res = e.compare(e.reference_from_row(0), "Add a star.", k=2)
     assert "boom" in res.methods[0].error and all(m.ok for m in res.methods[1:])
 

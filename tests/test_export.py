@@ -9,7 +9,7 @@ import pytest
 from _db_fixture import COMMENT, build
 
 from cir_core.errors import InputError
-from db.engine import make_engine, session_factory
+from db.sqlite import open_db, session_factory
 from db.export import (
     FIELDS,
     export_rows,
@@ -28,7 +28,7 @@ def db_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _rows(db_path: Path, annotator: str | None = None, salt: str | None = None) -> list[dict]:
-    engine = make_engine(db_path)
+    engine = open_db(db_path)
     try:
         with session_factory(engine)() as s:
             rows = export_rows(s, annotator, salt)

@@ -13,11 +13,11 @@ import pytest
 from PIL import Image
 
 from cir_core.appconfig import AppConfig
-from cir_core.embed_shards import read_shard, shard_bounds, shard_path
+from cir_core.index.shards import read_shard, shard_bounds, shard_path
 from cir_core.errors import GalleryError
 from cir_core.index import Index
-from cir_core.index_build import build, main
-from cir_core.prebuilt import is_prebuilt, open_prebuilt
+from cir_core.index.build import build, main
+from cir_core.index.prebuilt import is_prebuilt, open_prebuilt
 from cir_core.scoring import rank
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -178,7 +178,7 @@ def test_bad_inputs(tmp_path, photos, capsys):
 
 
 def test_shard_files_round_trip_and_reject_mismatches(tmp_path):
-    from cir_core.embed_shards import Shard, write_shard
+    from cir_core.index.shards import Shard, write_shard
 
     assert shard_bounds(10, 4) == [(0, 4), (4, 8), (8, 10)]
     sh = Shard(4, 8, np.array([4, 6, 7]), np.eye(3, 5, dtype=np.float32), [(5, "ImageLoadError: bad")])

@@ -12,14 +12,15 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import CheckConstraint, Engine, MetaData, inspect, select, text
 
 from db import migrate
-from db.engine import init_db, make_engine, session_factory
+from db.migrate import init_db
+from db.sqlite import open_db, session_factory
 from db.migrate import SchemaError, schema_diffs
 from db.models import Annotator, Base
 
 
 @pytest.fixture()
 def engine(tmp_path: Path) -> Engine:
-    eng = make_engine(tmp_path / "ann.sqlite")
+    eng = open_db(tmp_path / "ann.sqlite")
     yield eng
     eng.dispose()
 
@@ -33,7 +34,7 @@ def _named_constraints(eng: Engine) -> dict[str, set[str]]:
 
 
 def _create_all(path: Path, metadata: MetaData = Base.metadata) -> Engine:
-    eng = make_engine(path)
+    eng = open_db(path)
     metadata.create_all(eng)
     return eng
 

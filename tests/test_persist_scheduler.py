@@ -11,10 +11,10 @@ import pytest
 from _snapshot_fakes import CountingRemote, connect_wal, make_db, pushed_file, rows, write_pair
 
 from cir_core.errors import InputError
-from db.persist import push, read_latest, restore
-from db.persist_scheduler import SnapshotScheduler, start_persistence
-from db.snapshot import RemoteUnavailableError, SnapshotError, snapshot
-from db.snapshot_remote import FolderRemote, HubRemote
+from db.snapshot.persist import push, read_latest, restore
+from db.snapshot.scheduler import SnapshotScheduler, start_persistence
+from db.snapshot.core import RemoteUnavailableError, SnapshotError, snapshot
+from db.snapshot.remote import FolderRemote, HubRemote
 
 
 @pytest.fixture()
@@ -65,7 +65,7 @@ def test_scheduler_survives_outage_and_thread_pushes(db: Path, remote: CountingR
 def test_start_persistence_unset_repo_returns_none(db: Path, monkeypatch: pytest.MonkeyPatch,
                                                    caplog: pytest.LogCaptureFixture) -> None:
     monkeypatch.delenv("CIR_DB_REPO", raising=False)
-    with caplog.at_level(logging.INFO, logger="db.persist_scheduler"):
+    with caplog.at_level(logging.INFO, logger="db.snapshot.scheduler"):
         assert start_persistence(db) is None
     assert "CIR_DB_REPO is not set" in caplog.text
 
@@ -180,11 +180,12 @@ def test_with_the_real_engine_and_schema(remote: CountingRemote, tmp_path: Path)
     try:
         from sqlalchemy import text
 
-        from db.engine import init_db, make_engine
+        from db.migrate import init_db
+        from db.sqlite import open_db
     except Exception as e:  # noqa: BLE001 - the schema is being extended in parallel
         pytest.skip(f"db.engine/db.models do not import right now: {e}")
     path = tmp_path / "real.sqlite"
-    engine = make_engine(path)
+    engine = open_db(path)
     init_db(engine)
     sched = SnapshotScheduler(path, remote, every=3600)
     assert sched.tick() == "pushed"
@@ -196,7 +197,7 @@ def test_with_the_real_engine_and_schema(remote: CountingRemote, tmp_path: Path)
     sched.stop()
     target = tmp_path / "again.sqlite"
     restore(target, remote)
-    engine2 = make_engine(target)
+    engine2 = open_db(target)
     init_db(engine2)  # create_all on the restored file changes nothing
     with engine2.begin() as conn:
         assert conn.execute(text("SELECT x FROM scratch")).scalar_one() == 1
@@ -213,7 +214,7 @@ def test_sigterm_runs_the_final_snapshot(tmp_path: Path) -> None:
 
     script = (
         "import os, signal, sqlite3, sys, time\n"
-        "from db.persist_scheduler import start_persistence\n"
+        "from db.snapshot.scheduler import start_persistence\n"
         "s = start_persistence(sys.argv[1])\n"
         "c = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
         "c.execute('PRAGMA journal_mode=WAL'); c.execute('CREATE TABLE j (x)')\n"

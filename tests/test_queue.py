@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
-from _cir_fakes import fake_trained_methods, make_engine
+from _cir_fakes import fake_trained_methods, make_test_engine
 from db import queue
-from db.engine import init_db, make_engine as make_db, session_factory
+from db.migrate import init_db
+from db.sqlite import open_db as make_db, session_factory
 from db.models import Assignment, JudgmentAudit, Query, QuerySet, RetrievedItem, Task
 from db.pooling import PoolQuery, pool_query_set, world_queries
 from db.results import item_scores, load_set
@@ -20,7 +21,7 @@ METHODS = ["pact", "dice", "sum"]
 @pytest.fixture(scope="module")
 def cir_engine():
     with fake_trained_methods():
-        yield make_engine()
+        yield make_test_engine()
 
 
 @pytest.fixture()

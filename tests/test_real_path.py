@@ -8,7 +8,7 @@ from PIL import Image
 
 from cir_core.appconfig import from_args
 from cir_core.engine import load_engine
-from cir_core.ui.results import compare_api, compare_view
+from ui.results import compare_api, compare_view
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from cir_core.errors import InputError
-from db.engine import make_engine, session_factory
+from db.sqlite import open_db, session_factory
 from db.report import compute_report, main, report_figure
 from db.report_plot import save_figure
 from db.stats import bootstrap_ci, bootstrap_means, paired_bootstrap
@@ -23,7 +23,7 @@ def db_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def report(db_path: Path) -> dict:
-    engine = make_engine(db_path)
+    engine = open_db(db_path)
     with session_factory(engine)() as s:
         rep = compute_report(s, "s", k=2, n_boot=200, seed=0)
     engine.dispose()
@@ -130,7 +130,7 @@ def test_agreement_gold_and_counts(report: dict) -> None:
 
 def test_report_is_json_and_validates_k(db_path: Path, report: dict) -> None:
     json.dumps(report, allow_nan=False)
-    engine = make_engine(db_path)
+    engine = open_db(db_path)
     with session_factory(engine)() as s:
         with pytest.raises(InputError, match="pool_k"):
             compute_report(s, "s", k=3, n_boot=10)

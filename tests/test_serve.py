@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from db.engine import make_engine
+from db.sqlite import open_db
 from db.serve import JudgmentServer
 from db.stress import request, seed_db
 
@@ -18,7 +18,7 @@ from db.stress import request, seed_db
 def served(tmp_path: Path):
     db = tmp_path / "s.sqlite"
     ((ann, tasks),) = seed_db(db, clients=1, per_client=2)
-    engine = make_engine(db)
+    engine = open_db(db)
     server = JudgmentServer(("127.0.0.1", 0), engine)
     th = threading.Thread(target=server.serve_forever, daemon=True)
     th.start()

@@ -12,8 +12,8 @@ import pytest
 from _snapshot_fakes import CountingRemote, connect_wal, make_db, pushed_file, rows, write_pair
 
 from cir_core.errors import InputError
-from db.persist import LATEST, push, read_latest, restore
-from db.snapshot import (
+from db.snapshot.persist import LATEST, push, read_latest, restore
+from db.snapshot.core import (
     TS_RE,
     RemoteMissingError,
     RemoteUnavailableError,
@@ -23,7 +23,7 @@ from db.snapshot import (
     snapshot,
     verify_snapshot,
 )
-from db.snapshot_cli import run as cli
+from db.snapshot.__main__ import run as cli
 
 
 @pytest.fixture()
@@ -157,7 +157,7 @@ def test_restore_refuses_truncated_snapshot_even_if_pointer_agrees(db: Path, rem
     with pytest.raises(SnapshotIntegrityError, match="bytes, expected"):
         restore(tmp_path / "a.sqlite", remote)
     # A pointer rewritten to match the bad file: integrity_check still refuses it.
-    from db.snapshot import sha256_file
+    from cir_core.fileio import sha256_file
 
     pointer.update(sha256=sha256_file(remote_file), size=remote_file.stat().st_size)
     (remote.root / LATEST).write_text(json.dumps(pointer))

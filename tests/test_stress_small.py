@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from db.engine import make_engine, session_factory
+from db.sqlite import open_db, session_factory
 from db.judgments import upsert_judgment
 from db.stress import StressConfig, run_stress, seed_db
 from db.stress_verify import verify
@@ -57,7 +57,7 @@ def _payload(a: int, t: int, comment: str, ms: int = 100) -> dict[str, Any]:
 def test_verify_catches_lost_stale_and_reapplied(tmp_path: Path) -> None:
     db = tmp_path / "v.sqlite"
     (a0, (t0, t1)), (a1, (t2, _)) = seed_db(db, clients=2, per_client=2)
-    eng = make_engine(db)
+    eng = open_db(db)
     with session_factory(eng)() as s:
         upsert_judgment(s, a0, t0, "yes", "no", comment="kept", time_spent_ms=100, shown_position=1)
         upsert_judgment(s, a1, t2, "yes", "no", comment="old", time_spent_ms=100, shown_position=1)

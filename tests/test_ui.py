@@ -4,13 +4,13 @@ import json
 import pytest
 from PIL import Image
 
-from _cir_fakes import NeedsCheckpoint, fake_trained_methods, long_query, make_engine
+from _cir_fakes import NeedsCheckpoint, fake_trained_methods, long_query, make_test_engine
 from cir_core.appconfig import AppConfig
-from cir_core.ui import banner, build_demo
-from cir_core.ui.common import hit_caption, mark
-from cir_core.ui.compare import (NO_REFERENCE, PAGE_SIZE, compare_view, page_view, select_example,
+from ui import banner, build_demo
+from ui.common import hit_caption, mark
+from ui.compare import (NO_REFERENCE, PAGE_SIZE, compare_view, page_view, select_example,
                                  select_from_page, upload_view)
-from cir_core.ui.figures import CURRENT, LISTED, export_view
+from ui.figures import CURRENT, LISTED, export_view
 
 EDIT = "Make the square blue. Move the character to the left."
 
@@ -18,7 +18,7 @@ EDIT = "Make the square blue. Move the character to the left."
 @pytest.fixture(scope="module")
 def engine():
     with fake_trained_methods():
-        e = make_engine()
+        e = make_test_engine()
         e.available_methods()  # build every method while the fakes are registered
     return e
 
@@ -103,7 +103,7 @@ def test_errors_are_messages_not_exceptions(engine, tmp_path):
 
 def test_missing_checkpoint_column_message():
     with fake_trained_methods(dice=NeedsCheckpoint):
-        e = make_engine()
+        e = make_test_engine()
         view = compare_view(e, e.item_id(0), None, EDIT, k=3)
     heads = dict(zip(["pact", "dice", "pace", "compose-only", "sum"], view.columns))
     assert "no checkpoint" in heads["dice"][0] and heads["dice"][1] == []
@@ -114,7 +114,7 @@ def test_missing_checkpoint_column_message():
 
 def test_real_registry_columns_render_results_or_a_reason():
     """Whatever is trained right now: every column has results or says why not."""
-    e = make_engine(checkpoints=None)
+    e = make_test_engine(checkpoints=None)
     view = compare_view(e, e.item_id(0), None, EDIT, k=2)
     for header, items in view.columns:
         assert len(items) == 2 or "⚠" in header
@@ -158,7 +158,7 @@ def test_build_demo_composes_tabs():
 def test_api_upload_must_come_from_the_upload_folder():
     import gradio as gr
 
-    from cir_core.ui.compare import _uploaded
+    from ui.compare import _uploaded
 
     assert _uploaded(None) is None
     with pytest.raises(gr.Error, match="uploaded file"):
@@ -167,7 +167,7 @@ def test_api_upload_must_come_from_the_upload_folder():
 
 def test_engine_load_failure_is_a_message():
     from cir_core.errors import BackboneError, CIRError
-    from cir_core.ui.common import EngineHolder
+    from ui.common import EngineHolder
 
     calls = []
 

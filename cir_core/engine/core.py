@@ -16,7 +16,7 @@ from ..appconfig import (BASELINE, COLUMNS, DEFAULT_BACKBONE, DEFAULT_BACKBONE_D
 from ..errors import CheckpointError, CIRError, GalleryError
 from ..gallery import EmbeddingCache, Gallery, GalleryItem
 from ..index import Index
-from ..prebuilt import is_prebuilt, open_prebuilt
+from ..index.prebuilt import is_prebuilt, open_prebuilt
 from .browse import GalleryMixin
 from .checkpoints import CheckpointSource, resolve_checkpoints
 from .common import method_label, normalise_text

@@ -1,6 +1,6 @@
 """Alembic environment for the annotation DB (SQLite, batch mode).
 
-Online runs use `db.engine.make_engine`, so migrations get the same pragmas and BEGIN IMMEDIATE
+Online runs use `db.sqlite.open_db`, so migrations get the same pragmas and BEGIN IMMEDIATE
 as the app. `db.migrate` passes its connection in `config.attributes["connection"]`; the alembic
 CLI gives the file with `-x db=FILE` (else the ini's sqlalchemy.url).
 """
@@ -12,7 +12,7 @@ from alembic import context
 from sqlalchemy import Connection
 from sqlalchemy.engine import make_url
 
-from db.engine import make_engine
+from db.sqlite import open_db
 from db.models import Base
 
 config = context.config
@@ -78,7 +78,7 @@ def run_migrations_online() -> None:
     if conn is not None:
         _run_on(conn)
         return
-    engine = make_engine(_db_path())
+    engine = open_db(_db_path())
     try:
         with engine.connect() as conn:
             _run_on(conn)

@@ -13,7 +13,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
-from db.snapshot import RemoteMissingError, RemoteUnavailableError, SnapshotError
+from .core import RemoteMissingError, RemoteUnavailableError, SnapshotError
 
 
 class Remote(Protocol):

@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Sequence
 
 from cir_core.errors import CIRError
-from db.persist import DEFAULT_KEEP, LATEST, SNAP_DIR, push, read_latest, restore
-from db.persist_scheduler import _env_number
-from db.snapshot import load_snapshot, snapshot
-from db.snapshot_remote import remote_from_spec
+from .persist import DEFAULT_KEEP, LATEST, SNAP_DIR, push, read_latest, restore
+from .scheduler import env_number
+from .core import load_snapshot, snapshot
+from .remote import remote_from_spec
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -69,7 +69,7 @@ def run(argv: Sequence[str] | None = None) -> int:
             with tempfile.TemporaryDirectory(prefix="cir-db-snap-") as tmp:
                 made = args.path.with_suffix(".json").is_file() and args.path.suffix == ".sqlite"
                 snap = load_snapshot(args.path) if made else snapshot(args.path, tmp)
-                keep = args.keep if args.keep is not None else _env_number(
+                keep = args.keep if args.keep is not None else env_number(
                     "CIR_DB_SNAPSHOT_KEEP", DEFAULT_KEEP, int)
                 result = push(snap, remote, keep=keep, allow_older=args.allow_older)
             print(f"{result.status}: {result.path} (pruned {len(result.pruned)})")
@@ -90,3 +90,7 @@ def run(argv: Sequence[str] | None = None) -> int:
     except CIRError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(run())

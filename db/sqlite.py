@@ -1,4 +1,7 @@
-"""SQLite engine for the annotation DB: WAL, FK enforcement and write-lock-at-BEGIN."""
+"""The annotation DB's SQLite connection settings: WAL, FK enforcement and write-lock-at-BEGIN.
+
+`open_db(path)` returns SQLAlchemy's `Engine` for the file; `db.migrate.init_db` brings its schema
+to the newest revision."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,7 +13,7 @@ from sqlalchemy.orm import Session, sessionmaker
 BUSY_TIMEOUT_MS = 5000
 
 
-def make_engine(path: str | Path) -> Engine:
+def open_db(path: str | Path) -> Engine:
     """Engine on the SQLite file at `path`, with the pragmas applied to every new connection."""
     engine = create_engine(
         f"sqlite:///{Path(path)}",
@@ -43,16 +46,6 @@ def make_engine(path: str | Path) -> Engine:
         conn.exec_driver_sql("BEGIN IMMEDIATE")
 
     return engine
-
-
-def init_db(engine: Engine) -> None:
-    """Create a new DB, or migrate an existing one, to the newest Alembic revision.
-
-    Idempotent. A DB made by the old `create_all` (no alembic_version) is stamped if it matches
-    the models, else refused with `db.migrate.SchemaError` listing the differences."""
-    from db.migrate import upgrade  # db.migrate imports this module
-
-    upgrade(engine, "head")
 
 
 def session_factory(engine: Engine) -> sessionmaker[Session]:

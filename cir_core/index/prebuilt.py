@@ -23,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from .errors import GalleryError
-from .gallery import Gallery, GalleryItem
-from .index import Index
+from ..errors import GalleryError
+from ..gallery import Gallery, GalleryItem
+from .core import Index
 
 FORMAT = 1
 BUILD_FILE, GALLERY_FILE, EMB_FILE, INDEX_FILE, SKIPPED_FILE = (

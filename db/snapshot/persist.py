@@ -3,7 +3,7 @@
 Repo layout: `snapshots/<ts>.sqlite` + `snapshots/<ts>.json` (sidecar), `latest.json` (the
 pointer: the sidecar plus `snapshot`, the repo path of the file), `conflicts/<ts>.*` (snapshots
 that were not allowed to move the pointer; never pruned). The scheduler and `start_persistence`
-live in `db/persist_scheduler.py`.
+live in `scheduler.py`.
 """
 from __future__ import annotations
 
@@ -17,17 +17,17 @@ from pathlib import Path
 from typing import Any
 
 from cir_core.errors import InputError
-from db.snapshot import (
+from .core import (
     TS_RE,
     RemoteMissingError,
     Snapshot,
     SnapshotError,
     SnapshotIntegrityError,
-    _fsync,
+    fsync_file,
     utc_stamp,
     verify_snapshot,
 )
-from db.snapshot_remote import Remote
+from .remote import Remote
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +87,7 @@ def read_latest(remote: Remote) -> dict[str, Any] | None:
     return pointer
 
 
-def _check_keep(keep: int) -> int:
+def check_keep(keep: int) -> int:
     if not isinstance(keep, int) or isinstance(keep, bool) or keep < 1:
         raise InputError(f"keep must be an integer >= 1 (snapshots kept on the remote), got {keep!r}")
     return keep
@@ -102,7 +102,7 @@ def push(snap: Snapshot, remote: Remote, *, keep: int = DEFAULT_KEEP, expect_lat
     pointer stays. The file is re-verified first: a copy that is not "ok" is never uploaded.
     A snapshot older than the one `latest.json` names is refused unless `allow_older` (a rollback).
     """
-    _check_keep(keep)
+    check_keep(keep)
     verify_snapshot(snap.path, snap.meta.get("sha256"), snap.meta.get("size"))
     current = read_latest(remote)
     current_path = current["snapshot"] if current else None
@@ -172,7 +172,7 @@ def restore(db_path: str | Path, remote: Remote, *, force: bool = False) -> Rest
             raise SnapshotIntegrityError(
                 f"refusing {pointer['snapshot']} from {remote.describe()} ({db_path} left as it "
                 f"was): {str(e).replace(str(tmp), 'the download')}") from e
-        _fsync(tmp)
+        fsync_file(tmp)
         stamp = utc_stamp()
         # A stale -wal next to a new main file would be replayed into it: move the whole family.
         for p in _sqlite_family(db_path):

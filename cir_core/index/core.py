@@ -18,7 +18,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import faiss  # noqa: E402
 import numpy as np  # noqa: E402
 
-from .errors import InputError
+from ..errors import InputError
 
 # FAISS switches from its own SIMD kernel to a BLAS GEMM only at >= 128000 query rows by default,
 # so an interactive batch of 1-64 queries never uses BLAS. Measured here (DESIGN.md): with the
@@ -138,9 +138,3 @@ class Index:
 
     def __repr__(self) -> str:
         return f"Index(kind={self.kind!r}, ntotal={self.ntotal}, dim={self.dim})"
-
-
-if __name__ == "__main__":  # `python -m cir_core.index build ...`; the CLI lives in its own module
-    from cir_core.index_build import main
-
-    raise SystemExit(main())

@@ -20,10 +20,11 @@ from typing import Any
 
 import numpy as np
 
-from .embed_shards import Shard, embed_shards, read_shard, shard_bounds, shard_path, write_shard
-from .errors import CIRError, GalleryError, ImageLoadError, InputError
-from .gallery import Gallery, _atomic_write
-from .index import Index
+from .shards import Shard, embed_shards, read_shard, shard_bounds, shard_path, write_shard
+from ..errors import CIRError, GalleryError, ImageLoadError, InputError
+from ..fileio import atomic_write
+from ..gallery import Gallery
+from .core import Index
 from .prebuilt import BUILD_FILE, EMB_FILE, FORMAT, GALLERY_FILE, INDEX_FILE, SKIPPED_FILE, read_meta
 
 # Chosen with bench/bench_ann.py (docs/BENCHMARKS.md, "Approximate search"): on 2 cores IVF-Flat
@@ -83,7 +84,7 @@ def build(gallery: str, backbone: Any, pretrained: str | None, out: str | os.Pat
     `backbone`: what `load_backbone` takes, or an already loaded `Backbone` (its device wins)."""
     import torch
 
-    from .backbone import load_backbone
+    from ..backbone import load_backbone
 
     if batch_size < 1 or workers < 0 or shard_size < 1 or exact_max < 0 or nprobe < 1 or (nlist or 1) < 1:
         raise InputError("batch size, shard size, nlist and nprobe must be >= 1, workers and exact-max >= 0")
@@ -171,8 +172,8 @@ def _finish(out: Path, src: Gallery, keys: Sequence[str], load: Callable[[int], 
         it = src.items[i]
         return {"id": it.id, "path": it.path, **it.meta, "fingerprint": keys[i]}
 
-    _atomic_write(out / GALLERY_FILE, lambda f: f.writelines(json.dumps(item_row(int(i))) + "\n" for i in order), False)
-    _atomic_write(out / SKIPPED_FILE, lambda f: f.writelines(
+    atomic_write(out / GALLERY_FILE, lambda f: f.writelines(json.dumps(item_row(int(i))) + "\n" for i in order), False)
+    atomic_write(out / SKIPPED_FILE, lambda f: f.writelines(
         json.dumps({"id": src.items[r].id, "path": src.items[r].path, "error": m}) + "\n" for r, m in skipped), False)
     t0 = time.monotonic()
     if progress:
@@ -184,7 +185,7 @@ def _finish(out: Path, src: Gallery, keys: Sequence[str], load: Callable[[int], 
             "n": n, "skipped": len(skipped), "kind": index.kind, **{k: v for k, v in params.items() if k != "kind"},
             "index_s": round(time.monotonic() - t0, 2), "digest": digest,
             "created": time.strftime("%Y-%m-%dT%H:%M:%S")}
-    _atomic_write(out / BUILD_FILE, lambda f: json.dump(meta, f, indent=1), False)
+    atomic_write(out / BUILD_FILE, lambda f: json.dump(meta, f, indent=1), False)
     return meta
 
 

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from cir_core.errors import InputError
-from db.persist import ANY, DEFAULT_KEEP, RestoreResult, _check_keep, push, restore
-from db.snapshot import RemoteMissingError, _connect_existing, snapshot
-from db.snapshot_remote import Remote, remote_from_spec
+from .persist import ANY, DEFAULT_KEEP, RestoreResult, check_keep, push, restore
+from .core import RemoteMissingError, connect_existing, snapshot
+from .remote import Remote, remote_from_spec
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ class SnapshotScheduler:
         self.db_path = Path(db_path)
         self.remote = remote
         self.every = float(every)
-        self.keep = _check_keep(keep)
+        self.keep = check_keep(keep)
         self.pushes = 0
         self.last_status: str | None = None
         self.last_error: str | None = None
@@ -57,7 +57,7 @@ class SnapshotScheduler:
 
     def _data_version(self) -> int:
         if self._conn is None:
-            self._conn = _connect_existing(self.db_path)
+            self._conn = connect_existing(self.db_path)
         return int(self._conn.execute("PRAGMA data_version").fetchone()[0])
 
     def tick(self) -> str:
@@ -126,7 +126,7 @@ class SnapshotScheduler:
         return status
 
 
-def _env_number(name: str, default: float, cast: type) -> Any:
+def env_number(name: str, default: float, cast: type) -> Any:
     raw = os.environ.get(name)
     if raw is None or raw.strip() == "":
         return cast(default)
@@ -167,8 +167,8 @@ def start_persistence(db_path: str | Path, repo: str | None = None, *, token: st
         log.log(level, "CIR_DB_REPO is not set: annotation DB %s is NOT persisted anywhere; on a "
                 "Space it is lost at every restart", db_path)
         return None
-    every = every if every is not None else _env_number("CIR_DB_SNAPSHOT_EVERY", DEFAULT_EVERY_S, float)
-    keep = keep if keep is not None else _env_number("CIR_DB_SNAPSHOT_KEEP", DEFAULT_KEEP, int)
+    every = every if every is not None else env_number("CIR_DB_SNAPSHOT_EVERY", DEFAULT_EVERY_S, float)
+    keep = keep if keep is not None else env_number("CIR_DB_SNAPSHOT_KEEP", DEFAULT_KEEP, int)
     remote = remote or remote_from_spec(repo or "")
     db_path = Path(db_path)
     result, expect = RestoreResult("skipped"), ANY

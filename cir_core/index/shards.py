@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from .gallery import _atomic_write
-from .imageio import load_image
+from ..fileio import atomic_write
+from ..imageio import load_image
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ def write_shard(path: Path, shard: Shard, backbone_id: str, fingerprints: Sequen
                        "fingerprints": list(fingerprints), "errors": shard.errors})
     buf = io.BytesIO()
     np.savez(buf, head=np.frombuffer(head.encode(), np.uint8), rows=shard.rows, emb=shard.emb)
-    _atomic_write(path, lambda f: f.write(buf.getvalue()), True)
+    atomic_write(path, lambda f: f.write(buf.getvalue()), True)
 
 
 def read_shard(path: Path, backbone_id: str, fingerprints: Sequence[str], dim: int) -> Shard | None:

@@ -3,8 +3,9 @@
 A snapshot is `<out_dir>/<UTC timestamp>.sqlite` (a self-contained, rollback-journal copy) plus a
 `<timestamp>.json` sidecar: row counts per table, sha256, size, created_at, alembic version,
 source host. Nothing here knows the schema: tables are read from `sqlite_master`.
-Pushing to / restoring from a Hub dataset repo lives in `db/persist.py`; the operator CLI
-(`python -m db.snapshot {snapshot,push,restore}`) is at the bottom of this file.
+Pushing to / restoring from a Hub dataset repo lives in `persist.py`, the schedule in
+`scheduler.py`; the operator CLI (`python -m db.snapshot {snapshot,push,restore,list}`) in
+`__main__.py`.
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import sqlite3
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from cir_core.errors import CIRError
 from cir_core.fileio import sha256_file
@@ -69,7 +70,7 @@ def utc_stamp(now: datetime | None = None) -> str:
 
 
 
-def _connect_existing(path: Path, readonly: bool = False) -> sqlite3.Connection:
+def connect_existing(path: Path, readonly: bool = False) -> sqlite3.Connection:
     # A URI with mode=rw/ro never creates the file: a typo'd path must fail, not snapshot nothing.
     mode = "ro" if readonly else "rw"
     return sqlite3.connect(
@@ -104,7 +105,7 @@ def alembic_version(conn: sqlite3.Connection) -> str | None:
     return row[0] if row else None
 
 
-def _fsync(path: Path) -> None:
+def fsync_file(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -141,7 +142,7 @@ def snapshot(db_path: str | Path, out_dir: str | Path) -> Snapshot:
         # so an unchanged DB gives a byte-identical copy (same sha256: the scheduler's
         # "nothing changed" test) which VACUUM INTO's rebuild does not promise, and it needs no
         # scratch space on the source side.
-        src = _connect_existing(db_path)
+        src = connect_existing(db_path)
         try:
             dst = sqlite3.connect(tmp, isolation_level=None)
             try:
@@ -163,7 +164,7 @@ def snapshot(db_path: str | Path, out_dir: str | Path) -> Snapshot:
         if problems:
             raise SnapshotIntegrityError(
                 f"snapshot of {db_path} failed integrity_check: {'; '.join(problems[:5])}")
-        _fsync(tmp)
+        fsync_file(tmp)
         meta = {
             "name": name,
             "file": f"{name}.sqlite",
@@ -214,7 +215,7 @@ def verify_snapshot(path: str | Path, sha256: str | None, size: int | None = Non
     if actual != sha256:
         raise SnapshotIntegrityError(f"{path} sha256 {actual[:12]}… != recorded {sha256[:12]}…")
     try:
-        conn = _connect_existing(path, readonly=True)
+        conn = connect_existing(path, readonly=True)
         try:
             problems = integrity_problems(conn)
         finally:
@@ -223,14 +224,3 @@ def verify_snapshot(path: str | Path, sha256: str | None, size: int | None = Non
         raise SnapshotIntegrityError(f"{path} is not a readable SQLite database: {e}") from e
     if problems:
         raise SnapshotIntegrityError(f"{path} failed integrity_check: {'; '.join(problems[:5])}")
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Operator CLI; see `python -m db.snapshot --help`."""
-    from db.snapshot_cli import run
-
-    return run(argv)
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
