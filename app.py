@@ -1,10 +1,10 @@
 """CIR Workbench: `python app.py [--gallery DIR] [--backbone ViT-L-14 --pretrained openai] ...`.
 
 Thin on purpose (Gradio's `demo/<name>/run.py` convention): settings from flags / CIR_* env vars,
-a module-level `demo`, `launch()` under `__main__`. The tabs live in `cir_core/ui/`, the logic in
+a module-level `demo`, `launch()` under `__main__`. The tabs live in `ui/`, the logic in
 `cir_core/engine/`. `python app.py --help` lists every setting.
 """
-from cir_core.appconfig import apply_offline_default, from_args
+from ui.settings import apply_offline_default, from_args
 
 config = from_args()
 apply_offline_default(config)  # before gradio / huggingface_hub read HF_HUB_OFFLINE

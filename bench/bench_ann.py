@@ -23,7 +23,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a clone, no install needed
 from cir_core.index import Index  # noqa: E402  (sets OMP_WAIT_POLICY before faiss loads)
-from cir_core.engine.ranking import shortlist_rows  # noqa: E402
+from cir_core.scoring import shortlist_rows  # noqa: E402
 from cir_core.scoring import rank  # noqa: E402
 
 import faiss  # noqa: E402
@@ -117,7 +117,7 @@ def main() -> None:
     q_empty = queries_near(v_ref, len(v_ref), a.noise, np.random.default_rng(a.seed + 1)) if len(v_ref) else v_ref
     chord_exact = rank(cq, q_empty, v_ref, g, a.k, "chord")[1] if len(cq) else None
     # The shortlist searches the app runs: scoring.rank's FAISS search, and the batched search
-    # stage's (engine/ranking.py) one numpy product + argpartition for an exact index.
+    # stage's (scoring.shortlist_rows) one numpy product + argpartition for an exact index.
     searches = {"exact": lambda qb: flat.search(qb, a.shortlist),
                 "exact_numpy": lambda qb: shortlist_rows(g, flat, qb, a.shortlist)}
     lat = {f"{name}_b{b}": round(_median_ms(lambda: fn(q[:b]), a.repeats) / b, 3)

@@ -106,7 +106,7 @@ def main() -> None:
     import os
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from cir_core.appconfig import AppConfig
+    from cir_core.settings import EngineConfig as AppConfig
     from cir_core.engine import Engine, load_engine
 
     world = load_engine(AppConfig(world_queries=a.world_queries))  # the app's default setup

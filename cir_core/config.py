@@ -3,7 +3,13 @@ from __future__ import annotations
 
 import os
 import subprocess
+from dataclasses import MISSING, asdict, fields
 from pathlib import Path
+from typing import Any, Mapping, TypeVar
+
+from .errors import InputError
+
+C = TypeVar("C", bound="DictConfig")
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 ASSETS_DIR = REPO_ROOT / "assets"
@@ -21,3 +27,32 @@ def git_commit() -> str:
                                        stderr=subprocess.DEVNULL, cwd=REPO_ROOT).strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
+
+
+class DictConfig:
+    """Mixin for the project's typed config dataclasses (method architectures, trainer settings):
+    built from a JSON dict and written back as one. A number is cast to the type of the field's
+    default (JSON writes 4.0 as 4); `strict` refuses unknown keys (a misspelt hyper-parameter
+    must not be silently ignored); `_comment` keys are documentation and always skipped."""
+
+    @classmethod
+    def from_dict(cls: type[C], data: Mapping[str, Any], strict: bool = False) -> C:
+        known = {f.name: f for f in fields(cls)}  # type: ignore[arg-type]
+        unknown = sorted(k for k in data if k not in known and not k.startswith("_comment"))
+        if strict and unknown:
+            raise InputError(f"unknown {cls.__name__} setting(s) {unknown}; known: {sorted(known)}")
+        return cls(**{k: _cast(v, known[k]) for k, v in data.items() if k in known})
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)  # type: ignore[call-overload]
+
+
+def _cast(value: Any, field: Any) -> Any:
+    default = field.default if field.default is not MISSING else None
+    if isinstance(default, bool) or isinstance(value, bool) or value is None:
+        return value
+    if isinstance(default, float) and isinstance(value, int):
+        return float(value)
+    if isinstance(default, int) and isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value

@@ -271,21 +271,20 @@ def export(engine: Any, entries: Sequence[dict], methods: Sequence[str], outputs
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    from .appconfig import apply_offline_default, build_parser, from_args
+    from .settings import EngineConfig, add_engine_args, apply_offline_default, settings_from
 
-    ap = argparse.ArgumentParser(parents=[build_parser(add_help=False)], description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_engine_args(ap, methods_help="the JSON's, else the app's columns")
     ap.add_argument("--queries", required=True, help="JSON file (the exported one, or a list); '-' = stdin")
     ap.add_argument("--out", action="append", required=True, help="fig.pdf / fig.png / q.json; repeatable")
-    ap.add_argument("--methods", help="comma-separated; default: the JSON's, else the app's columns")
     ap.add_argument("--k", type=int, help="results per method (default: the JSON's, else 5)")
     ap.add_argument("--scoring", choices=("cosine", "chord"))
     ap.add_argument("--lambda", dest="lam", type=float, help="Chord λ (default: each method's own)")
     ap.add_argument("--no-marks", action="store_true", help="no ground-truth frames / identity dots")
     ap.add_argument("--no-scores", action="store_true")
     args = ap.parse_args(argv)
-    cfg = from_args(argv, known_only=True)
-    apply_offline_default(cfg)
+    cfg = settings_from(EngineConfig, args)
+    apply_offline_default(cfg.uses_hub())
     from .engine import load_engine
 
     try:
@@ -297,8 +296,7 @@ def main(argv: list[str] | None = None) -> int:
         doc = json.loads(raw) if raw.strip()[:1] in "[{" else None
         entries = parse_entries(doc if doc is not None else raw)
         doc = doc if isinstance(doc, dict) else {}
-        methods = ([m.strip() for m in args.methods.split(",") if m.strip()] if args.methods
-                   else doc.get("methods") or [*cfg.columns, *([cfg.baseline] if cfg.baseline else [])])
+        methods = list(cfg.methods) if cfg.methods else doc.get("methods") or cfg.method_names()
         engine = load_engine(cfg)
         if doc.get("backbone") and doc["backbone"] != engine.backbone.id:
             print(f"warning: the query list was made with backbone {doc['backbone']}, this run uses "

@@ -1,4 +1,7 @@
 """Scoring a gallery against composed queries: cosine and Chord, exact, numpy in / numpy out.
+The one scoring path of the project: the app's search stage, every benchmark, and the trainers'
+validation call `rank` (or `score_matrix` for a whole score matrix), with a `ScoreOpts` whose
+`lam_for` is the one rule for which Chord λ a method gets.
 
 Chord (seed 000): ``s(c) = cos(q, v_c) + lam * cos(d, v_c - v_r)`` with ``d = q - q_empty``
 ("empty" variant, the default) or ``d = q - v_r`` ("reference" variant). Every vector is treated as
@@ -9,10 +12,16 @@ materialising (B, N, D) differences.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 
 from .errors import InputError
-from .index import Index
+from .topk import topk
+
+if TYPE_CHECKING:
+    from .index import Index
 
 DEFAULT_LAMBDA = 0.34
 # Used when `rank` gets an index but no shortlist size: cosine top-200 holds the Chord top-k in
@@ -23,6 +32,43 @@ DEFAULT_SHORTLIST = 200
 _NEAR_DIST2 = 1e-3
 VARIANTS = ("empty", "reference")
 SCORINGS = ("cosine", "chord")
+# Exact scoring works in blocks of queries holding at most this many scores (~64 MB in float32),
+# so a 123k-image gallery (CIRCO) never materialises a (Q, N) matrix for every query at once.
+_BLOCK_ENTRIES = 16_000_000
+
+
+@dataclass(frozen=True)
+class ScoreOpts:
+    """How composed queries are scored: cosine or Chord, Chord's λ (None: each method's own,
+    chosen on val and stored in its checkpoint), and Chord's direction variant."""
+
+    scoring: str = "cosine"
+    lam: float | None = None
+    variant: str = "empty"
+
+    def __post_init__(self) -> None:
+        if self.scoring not in SCORINGS:
+            raise InputError(f"unknown scoring {self.scoring!r}; expected one of {SCORINGS}")
+        if self.variant not in VARIANTS:
+            raise InputError(f"unknown Chord variant {self.variant!r}; expected one of {VARIANTS}")
+        if self.lam is not None and not np.isfinite(float(self.lam)):
+            raise InputError(f"Chord λ must be a finite number, got {self.lam!r}")
+
+    def lam_for(self, method: Any) -> float | None:
+        """The λ these options give `method`: None under cosine, else the user's λ when one is
+        set, else the method's own `chord_lambda` (DEFAULT_LAMBDA for a method without one)."""
+        if self.scoring != "chord":
+            return None
+        if self.lam is not None:
+            return float(self.lam)
+        return float(getattr(method, "chord_lambda", DEFAULT_LAMBDA))
+
+    def describe(self) -> str:
+        """e.g. "cosine", "chord (each method's λ)", "chord (λ=0.34, reference variant)"."""
+        if self.scoring == "cosine":
+            return "cosine"
+        lam = "each method's λ" if self.lam is None else f"λ={self.lam:g}"
+        return f"chord ({lam}" + (", reference variant)" if self.variant != "empty" else ")")
 
 
 def _rows(x: np.ndarray | None, name: str, dim: int | None = None) -> np.ndarray:
@@ -76,14 +122,14 @@ def chord_scores(
     q_empty: np.ndarray | None,
     v_ref: np.ndarray,
     gallery: np.ndarray,
-    lam: float = DEFAULT_LAMBDA,
+    lam: float | np.ndarray = DEFAULT_LAMBDA,
     variant: str = "empty",
     eps: float = 1e-6,
 ) -> np.ndarray:
     """Chord scores (B, N). The direction term is 0 where ||v_c - v_r|| < eps or ||d|| < eps.
 
     `q_empty` and `v_ref` may be a single row shared by all B queries; `q_empty` is unused (may be
-    None) for variant "reference".
+    None) for variant "reference". `lam` is one λ or one per query (B,).
     """
     if variant not in VARIANTS:
         raise InputError(f"unknown Chord variant {variant!r}; expected one of {VARIANTS}")
@@ -117,20 +163,33 @@ def chord_scores(
     ok = (dist >= eps) & (dnorm >= eps)[None, :]
     direction = np.zeros_like(num)
     np.divide(num, dist * dnorm[None, :], out=direction, where=ok)
-    return (gq + np.float32(lam) * direction).T.astype(np.float32, copy=False)
+    lam_b = np.broadcast_to(np.asarray(lam, np.float32), (b,))[None, :]
+    return (gq + lam_b * direction).T.astype(np.float32, copy=False)
 
 
-def _topk(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Best-first top-k per row: argpartition (O(N)) then sort only the k survivors."""
-    m = scores.shape[1]
-    k = min(k, m)
-    if k < m:
-        part = np.argpartition(-scores, k - 1, axis=1)[:, :k]
-    else:
-        part = np.broadcast_to(np.arange(m), scores.shape)
-    part_scores = np.take_along_axis(scores, part, 1)
-    order = np.argsort(-part_scores, axis=1, kind="stable")
-    return np.take_along_axis(part_scores, order, 1), np.take_along_axis(part, order, 1)
+def score_matrix(q: np.ndarray, q_empty: np.ndarray | None, v_ref: np.ndarray | None,
+                 gallery: np.ndarray, scoring: str = "cosine", lam: float | np.ndarray | None = None,
+                 variant: str = "empty") -> np.ndarray:
+    """Exact (B, N) scores of B queries against a gallery: cosine, or Chord with `lam` (one λ or
+    one per query; None: DEFAULT_LAMBDA)."""
+    if scoring == "cosine":
+        return cosine_scores(q, gallery)
+    if scoring != "chord":
+        raise InputError(f"unknown scoring {scoring!r}; expected one of {SCORINGS}")
+    return chord_scores(q, q_empty, v_ref, gallery, DEFAULT_LAMBDA if lam is None else lam, variant)
+
+
+@dataclass
+class Ranking:
+    """What `rank` returns: the top-k per query, best first, and optionally the scores of chosen
+    gallery rows (a CIRR subset) from the same exact pass."""
+
+    scores: np.ndarray  # (B, k) float32; -inf where an approximate shortlist ran short
+    ids: np.ndarray  # (B, k) int64 gallery rows; -1 where it ran short
+    at_cols: np.ndarray | None = None  # (B, S) scores at `cols` (-inf at padding)
+
+    def __iter__(self):  # `scores, ids = rank(...)`
+        return iter((self.scores, self.ids))
 
 
 def rank(
@@ -140,73 +199,114 @@ def rank(
     gallery: np.ndarray,
     k: int,
     scoring: str = "cosine",
-    lam: float = DEFAULT_LAMBDA,
+    lam: float | np.ndarray | None = DEFAULT_LAMBDA,
     variant: str = "empty",
     exclude: np.ndarray | None = None,
-    index: Index | None = None,
+    index: "Index | None" = None,
     shortlist: int | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Top-k gallery rows per query: (scores (B, k) float32, ids (B, k) int64), best first.
+    cols: np.ndarray | None = None,
+) -> Ranking:
+    """Top-k gallery rows per query (ties to the lower row, `topk`).
 
-    Exact over the whole gallery by default. With `index` (built over the same gallery), the
-    top-`shortlist` (default DEFAULT_SHORTLIST, at least k) by cosine come from FAISS, plus one
-    for the reference, and are re-scored exactly on that shortlist. `exclude` (B,) holds each
-    query's reference row to drop (-1: none). `k` is clipped to the number of rankable rows (N, or
-    N - 1 when some row is excluded). An HNSW index that reaches fewer than k items leaves id -1
-    with score -inf in the tail.
+    Exact over the whole gallery by default, in blocks of queries. With `index` (built over the
+    same gallery), a top-`shortlist` (default DEFAULT_SHORTLIST, at least k) by cosine is drawn
+    for all queries at once (`shortlist_rows`), plus one for the reference, and re-scored exactly.
+    `q_empty`, `v_ref` and `lam` take one row / value per query or one shared by all. `exclude`
+    (B,) holds each query's reference row to drop (-1: none). `k` is clipped to the rankable rows.
+    `cols` (B, S) gallery rows (-1: padding) whose exact scores are returned too (exact path only).
     """
+    g = np.asarray(gallery, dtype=np.float32)
+    if g.ndim != 2 or g.shape[0] == 0:
+        raise InputError(f"gallery must have shape (N, D) with N >= 1, got {g.shape}")
     if scoring not in SCORINGS:
         raise InputError(f"unknown scoring {scoring!r}; expected one of {SCORINGS}")
     if k < 1:
         raise InputError(f"k must be >= 1, got {k}")
-    g = np.asarray(gallery, dtype=np.float32)
-    if g.ndim != 2 or g.shape[0] == 0:
-        raise InputError(f"gallery must have shape (N, D) with N >= 1, got {g.shape}")
     n = g.shape[0]
     qn = _normalise(_rows(q, "query", g.shape[1]))
     b = qn.shape[0]
-    if exclude is None:
-        exclude = np.full(b, -1, np.int64)
-    exclude = np.asarray(exclude, dtype=np.int64).reshape(-1)
-    if exclude.shape != (b,):
-        raise InputError(f"exclude must have shape ({b},), got {exclude.shape}")
-    if ((exclude < -1) | (exclude >= n)).any():
-        raise InputError(f"exclude holds an index outside [-1, {n})")
+    exclude = _exclude(exclude, b, n)
     k = min(k, n - 1 if (exclude >= 0).any() else n)
     if k < 1:
         raise InputError("nothing left to rank once the reference is excluded")
+    lams = np.broadcast_to(np.asarray(DEFAULT_LAMBDA if lam is None else lam, np.float32), (b,))
 
     def score(rows: np.ndarray | None, qi: slice) -> np.ndarray:
         sub = g if rows is None else g[rows]
-        if scoring == "cosine":
-            return cosine_scores(qn[qi], sub)
-        qe = None if q_empty is None else _pick(q_empty, qi, b)
-        return chord_scores(qn[qi], qe, _pick(v_ref, qi, b), sub, lam, variant)
+        return score_matrix(qn[qi], _pick(q_empty, qi, b), _pick(v_ref, qi, b), sub, scoring,
+                            lams[qi], variant)
 
     if index is None:
         if shortlist is not None:
             raise InputError("shortlist needs an index to draw it from")
-        scores = score(None, slice(None))
-        valid = exclude >= 0
-        scores[np.nonzero(valid)[0], exclude[valid]] = -np.inf
-        top_s, top_i = _topk(scores, k)
-        return top_s.astype(np.float32, copy=False), top_i.astype(np.int64, copy=False)
-
+        return _rank_exact(score, b, n, k, exclude, cols)
+    if cols is not None:
+        raise InputError("cols are scored on the exact path only (no index)")
     if index.ntotal != n or index.dim != g.shape[1]:
         raise InputError(
             f"index ({index.ntotal} x {index.dim}) was not built over this gallery ({n} x {g.shape[1]})"
         )
-    s = max(int(shortlist or DEFAULT_SHORTLIST), k) + int((exclude >= 0).any())
-    _, cand = index.search(qn, s)  # (B, S); HNSW may pad with -1
-    out_s = np.full((b, k), -np.inf, np.float32)
-    out_i = np.full((b, k), -1, np.int64)
+    size = max(int(shortlist or DEFAULT_SHORTLIST), k) + int((exclude >= 0).any())
+    cand = shortlist_rows(g, index, qn, min(size, n))
+    out = Ranking(np.full((b, k), -np.inf, np.float32), np.full((b, k), -1, np.int64))
     for i in range(b):  # per query: shortlists differ, and B is small in interactive use
         ids = cand[i][cand[i] >= 0]
         row = score(ids, slice(i, i + 1))
         row[0, ids == exclude[i]] = -np.inf
-        top_s, top_j = _topk(row, k)
-        out_s[i, : top_s.shape[1]], out_i[i, : top_s.shape[1]] = top_s[0], ids[top_j[0]]
-    return out_s, out_i
+        if len(ids) - int((ids == exclude[i]).any()) < 1:
+            continue
+        top_s, top_j = topk(row, k)
+        out.scores[i, : top_s.shape[1]], out.ids[i, : top_s.shape[1]] = top_s[0], ids[top_j[0]]
+    return out
+
+
+def _rank_exact(score: Any, b: int, n: int, k: int, exclude: np.ndarray,
+                cols: np.ndarray | None) -> Ranking:
+    if cols is not None:
+        cols = np.asarray(cols, np.int64)
+        if cols.ndim != 2 or cols.shape[0] != b or (cols >= n).any():
+            raise InputError(f"cols must be ({b}, S) gallery rows (-1: padding), got {cols.shape}")
+    step = max(1, _BLOCK_ENTRIES // n)
+    scores, ids, at_cols = [], [], []
+    for s in range(0, b, step):
+        sl = slice(s, s + step)
+        sc = score(None, sl)
+        top_s, top_i = topk(sc, k, exclude[sl])
+        scores.append(top_s.astype(np.float32, copy=False))
+        ids.append(top_i)
+        if cols is not None:
+            c = cols[sl]
+            at_cols.append(np.where(c >= 0, np.take_along_axis(sc, np.maximum(c, 0), 1), -np.inf))
+    return Ranking(np.concatenate(scores), np.concatenate(ids),
+                   np.concatenate(at_cols).astype(np.float32) if cols is not None else None)
+
+
+def shortlist_rows(gallery: np.ndarray, index: "Index", q: np.ndarray, size: int) -> np.ndarray:
+    """(B, size) rows of `gallery` (indexed by `index`) with the highest cosine to each unit
+    query row, unordered (HNSW may pad with -1).
+
+    Exact index: one (N, D) @ (D, B) product, i.e. a single pass over the gallery for every
+    query of a request. FAISS's flat search would scan it once per query at these batch sizes (it
+    switches to BLAS only from `distance_compute_blas_threshold` queries). Approximate: its search."""
+    if index.kind != "flat":
+        return index.search(q, size)[1]
+    sims = q @ gallery.T  # (B, N): rows contiguous for the partition (~4x faster)
+    if size >= sims.shape[1]:
+        return np.broadcast_to(np.arange(sims.shape[1]), sims.shape).copy()
+    return np.argpartition(-sims, size - 1, axis=1)[:, :size]
+
+
+def _exclude(exclude: np.ndarray | None, b: int, n: int) -> np.ndarray:
+    if exclude is None:
+        return np.full(b, -1, np.int64)
+    exclude = np.asarray(exclude, dtype=np.int64).reshape(-1)
+    if exclude.shape == (1,) and b > 1:
+        exclude = np.repeat(exclude, b)
+    if exclude.shape != (b,):
+        raise InputError(f"exclude must have shape ({b},), got {exclude.shape}")
+    if ((exclude < -1) | (exclude >= n)).any():
+        raise InputError(f"exclude holds an index outside [-1, {n})")
+    return exclude
 
 
 def _pick(x: np.ndarray | None, qi: slice, b: int) -> np.ndarray | None:

@@ -156,24 +156,25 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from tqdm import tqdm
 
-    from cir_core.appconfig import build_parser, from_args
     from cir_core.engine import load_engine
     from cir_core.engine.core import SHOWCASE
     from db.migrate import init_db
+    from cir_core.settings import EngineConfig, add_engine_args, settings_from
     from db.sqlite import open_db, session_factory
 
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], parents=[build_parser(add_help=False)])
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_engine_args(ap, methods_help="the app's columns (the baseline left out)")
+    ap.add_argument("--db", default="annotations.sqlite", help="the annotation DB (SQLite file)")
     ap.add_argument("--name", required=True, help="query set name (unique in the DB)")
     ap.add_argument("--queries", type=int, default=20, help="queries to pool (the first N of the world "
                     "benchmark, or of a MovieNet set given as --gallery movienet:ROOT)")
     ap.add_argument("--k", type=int, default=5, help="top-k of every method × scoring to pool")
-    ap.add_argument("--methods", nargs="+", help="default: the app's four columns")
     ap.add_argument("--scorings", nargs="+", default=["cosine", "chord"])
     ap.add_argument("--overlap", type=int, default=1, help="annotators per (non-gold) task")
     ap.add_argument("--gold", type=float, default=0.0, help="fraction of tasks with known answers as gold")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
-    cfg = from_args(argv, known_only=True)
+    cfg = settings_from(EngineConfig, args)
     engine = load_engine(cfg, progress_cb=None)
     if cfg.gallery.startswith("movienet:"):
         from cir_core.benchmarks import load_movienet_queryset
@@ -183,13 +184,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         queries = world_queries(engine, args.queries,
                                 skip=SHOWCASE if cfg.gallery in ("world", "world:test") else 0)
-    eng = open_db(cfg.db)
+    eng = open_db(args.db)
     init_db(eng)
     with session_factory(eng)() as s:
-        qs = pool_query_set(s, engine, args.name, queries, args.methods or list(cfg.columns), args.scorings,
+        qs = pool_query_set(s, engine, args.name, queries, list(cfg.methods or engine.columns), args.scorings,
                             args.k, args.overlap, args.gold, args.seed, progress=lambda x: tqdm(x, desc="pooling"))
         n_tasks = s.scalar(select(func.count()).select_from(Task).join(Query).where(Query.query_set_id == qs.id))
-    print(f"query set {args.name!r}: {len(queries)} queries, {n_tasks} tasks in {cfg.db}")
+    print(f"query set {args.name!r}: {len(queries)} queries, {n_tasks} tasks in {args.db}")
     return 0
 
 

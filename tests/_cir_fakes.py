@@ -21,28 +21,31 @@ N_QUERIES = 30  # 240 gallery images: embedded in ~1-2 s by the tiny backbone
 
 
 class _Fake(Method):
+    """Stands in for a real column method: same name, label and role, simple composition."""
+
     a, b = 1.0, 1.0  # q = a·v_r + b·f_T(edit)
+    app_role = "column"
 
     def _compose(self, ref: np.ndarray, texts: list[str]) -> np.ndarray:
         return self.a * ref + self.b * self.backbone.encode_texts(texts)
 
 
 class FakePACT(_Fake):
-    name, a, b = "pact", 1.0, 1.0
+    name, label, a, b = "pact", "PACT", 1.0, 1.0
 
 
 class FakeDiCE(_Fake):
-    name, a, b = "dice", 0.6, 1.0
+    name, label, a, b = "dice", "DiCE", 0.6, 1.0
 
 
 class FakeComposeOnly(_Fake):
-    name, a, b = "compose-only", 0.3, 1.0
+    name, label, a, b = "compose-only", "compose-only", 0.3, 1.0
 
 
 class FakePACE(_Fake):
     """q_0 from the whole text, then q_k = norm(q_{k-1} + ½ f_T(s_k)): a native progression."""
 
-    name = "pace"
+    name, label = "pace", "PACE"
     native_progression = True
 
     def progression(self, ref, sentences):
@@ -58,7 +61,7 @@ class FakePACE(_Fake):
 class NeedsCheckpoint(_Fake):
     """A trained method whose checkpoint is missing: create_method must refuse it."""
 
-    name = "dice"
+    name, label = "dice", "DiCE"
     needs_checkpoint = True
 
     @classmethod
@@ -91,7 +94,7 @@ def fake_trained_methods(**override):
 @functools.lru_cache(maxsize=None)
 def backbone():
     """The shipped tiny backbone when it is built, else the same architecture at random init."""
-    from cir_core.appconfig import DEFAULT_BACKBONE, DEFAULT_BACKBONE_DIR
+    from cir_core.settings import DEFAULT_BACKBONE, DEFAULT_BACKBONE_DIR
     from cir_core.backbone import load_backbone
 
     if (DEFAULT_BACKBONE_DIR / "open_clip_config.json").is_file():

@@ -11,7 +11,7 @@ from sqlalchemy import func, select
 
 from _cir_fakes import N_QUERIES, fake_trained_methods, make_test_engine
 from test_app_live import CHROMIUM, CHROMIUM_ARGS, _free_port
-from cir_core.appconfig import AppConfig
+from ui.settings import AppConfig
 from ui import build_demo, launch_kwargs
 from db.models import Judgment
 

@@ -118,7 +118,7 @@ def test_app_restores_the_db_from_its_snapshot_repo(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    from cir_core.appconfig import AppConfig
+    from ui.settings import AppConfig
     from db.migrate import init_db
     from db.sqlite import open_db as make_db, session_factory
     from db.models import Annotator

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from _cir_fakes import N_QUERIES, fake_trained_methods, make_test_engine
-from cir_core.appconfig import AppConfig
+from ui.settings import AppConfig
 from ui import build_demo, launch_kwargs
 
 EDIT = "Make the square blue. Move the character to the left."

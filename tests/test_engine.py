@@ -6,7 +6,8 @@ import pytest
 from PIL import Image
 
 from _cir_fakes import NeedsCheckpoint, fake_trained_methods, long_query, make_test_engine
-from cir_core.appconfig import AppConfig, apply_offline_default, from_args, is_hub_repo_id
+from cir_core.settings import is_hub_repo_id
+from ui.settings import AppConfig, apply_offline_default, from_args
 from cir_core.engine import MAX_STEPS, TextMemo, resolve_checkpoints
 from cir_core.errors import CheckpointError, ImageLoadError, InputError
 
@@ -136,15 +137,16 @@ def test_unregistered_method_and_prefix_progression_fallback():
         from cir_core.methods import base
 
         saved = base._REGISTRY.pop("pace")
-        try:
-            e = make_test_engine()
+        try:  # the settings name a column that this build does not register
+            e = make_test_engine(methods=[*COLUMNS, "sum"])
             res = e.compare(e.reference_from_row(0), "Add a red star. Make it night. Turn left.", k=2)
         finally:
             base._REGISTRY["pace"] = saved
     by = {m.name: m for m in res.methods}
     assert "is registered in this build" in by["pace"].error
     prog = res.progression
-    assert prog.method == "pact" and not prog.native and "not PACE" in prog.note
+    assert prog.method == "pact" and not prog.native
+    assert "'pace' is registered" in prog.note and "prefix re-composition" in prog.note
     assert len(prog.steps) == 3
 
 

@@ -10,7 +10,8 @@ import torch
 
 from cir_core.errors import BackboneError, CheckpointError
 from cir_core.methods import create_method, get_method_class, list_methods
-from cir_core.methods.pact import PACT, ComposeOnly
+from cir_core.methods.compose_only import ComposeOnly
+from cir_core.methods.pact import PACT
 from cir_core.methods.pact_model import EMPTY_PROMPT, PACTComposer, PACTConfig, edit_prompt, placeholder_id
 from cir_core.text_tower import encode_tokens
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from PIL import Image
 
-from cir_core.appconfig import from_args
+from ui.settings import from_args
 from cir_core.engine import load_engine
 from ui.results import compare_api, compare_view
 

@@ -105,8 +105,8 @@ def test_rank_shortlist_equals_exact_when_shortlist_covers_gallery(world, scorin
     index = Index.build(g, kind="flat")
     exact = rank(q, qe, vr, g, k=7, scoring=scoring, exclude=ref)
     short = rank(q, qe, vr, g, k=7, scoring=scoring, exclude=ref, index=index, shortlist=59)
-    np.testing.assert_array_equal(short[1], exact[1])
-    np.testing.assert_allclose(short[0], exact[0], atol=1e-5)
+    np.testing.assert_array_equal(short.ids, exact.ids)
+    np.testing.assert_allclose(short.scores, exact.scores, atol=1e-5)
 
 
 def test_rank_small_shortlist_keeps_reference_out(world):
@@ -136,3 +136,23 @@ def test_rank_validation(world):
         chord_scores(q, None, vr, g, variant="empty")
     with pytest.raises(InputError):
         chord_scores(q, qe, vr[:2], g)
+
+
+def test_rank_with_a_lambda_per_query_equals_one_call_per_query(world):
+    """The app ranks every method's query in one call, each with its own q_∅ and λ."""
+    q, qe, vr, g, ref = world
+    lams = np.array([0.0, 0.2, 0.5, 1.0], np.float32)
+    both = rank(q, qe, vr[:1], g, k=5, scoring="chord", lam=lams, exclude=np.full(4, ref[0]))
+    for i in range(4):
+        one = rank(q[i], qe[i], vr[0], g, k=5, scoring="chord", lam=float(lams[i]), exclude=np.array([ref[0]]))
+        np.testing.assert_array_equal(both.ids[i], one.ids[0])
+        np.testing.assert_allclose(both.scores[i], one.scores[0], atol=1e-6)
+
+
+def test_rank_returns_the_scores_of_chosen_columns(world):
+    q, qe, vr, g, ref = world
+    cols = np.array([[0, 5, -1], [7, 8, 9], [1, -1, -1], [59, 58, 57]])
+    got = rank(q, qe, vr, g, k=3, scoring="chord", lam=0.3, exclude=ref, cols=cols)
+    full = chord_scores(q, qe, vr, g, lam=0.3)
+    want = np.where(cols >= 0, np.take_along_axis(full, np.maximum(cols, 0), 1), -np.inf)
+    np.testing.assert_allclose(got.at_cols, want, atol=1e-6)

@@ -5,7 +5,7 @@ import pytest
 from PIL import Image
 
 from _cir_fakes import NeedsCheckpoint, fake_trained_methods, long_query, make_test_engine
-from cir_core.appconfig import AppConfig
+from ui.settings import AppConfig
 from ui import banner, build_demo
 from ui.common import hit_caption, mark
 from ui.compare import (NO_REFERENCE, PAGE_SIZE, compare_view, page_view, select_example,

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from cir_core.methods.dice import DiCE, DiCENet
+from cir_core.methods.dice import DiCE, DiCEConfig, DiCENet
 
 from .heads import CachedHeadTask, EMAWrapper, ValBench, cli, load_inputs, np_rng
 from .loop import LoopConfig
@@ -61,10 +61,10 @@ class DiCETask(CachedHeadTask):
     def __init__(self, cfg: LoopConfig, backbone: Any = None):
         self.cfg, self.x = cfg, cfg.extra
         self.backbone, self.cache = load_inputs(self.x, backbone)
-        arch = {"hidden_mult": float(self.x["hidden_mult"]), "dropout": float(self.x["dropout"])}
+        arch = DiCEConfig.from_dict(self.x)
         torch.manual_seed(cfg.seed)  # the init is part of the run: same seed, same weights
-        self.model = EMAWrapper(DiCENet(self.backbone.dim, **arch), float(self.x["ema"]))
-        self.method = DiCE(self.backbone, {"arch": arch})  # evaluation copy, receives EMA weights
+        self.model = EMAWrapper(DiCENet(self.backbone.dim, arch), float(self.x["ema"]))
+        self.method = DiCE(self.backbone, {"arch": arch.to_dict()})  # evaluation copy, receives EMA weights
         nv = int(self.x.get("val_queries", 0))
         self.val = ValBench(self.backbone, nv, self.x.get("val_cache_root")) if nv else None
         self.last_logs: dict[str, float] = {}  # the final step's losses go into config.json

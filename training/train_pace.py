@@ -21,7 +21,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from cir_core.methods.pace import PACE, PACENet, final_state
+from cir_core.methods.pace import PACE, PACEConfig, PACENet, final_state
 
 from .heads import CachedHeadTask, EMAWrapper, ValBench, cli, load_inputs, np_rng
 from .loop import LoopConfig
@@ -84,10 +84,10 @@ class PACETask(CachedHeadTask):
     def __init__(self, cfg: LoopConfig, backbone: Any = None):
         self.cfg, self.x = cfg, cfg.extra
         self.backbone, self.cache = load_inputs(self.x, backbone)
-        self.arch = {k: float(self.x[k]) for k in ("hidden_mult", "acc_hidden_mult", "dropout")}
+        self.arch = PACEConfig.from_dict(self.x)
         torch.manual_seed(cfg.seed)
-        self.model = EMAWrapper(PACENet(self.backbone.dim, **self.arch), float(self.x["ema"]))
-        self.method = PACE(self.backbone, {"arch": self.arch})
+        self.model = EMAWrapper(PACENet(self.backbone.dim, self.arch), float(self.x["ema"]))
+        self.method = PACE(self.backbone, {"arch": self.arch.to_dict()})
         nsent = self.cache.n_sentences
         self.long_pool = np.flatnonzero(nsent >= 2)
         self.single_pool = np.flatnonzero(nsent == 1)

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from cir_core.appconfig import AppConfig
 
 from .common import CSS, EngineHolder, theme
+from .settings import AppConfig
 
 __all__ = ["build_demo", "launch_kwargs", "EngineHolder"]
 
@@ -32,7 +32,7 @@ def banner(engine: Any) -> str:
 
 
 def _label(name: str) -> str:
-    from cir_core.engine import method_label
+    from cir_core.methods import method_label
 
     return method_label(name)
 

@@ -6,8 +6,9 @@ from typing import Any, Callable
 
 from PIL import Image, ImageDraw
 
-from cir_core.appconfig import AppConfig
 from cir_core.errors import CIRError
+
+from .settings import AppConfig
 
 TARGET_RGB = (26, 150, 65)  # the green frame of a ground-truth target (same as cir_core.figures)
 SAME_RGB = (33, 102, 172)  # the blue dot of a result showing the reference's character

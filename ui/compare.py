@@ -15,12 +15,13 @@ from typing import Any
 import gradio as gr
 from gradio.data_classes import FileData
 
-from cir_core.appconfig import AppConfig
-from cir_core.engine import MAX_K, MAX_STEPS, MAX_TEXT_CHARS, MAX_UPLOAD_PIXELS, method_label
+from cir_core.engine import MAX_K, MAX_STEPS, MAX_TEXT_CHARS, MAX_UPLOAD_PIXELS
 from cir_core.errors import CIRError
+from cir_core.methods import method_label, split_baseline
 from cir_core.scoring import DEFAULT_LAMBDA
 
 from .common import LEGEND, EngineHolder
+from .settings import AppConfig
 from .reference import (NO_REFERENCE, PAGE_SIZE, PICK_THUMB, example_items, page_view,  # noqa: F401
                         reference_info, reference_view, resolve_reference, select_example,
                         select_from_page, upload_view)
@@ -48,7 +49,8 @@ def _warn(msg: str) -> None:
 
 
 def build(holder: EngineHolder, cfg: AppConfig) -> CompareTab:
-    names = list(cfg.columns) + ([cfg.baseline] if cfg.baseline else [])
+    names = cfg.method_names()
+    columns, baseline = split_baseline(names)
 
     with gr.Row(equal_height=False):
         with gr.Column(scale=5, min_width=420):

@@ -10,13 +10,13 @@ from typing import Any, Callable
 
 import gradio as gr
 
-from cir_core.appconfig import AppConfig
-from cir_core.engine import method_label
 from cir_core.errors import CIRError, InputError
 from cir_core.figures import export, parse_entries, to_image
+from cir_core.methods import method_label, split_baseline
 from cir_core.scoring import DEFAULT_LAMBDA
 
 from .common import EngineHolder
+from .settings import AppConfig
 
 CURRENT = "The current Compare query"
 LISTED = "World query ids or a JSON list"
@@ -72,7 +72,8 @@ def export_view(engine: Any, source: str, listed: str, ref_id: str | None, uploa
 
 
 def build(holder: EngineHolder, cfg: AppConfig, compare: Any):
-    names = list(cfg.columns) + ([cfg.baseline] if cfg.baseline else [])
+    names = cfg.method_names()
+    columns, baseline = split_baseline(names)
     with gr.Row(equal_height=False):
         with gr.Column(scale=2, min_width=320):
             gr.Markdown("### Queries")
@@ -81,7 +82,7 @@ def build(holder: EngineHolder, cfg: AppConfig, compare: Any):
                                 placeholder='test-00010, test-00017\nor [{"query_id": "test-00010"}, '
                                             '{"reference": "test/000123", "text": "Make it blue."}]')
             gr.Markdown("### Layout")
-            methods = gr.CheckboxGroup([(method_label(n), n) for n in names], value=list(cfg.columns),
+            methods = gr.CheckboxGroup([(method_label(n), n) for n in names], value=columns,
                                        label="Methods (one row each)", elem_id="fig-methods")
             k = gr.Slider(1, 10, value=5, step=1, label="Results per method (k)")
             with gr.Row():
@@ -120,7 +121,7 @@ def build(holder: EngineHolder, cfg: AppConfig, compare: Any):
     def load(engine: Any) -> list:
         avail = set(engine.available_methods())
         choices = [(method_label(n) + ("" if n in avail else " (unavailable)"), n) for n in names]
-        value = [n for n in names if n in avail and n != cfg.baseline] or [n for n in names if n in avail]
+        value = [n for n in names if n in avail and n != baseline] or [n for n in names if n in avail]
         return [gr.update(choices=choices, value=value)]
 
     return [methods], load

@@ -8,7 +8,8 @@ from typing import Any
 
 import gradio as gr
 
-from cir_core.engine import CompareResult, method_label
+from cir_core.engine import CompareResult
+from cir_core.methods import method_label
 from cir_core.errors import CIRError
 from cir_core.scoring import DEFAULT_LAMBDA
 
@@ -95,8 +96,8 @@ def timings_line(res: CompareResult, render_ms: float) -> str:
 def progression_header(prog: Any) -> str:
     if prog is None:
         return "### Progression\nNo method is available for the progression."
-    title = ("### PACE progression" if prog.method == "pace"
-             else f"### Progression ({prog.label}, not PACE)")
+    title = (f"### {prog.label} progression" if prog.native
+             else f"### Progression ({prog.label}, prefix re-composition)")
     return f"{title}\n<div class='small-note'>\n\n{prog.note}. One row per accumulated sentence.\n\n</div>"
 
 

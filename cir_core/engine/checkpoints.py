@@ -2,13 +2,13 @@
 folder or a Hugging Face Hub repo pinned to a revision."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..appconfig import DEFAULT_CHECKPOINTS, is_hub_repo_id
 from ..errors import CheckpointError, CIRError
-from .common import method_label
+from ..methods import method_label
+from ..settings import DEFAULT_CHECKPOINTS, is_hub_repo_id
 
 
 @dataclass
@@ -19,19 +19,29 @@ class CheckpointSource:
     folder: Path | None
     error: str | None = None
     note: str | None = None  # e.g. "offline: using the cached snapshot of ..." (also logged)
+    overrides: dict[str, str] = field(default_factory=dict)  # method -> its own folder (--checkpoint)
 
     def folder_for(self, name: str) -> Path:
+        if name in self.overrides:
+            return Path(self.overrides[name]).expanduser()
         if self.folder is None:
             raise CheckpointError(f"{method_label(name)}: {self.error}")
         return self.folder / name
 
 
-def resolve_checkpoints(spec: str | None, names: Sequence[str], backend: Any = None) -> CheckpointSource:
+def resolve_checkpoints(spec: str | None, names: Sequence[str], backend: Any = None,
+                        overrides: dict[str, str] | None = None) -> CheckpointSource:
     """`None` → the shipped `assets/methods`; a local folder; or a Hub repo (`org/name`,
     `hf-hub:org/name`, either with `@revision`; else CIR_CHECKPOINTS_REVISION) fetched and
     sha256-verified by `cir_core.hub.pull` (only the `<method>/` folders named; the cached
-    snapshot when the Hub is unreachable, noted in the log). Never raises: a failed fetch is
-    recorded and reported per method."""
+    snapshot when the Hub is unreachable, noted in the log). `overrides` name one method's own
+    folder. Never raises: a failed fetch is recorded and reported per method."""
+    source = _resolve(spec, [n for n in names if n not in (overrides or {})], backend)
+    source.overrides = dict(overrides or {})
+    return source
+
+
+def _resolve(spec: str | None, names: Sequence[str], backend: Any) -> CheckpointSource:
     if not spec:
         return CheckpointSource(None, DEFAULT_CHECKPOINTS)
     path = Path(spec).expanduser()

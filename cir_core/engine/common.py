@@ -1,4 +1,4 @@
-"""What every part of the engine (and the UI) shares: the request limits and the methods' labels."""
+"""What every part of the engine (and the UI) shares: the request limits."""
 from __future__ import annotations
 
 from ..inputs import MAX_EDIT_CHARS, collapse_whitespace
@@ -7,14 +7,8 @@ MAX_TEXT_CHARS = MAX_EDIT_CHARS  # cir_core.inputs: shared with the CLIs
 MAX_UPLOAD_PIXELS = 40_000_000  # checked from the header, before decoding (decompression bombs)
 MAX_K = 50
 MAX_STEPS = 10  # progression rows shown; the world's longest edits have 10 sentences
-LABELS = {"pact": "PACT", "dice": "DiCE", "pace": "PACE", "compose-only": "compose-only",
-          "sum": "Sum (baseline)", "text-only": "Text only", "image-only": "Image only"}
 
 
 def normalise_text(text: str) -> str:
     """The key under which an edit matches a world query: what `check_edit_text` keeps."""
     return collapse_whitespace(str(text))
-
-
-def method_label(name: str) -> str:
-    return LABELS.get(name, name)

@@ -1,22 +1,51 @@
-"""`Engine.compare`: one request in three stages (encode, compose, search), every method's top-k
-with its marks, and the per-sentence progression."""
+"""`Engine.compare`: one request in four stages — encode, compose, search, present — every
+method's top-k with its marks, and the per-sentence progression."""
 from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
 from ..errors import CIRError, InputError
 from ..inputs import check_edit_text
-from ..scoring import SCORINGS, VARIANTS
+from ..methods import Method, method_label
+from ..scoring import ScoreOpts, rank
 from ..text import split_sentences
-from .common import MAX_K, MAX_STEPS, method_label
-from .ranking import rank_all
+from .common import MAX_K, MAX_STEPS
 from .results import CompareResult, Hit, MethodResult, Progression, Reference, Step
 
+if TYPE_CHECKING:
+    from .core import Engine
+
 log = logging.getLogger(__name__)
+
+
+@dataclass
+class Request:
+    """One validated compare request and what its stages produce."""
+
+    reference: Reference
+    text: str
+    sentences: list[str]
+    k: int
+    opts: ScoreOpts
+    names: list[str]
+    progression: tuple[str, Method, str] | None  # (name, method, why not a native one)
+    v_r: np.ndarray  # (1, D)
+    jobs: list["Job"] = field(default_factory=list)
+
+
+@dataclass
+class Job:
+    """A set of queries ranked together: one method's query, or the progression's steps."""
+
+    owner: MethodResult | Progression
+    queries: np.ndarray  # (n, D)
+    q_empty: np.ndarray  # (1, D)
+    lam: float | None  # the Chord λ (None: cosine)
 
 
 class CompareMixin:
@@ -24,7 +53,6 @@ class CompareMixin:
     `embeddings`, `index`, `text_memo`, the q_∅ cache); `method`, `item_id`, `character` and
     `ground_truth` come from it too."""
 
-    # -- compare ---------------------------------------------------------------------------------
     @staticmethod
     def check_edit(edit: str | None) -> tuple[str, list[str]]:
         """(whitespace-collapsed text, sentences) or an `InputError` saying what is wrong with it.
@@ -36,32 +64,116 @@ class CompareMixin:
                              "'Make the square blue.'")
         return text, sentences
 
-    def progression_method(self, names: Sequence[str]) -> tuple[str, Any, str] | None:
-        """(name, method, why-not-PACE note) for the progression: PACE when it loads, else the first
-        available of `names` (its default progression recomposes each prefix)."""
-        try:
-            return "pace", self.method("pace"), ""
-        except CIRError as exc:
-            why = str(exc)
+    def compare(self: "Engine", reference: Reference, edit: str, k: int = 8, scoring: str = "cosine",
+                lam: float | None = None, methods: Sequence[str] | None = None,
+                progression: bool = True, variant: str = "empty") -> CompareResult:
+        """Every method's top-k for (reference, edit), and the per-sentence progression.
+
+        `lam`: Chord's λ for every method; None uses each method's own `chord_lambda`.
+        Raises `InputError` for a bad edit / k / scoring; a method that fails gets `error` set.
+        """
+        t_start = time.perf_counter()
+        req = self._request(reference, edit, k, ScoreOpts(scoring, lam, variant), methods, progression)
+        t0 = time.perf_counter()
+        self._encode(req)
+        encode_ms = reference.encode_ms + (time.perf_counter() - t0) * 1000
+        t0 = time.perf_counter()
+        results = self._compose(req)
+        prog = self._compose_progression(req)
+        compose_ms = (time.perf_counter() - t0) * 1000
+        t0 = time.perf_counter()
+        query_id, targets = self.ground_truth(reference, req.text)
+        self._search(req, targets, query_id is not None)
+        search_ms = (time.perf_counter() - t0) * 1000
+        timings = {"encode": encode_ms, "compose": compose_ms, "search": search_ms,
+                   "total": reference.encode_ms + (time.perf_counter() - t_start) * 1000}
+        return CompareResult(reference, req.text, req.sentences, req.k, scoring, lam, variant, query_id,
+                             sorted(targets), results, prog, {key: round(v, 2) for key, v in timings.items()})
+
+    # -- validation --------------------------------------------------------------------------------
+    def _request(self: "Engine", reference: Reference, edit: str, k: int, opts: ScoreOpts,
+                 methods: Sequence[str] | None, progression: bool) -> Request:
+        text, sentences = self.check_edit(edit)
+        if not 1 <= int(k) <= MAX_K:
+            raise InputError(f"k must be between 1 and {MAX_K}, got {k}")
+        k = min(int(k), len(self.gallery) - (reference.row is not None))
+        if k < 1:
+            raise InputError("the gallery has nothing to retrieve besides the reference")
+        names = list(methods) if methods is not None else self.default_methods()
+        prog = self.progression_method(names) if progression else None
+        v_r = np.asarray(reference.embedding, np.float32)[None]
+        return Request(reference, text, sentences, k, opts, names, prog, v_r)
+
+    def progression_method(self: "Engine", names: Sequence[str]) -> tuple[str, Method, str] | None:
+        """(name, method, why-not-native note) for the progression: the first of `names` that has
+        a native progression (its own step states) and loads, else the first that loads (its
+        progression recomposes each prefix)."""
+        loaded, why = [], "no method with a native per-sentence progression is available"
         for n in names:
             try:
-                return n, self.method(n), why
-            except CIRError:
+                m = self.method(n)
+            except CIRError as exc:
+                if why.startswith("no method"):
+                    why = str(exc)  # names the method and why it is missing
                 continue
-        return None
+            if m.native_progression:
+                return n, m, ""
+            loaded.append((n, m))
+        return (loaded[0][0], loaded[0][1], why) if loaded else None
 
-    def _hits(self, ids: np.ndarray, scores: np.ndarray, targets: set[int], known_gt: bool,
-              ref_char: str | None) -> list[Hit]:
-        out = []
-        for r, (i, s) in enumerate(zip(ids.tolist(), scores.tolist()), 1):
-            if i < 0:
+    # -- stage 1: encode ---------------------------------------------------------------------------
+    def _encode(self: "Engine", req: Request) -> None:
+        """Every text the frozen text tower will be asked for, in one batch (the reference was
+        encoded already for an upload; a gallery item is a cache read)."""
+        texts = [req.text, "", *req.sentences]
+        if req.progression is not None and not req.progression[1].native_progression:
+            texts += [" ".join(req.sentences[:i]) for i in range(1, min(len(req.sentences), MAX_STEPS) + 1)]
+        self.text_memo.prefetch(list(dict.fromkeys(texts)))
+
+    # -- stage 2: compose --------------------------------------------------------------------------
+    def _compose(self: "Engine", req: Request) -> list[MethodResult]:
+        """Every method's query and q_∅; a method that fails keeps its error in its own column."""
+        results = []
+        for name in req.names:
+            res = MethodResult(name, method_label(name))
+            results.append(res)
+            try:
+                m = self.method(name)
+                t = time.perf_counter()
+                q = m.compose(req.v_r, [req.text])
+                q0 = self._q_empty(name, m, req.reference, req.v_r)
+                res.compose_ms = (time.perf_counter() - t) * 1000
+            except CIRError as exc:
+                res.error = str(exc)
                 continue
-            ch = self.character(i)
-            out.append(Hit(r, i, self.item_id(i), float(s), (i in targets) if known_gt else None, ch,
-                           None if ref_char is None or ch is None else ch == ref_char))
+            except Exception as exc:  # a bug in one method must leave the other columns working
+                log.exception("method %s failed", name)
+                res.error = f"{res.label} failed: {type(exc).__name__}: {exc}".splitlines()[0]
+                continue
+            res.lam = req.opts.lam_for(m)
+            req.jobs.append(Job(res, q, q0, res.lam))
+        return results
+
+    def _compose_progression(self: "Engine", req: Request) -> Progression | None:
+        """The progression's step queries (the method's own states, or one recomposed prefix per
+        step), at most MAX_STEPS."""
+        if req.progression is None:
+            return None
+        name, m, why = req.progression
+        native = m.native_progression
+        out = Progression(name, method_label(name), native,
+                          progression_note(name, native, why, len(req.sentences)), [], len(req.sentences))
+        try:
+            steps = np.stack([np.asarray(x, np.float32) for x in m.progression(req.v_r[0], req.sentences[:MAX_STEPS])])
+            req.jobs.append(Job(out, steps, self._q_empty(name, m, req.reference, req.v_r), req.opts.lam_for(m)))
+        except CIRError as exc:
+            out.note = str(exc)
+        except Exception as exc:
+            log.exception("progression of %s failed", name)
+            out.note = f"progression failed: {type(exc).__name__}: {exc}"
         return out
 
-    def _q_empty(self, name: str, method: Any, reference: Reference, v_r: np.ndarray) -> np.ndarray:
+    def _q_empty(self: "Engine", name: str, method: Method, reference: Reference, v_r: np.ndarray) -> np.ndarray:
         """q_∅ of `method` for this reference, remembered per (method, reference): it depends on
         the reference only, so trying several edits on one reference computes it once."""
         key = None if reference.key is None else (name, reference.key)
@@ -77,114 +189,59 @@ class CompareMixin:
                     self._q_empty_cache.popitem(last=False)
         return q0
 
-    @staticmethod
-    def _progression_note(name: str, native: bool, why: str, n_sentences: int) -> str:
-        if name == "pace":
-            note = ("PACE's own step queries: q₀ from the whole edit, then its accumulator adds one "
-                    "sentence per step" if native else "PACE, recomposing each prefix")
-        else:
-            note = (f"{why.rstrip('.')}. This shows {method_label(name)} "
-                    + ("stepping through the sentences with its own progression" if native else
-                       "recomposing sentences 1..k from scratch at each step (prefix re-composition, "
-                       "not PACE's accumulator)"))
-        if n_sentences > MAX_STEPS:
-            note += f". Showing the first {MAX_STEPS} of {n_sentences} sentences"
-        return note
-
-    def compare(self, reference: Reference, edit: str, k: int = 8, scoring: str = "cosine",
-                lam: float | None = None, methods: Sequence[str] | None = None,
-                progression: bool = True, variant: str = "empty") -> CompareResult:
-        """Every method's top-k for (reference, edit), and the per-sentence progression.
-
-        `lam`: Chord's λ for every method; None uses each method's own `chord_lambda`.
-        Raises `InputError` for a bad edit / k / scoring; a method that fails gets `error` set.
-        """
-        t_start = time.perf_counter()
-        text, sentences = self.check_edit(edit)
-        if scoring not in SCORINGS:
-            raise InputError(f"unknown scoring {scoring!r}; expected one of {SCORINGS}")
-        if variant not in VARIANTS:
-            raise InputError(f"unknown Chord variant {variant!r}; expected one of {VARIANTS}")
-        if not 1 <= int(k) <= MAX_K:
-            raise InputError(f"k must be between 1 and {MAX_K}, got {k}")
-        k = min(int(k), len(self.gallery) - (reference.row is not None))
-        if k < 1:
-            raise InputError("the gallery has nothing to retrieve besides the reference")
-        names = list(methods) if methods is not None else self.default_methods()
-        prog = self.progression_method(names) if progression else None
-
-        # Stage 1, encode: the reference (already done for an upload, a cache read for a gallery
-        # item) and every text the frozen text tower will be asked for, in one batch.
-        t0 = time.perf_counter()
-        texts = [text, "", *sentences]
-        if prog is not None and not getattr(prog[1], "native_progression", False):
-            texts += [" ".join(sentences[:i]) for i in range(1, min(len(sentences), MAX_STEPS) + 1)]
-        self.text_memo.prefetch(list(dict.fromkeys(texts)))
-        encode_ms = reference.encode_ms + (time.perf_counter() - t0) * 1000
-
-        v_r = np.asarray(reference.embedding, np.float32)[None]
-        query_id, targets = self.ground_truth(reference, text)
-        known_gt = query_id is not None
-        ref_char = reference.character
-
-        # Stage 2, compose: every method's query and q_∅, and the progression's step queries.
-        results: list[MethodResult] = []
-        jobs: list[tuple[Any, np.ndarray, np.ndarray, float]] = []  # (owner, queries, q_∅, λ)
-        t_compose = time.perf_counter()
-        for name in names:
-            res = MethodResult(name, method_label(name))
-            results.append(res)
-            try:
-                m = self.method(name)
-                t = time.perf_counter()
-                q = m.compose(v_r, [text])
-                q0 = self._q_empty(name, m, reference, v_r)
-                res.compose_ms = (time.perf_counter() - t) * 1000
-            except CIRError as exc:
-                res.error = str(exc)
-                continue
-            except Exception as exc:  # a bug in one method must leave the other columns working
-                log.exception("method %s failed", name)
-                res.error = f"{res.label} failed: {type(exc).__name__}: {exc}".splitlines()[0]
-                continue
-            lam_m = m.chord_lambda if lam is None else float(lam)
-            res.lam = lam_m if scoring == "chord" else None
-            jobs.append((res, q, q0, lam_m))
-
-        progression_out = None
-        if prog is not None:
-            name, m, why = prog
-            shown = sentences[:MAX_STEPS]
-            native = bool(getattr(m, "native_progression", False))
-            progression_out = Progression(name, method_label(name), native,
-                                          self._progression_note(name, native, why, len(sentences)),
-                                          [], len(sentences))
-            try:
-                steps_q = np.stack([np.asarray(x, np.float32) for x in m.progression(v_r[0], shown)])
-                q0 = self._q_empty(name, m, reference, v_r)
-                jobs.append((progression_out, steps_q, q0, m.chord_lambda if lam is None else float(lam)))
-            except CIRError as exc:
-                progression_out.note = str(exc)
-            except Exception as exc:
-                log.exception("progression of %s failed", name)
-                progression_out.note = f"progression failed: {type(exc).__name__}: {exc}"
-        compose_ms = (time.perf_counter() - t_compose) * 1000
-
-        # Stage 3, search: one FAISS pass for every query of the request, then the exact score.
-        t_search = time.perf_counter()
-        ranked = rank_all(self.embeddings, self.index, [(q, q0, lm) for _, q, q0, lm in jobs], v_r,
-                          reference.row, k, scoring, variant)
-        for (owner, _, _, _), (scores, ids, ms) in zip(jobs, ranked):
-            if isinstance(owner, MethodResult):
-                owner.search_ms = ms
-                owner.hits = self._hits(ids[0], scores[0], targets, known_gt, ref_char)
+    # -- stage 3: search, stage 4: present -----------------------------------------------------------
+    def _search(self: "Engine", req: Request, targets: set[int], known_gt: bool) -> None:
+        """Every query of the request ranked in one `rank` call (one shortlist pass over the
+        gallery for all of them, each with its own q_∅ and λ), then marked for display."""
+        if not req.jobs:
+            return
+        sizes = [len(j.queries) for j in req.jobs]
+        q_empty = np.concatenate([np.repeat(j.q_empty, n, 0) for j, n in zip(req.jobs, sizes)])
+        lams = np.repeat([j.lam or 0.0 for j in req.jobs], sizes)  # unused under cosine
+        exclude = np.full(sum(sizes), -1 if req.reference.row is None else req.reference.row)
+        t = time.perf_counter()
+        got = rank(np.concatenate([j.queries for j in req.jobs]), q_empty, req.v_r, self.embeddings,
+                   req.k, req.opts.scoring, lams, req.opts.variant, exclude=exclude,
+                   index=self.index if len(self.embeddings) > _exact_max(req.k) else None)
+        share = (time.perf_counter() - t) * 1000 / len(req.jobs)
+        ref_char, row = req.reference.character, 0
+        for job, n in zip(req.jobs, sizes):
+            hits = [self._hits(got.ids[i], got.scores[i], targets, known_gt, ref_char) for i in range(row, row + n)]
+            row += n
+            if isinstance(job.owner, MethodResult):
+                job.owner.search_ms, job.owner.hits = share, hits[0]
             else:
-                owner.steps = [Step(i + 1, sent, self._hits(ids[i], scores[i], targets, known_gt, ref_char))
-                               for i, sent in enumerate(sentences[:len(ids)])]
-        search_ms = (time.perf_counter() - t_search) * 1000
+                job.owner.steps = [Step(i + 1, sent, h) for i, (sent, h) in enumerate(zip(req.sentences, hits))]
 
-        timings = {"encode": encode_ms, "compose": compose_ms, "search": search_ms,
-                   "total": reference.encode_ms + (time.perf_counter() - t_start) * 1000}
-        return CompareResult(reference, text, sentences, k, scoring, lam, variant, query_id,
-                             sorted(targets), results, progression_out,
-                             {key: round(v, 2) for key, v in timings.items()})
+    def _hits(self: "Engine", ids: np.ndarray, scores: np.ndarray, targets: set[int], known_gt: bool,
+              ref_char: str | None) -> list[Hit]:
+        out = []
+        for r, (i, s) in enumerate(zip(ids.tolist(), scores.tolist()), 1):
+            if i < 0:
+                continue
+            ch = self.character(i)
+            out.append(Hit(r, i, self.item_id(i), float(s), (i in targets) if known_gt else None, ch,
+                           None if ref_char is None or ch is None else ch == ref_char))
+        return out
+
+
+def _exact_max(k: int) -> int:
+    """Galleries up to the shortlist size are scored exactly in full; larger ones go through the
+    index's cosine shortlist, re-scored exactly."""
+    from ..scoring import DEFAULT_SHORTLIST
+
+    return max(DEFAULT_SHORTLIST, k) + 1
+
+
+def progression_note(name: str, native: bool, why: str, n_sentences: int) -> str:
+    """What the progression rows show, in words (the app prints it above them)."""
+    label = method_label(name)
+    if native:
+        note = (f"{label}'s own step queries: q₀ from the whole edit, then one step per sentence"
+                + (f" ({why.rstrip('.')})" if why else ""))
+    else:
+        note = (f"{why.rstrip('.')}. This shows {label} recomposing sentences 1..k from scratch at "
+                "each step (prefix re-composition, not an accumulator's own states)")
+    if n_sentences > MAX_STEPS:
+        note += f". Showing the first {MAX_STEPS} of {n_sentences} sentences"
+    return note

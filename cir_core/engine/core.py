@@ -11,15 +11,15 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 from PIL import Image
 
-from ..appconfig import (BASELINE, COLUMNS, DEFAULT_BACKBONE, DEFAULT_BACKBONE_DIR, DEFAULT_CHECKPOINTS,
-                         AppConfig)
 from ..errors import CheckpointError, CIRError, GalleryError
 from ..gallery import EmbeddingCache, Gallery, GalleryItem
 from ..index import Index
+from ..methods import get_method_class, list_methods, method_label, split_baseline
+from ..settings import DEFAULT_BACKBONE, DEFAULT_BACKBONE_DIR, DEFAULT_CHECKPOINTS, EngineConfig
 from ..index.prebuilt import is_prebuilt, open_prebuilt
 from .browse import GalleryMixin
 from .checkpoints import CheckpointSource, resolve_checkpoints
-from .common import method_label, normalise_text
+from .common import normalise_text
 from .compare import CompareMixin
 from .results import Reference
 from .textmemo import TextMemo
@@ -53,7 +53,7 @@ def open_gallery(spec: str, world_queries: int, image_size: int) -> tuple[Galler
                        "manifest file")
 
 
-def load_engine(cfg: AppConfig, progress_cb: Callable[[int, int], None] | None = None) -> "Engine":
+def load_engine(cfg: EngineConfig, progress_cb: Callable[[int, int], None] | None = None) -> "Engine":
     """Build the engine the app runs on. `progress_cb(done, total)` follows the gallery embedding
     (only items not in the cache are encoded: a restart encodes nothing). An index folder from
     `python -m cir_core.index build` as the gallery is used as it is: nothing encoded or indexed."""
@@ -80,13 +80,14 @@ def load_engine(cfg: AppConfig, progress_cb: Callable[[int, int], None] | None =
         gallery, bench = open_gallery(cfg.gallery, cfg.world_queries, backbone.image_size)
         root = Path(cfg.cache_dir).expanduser() if cfg.cache_dir else cache_dir()
         emb = EmbeddingCache(root).embed(gallery, backbone, progress_cb=progress_cb)
-    ckpts = resolve_checkpoints(cfg.checkpoints, list(cfg.columns))
+    names = cfg.method_names()
+    ckpts = resolve_checkpoints(cfg.checkpoints, names, overrides=cfg.method_checkpoints)
     if ckpts.error:
         notes.append(ckpts.error)
     if getattr(ckpts, "note", None):  # e.g. "offline: using the cached snapshot of org/name ..."
         notes.append(ckpts.note)
-    return Engine(backbone, gallery, emb, bench=bench, checkpoints=ckpts, columns=cfg.columns,
-                  baseline=cfg.baseline, db=cfg.db, notes=notes, n_examples=cfg.examples, index=index)
+    return Engine(backbone, gallery, emb, bench=bench, checkpoints=ckpts, methods=names,
+                  notes=notes, n_examples=cfg.examples, index=index)
 
 
 class Engine(GalleryMixin, CompareMixin):
@@ -96,8 +97,8 @@ class Engine(GalleryMixin, CompareMixin):
     helpers are `CompareMixin`'s. All the state is set here."""
 
     def __init__(self, backbone: Any, gallery: Gallery, embeddings: np.ndarray, *, bench: Any = None,
-                 checkpoints: CheckpointSource | None = None, columns: Sequence[str] = COLUMNS,
-                 baseline: str | None = BASELINE, db: str | None = None, notes: Iterable[str] = (),
+                 checkpoints: CheckpointSource | None = None, methods: Sequence[str] | None = None,
+                 notes: Iterable[str] = (),
                  n_examples: int = 6, index_kind: str = "auto", index: Index | None = None):
         emb = np.ascontiguousarray(embeddings, dtype=np.float32)
         if emb.shape != (len(gallery), int(backbone.dim)):
@@ -111,9 +112,9 @@ class Engine(GalleryMixin, CompareMixin):
                                f"embeddings {emb.shape} of gallery {gallery.name!r}")
         self.index = index if index is not None else Index.build(emb, index_kind)
         self.checkpoints = checkpoints or CheckpointSource(None, DEFAULT_CHECKPOINTS)
+        names = list(methods) if methods is not None else EngineConfig().method_names()
+        columns, self.baseline = split_baseline(names)
         self.columns = tuple(columns)
-        self.baseline = baseline
-        self.db = db
         self.notes = list(notes)
         self.n_examples = n_examples
         self._methods: dict[str, Any] = {}
@@ -152,7 +153,7 @@ class Engine(GalleryMixin, CompareMixin):
 
     def method(self, name: str) -> Any:
         """The built method `name`; raises the `CIRError` that explains why it is unavailable."""
-        from ..methods import create_method, get_method_class, list_methods
+        from ..methods import create_method
 
         with self._method_lock:
             if name not in self._methods:
@@ -195,8 +196,6 @@ class Engine(GalleryMixin, CompareMixin):
 
     def available_methods(self) -> list[str]:
         """Every registered method that can be built here, the app's columns first."""
-        from ..methods import list_methods
-
         order = list(dict.fromkeys([*self.default_methods(), *list_methods()]))
         return [n for n, err in self.method_status(order).items() if err is None]
 

@@ -1,9 +1,15 @@
-"""Composition methods, registered by name (timm-style): `list_methods()`, `create_method(...)`."""
+"""Composition methods, registered by name (timm-style): `list_methods()`, `create_method(...)`.
+
+Importing this package registers the built-in methods; their import order is the order of the
+app's columns and of the evaluation tables (baselines first, then PACT, DiCE, PACE, compose-only).
+"""
 from . import baselines  # noqa: F401  (registers the baselines first)
-from . import dice, pace  # noqa: F401
 from . import pact  # noqa: F401
-from .base import Method, get_method_class, list_methods, register_method
+from . import dice, pace  # noqa: F401
+from . import compose_only  # noqa: F401
+from .base import (Method, default_baseline, default_columns, get_method_class, list_methods,
+                   method_label, register_method, split_baseline, unregister_method)
 from .factory import create_method, default_checkpoint
 
-__all__ = ["Method", "register_method", "list_methods", "get_method_class", "create_method",
-           "default_checkpoint"]
+__all__ = ["Method", "register_method", "unregister_method", "list_methods", "get_method_class",
+           "method_label", "default_columns", "default_baseline", "split_baseline", "create_method", "default_checkpoint"]

@@ -18,14 +18,23 @@ from cir_core.errors import CheckpointError, InputError
 from cir_core.scoring import DEFAULT_LAMBDA
 
 _REGISTRY: dict[str, type["Method"]] = {}
+APP_ROLES = ("column", "baseline", "optional")
 
 
 def register_method(cls: type["Method"]) -> type["Method"]:
-    """Class decorator: make `cls` available by `cls.name`."""
+    """Class decorator: make `cls` available by `cls.name` (timm's `@register_model`). The
+    registration order is the order of the app's columns and of the evaluation tables."""
     if cls.name in _REGISTRY and _REGISTRY[cls.name] is not cls:
         raise ValueError(f"method name {cls.name!r} registered twice")
+    if cls.app_role not in APP_ROLES:
+        raise ValueError(f"{cls.__name__}.app_role must be one of {APP_ROLES}, got {cls.app_role!r}")
     _REGISTRY[cls.name] = cls
     return cls
+
+
+def unregister_method(name: str) -> None:
+    """Remove a method registered at run time (a test's or a plugin's)."""
+    _REGISTRY.pop(name, None)
 
 
 def list_methods() -> list[str]:
@@ -42,16 +51,52 @@ def get_method_class(name: str) -> type["Method"]:
     return _REGISTRY[name]
 
 
+def method_label(name: str) -> str:
+    """The method's display label (its name when it is not registered)."""
+    list_methods()
+    cls = _REGISTRY.get(name)
+    return cls.label if cls is not None and cls.label else name
+
+
+def default_columns() -> list[str]:
+    """The app's default result columns: every method whose `app_role` is "column"."""
+    return [n for n in list_methods() if _REGISTRY[n].app_role == "column"]
+
+
+def split_baseline(names: list[str]) -> tuple[list[str], str | None]:
+    """(the result columns, the baseline among `names` or None): the baseline is the first name
+    registered with app_role "baseline"; it is shown last, unticked in figures, left out of pooling."""
+    list_methods()
+    base = next((n for n in names if n in _REGISTRY and _REGISTRY[n].app_role == "baseline"), None)
+    return [n for n in names if n != base], base
+
+
+def default_baseline() -> str | None:
+    """The baseline shown after the columns (the first method whose `app_role` is "baseline")."""
+    return next((n for n in list_methods() if _REGISTRY[n].app_role == "baseline"), None)
+
+
 def normalise(x: np.ndarray) -> np.ndarray:
     x = np.asarray(x, dtype=np.float32)
     return x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
 
 
 class Method(ABC):
+    """A registered composition method. The class attributes describe it to the rest of the
+    workbench, so adding a method touches no other file: `label` (shown in the app, the figures
+    and the tables), `app_role` ("column": one of the app's default result columns; "baseline":
+    the reference column after them; "optional": offered but not shown by default),
+    `native_progression` (its per-sentence queries are its own step states, not re-compositions
+    of each prefix), `needs_checkpoint`, and `config_cls` (the typed architecture dataclass that
+    its network, its checkpoint's config.json and its trainer share)."""
+
     name: ClassVar[str]
+    label: ClassVar[str] = ""
     description: ClassVar[str] = ""
+    app_role: ClassVar[str] = "optional"
     needs_checkpoint: ClassVar[bool] = False
-    native_progression: ClassVar[bool] = False  # True when q_k is the method's own step state
+    native_progression: ClassVar[bool] = False
+    config_cls: ClassVar[type | None] = None
 
     def __init__(self, backbone: Any, config: dict | None = None):
         self.backbone = backbone

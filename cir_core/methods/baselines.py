@@ -9,6 +9,7 @@ from .base import Method, normalise, register_method
 @register_method
 class TextOnly(Method):
     name = "text-only"
+    label = "Text only"
     description = "f_T(edit): ignores the reference image"
 
     def _compose(self, ref: np.ndarray, texts: list[str]) -> np.ndarray:
@@ -18,6 +19,7 @@ class TextOnly(Method):
 @register_method
 class ImageOnly(Method):
     name = "image-only"
+    label = "Image only"
     description = "v_r: ignores the edit (q − q_∅ = 0, so Chord adds nothing)"
 
     def _compose(self, ref: np.ndarray, texts: list[str]) -> np.ndarray:
@@ -27,6 +29,8 @@ class ImageOnly(Method):
 @register_method
 class Sum(Method):
     name = "sum"
+    label = "Sum (baseline)"
+    app_role = "baseline"
     description = "norm(v_r + f_T(edit))"
 
     def _compose(self, ref: np.ndarray, texts: list[str]) -> np.ndarray:

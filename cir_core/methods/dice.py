@@ -8,20 +8,33 @@ edit, so Chord's q − q_∅ is the change the edit text causes.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import torch
 from torch import nn
+
+from cir_core.config import DictConfig
 
 from .base import register_method
 from .trained import GatedMLP, TrainedMethod
 
 
+@dataclass
+class DiCEConfig(DictConfig):
+    """DiCE's architecture (seed 001): hidden width = hidden_mult × D, dropout 0.05."""
+
+    hidden_mult: float = 4.0
+    dropout: float = 0.05
+
+
 class DiCENet(nn.Module):
     """Φ(z_r, z_e) → ẑ (D,), unnormalised."""
 
-    def __init__(self, dim: int, hidden_mult: float = 4.0, dropout: float = 0.05):
+    def __init__(self, dim: int, cfg: DiCEConfig | None = None):
         super().__init__()
-        self.mlp = GatedMLP(2 * dim, int(hidden_mult * dim), dim, dropout)
+        cfg = cfg or DiCEConfig()
+        self.mlp = GatedMLP(2 * dim, int(cfg.hidden_mult * dim), dim, cfg.dropout)
 
     def forward(self, z_r: torch.Tensor, z_e: torch.Tensor) -> torch.Tensor:
         return self.mlp(torch.cat([z_r, z_e], dim=-1))
@@ -30,12 +43,14 @@ class DiCENet(nn.Module):
 @register_method
 class DiCE(TrainedMethod):
     name = "dice"
+    label = "DiCE"
     description = "gated MLP on [v_r; f_T(edit)] (DiCE-CIR)"
-    DEFAULT_ARCH = {"hidden_mult": 4.0, "dropout": 0.05}
+    app_role = "column"
+    config_cls = DiCEConfig
 
     @classmethod
-    def build_module(cls, dim: int, arch: dict) -> nn.Module:
-        return DiCENet(dim, float(arch["hidden_mult"]), float(arch["dropout"]))
+    def build_module(cls, dim: int, arch: DiCEConfig) -> nn.Module:
+        return DiCENet(dim, arch)
 
     @torch.no_grad()
     def _compose(self, ref: np.ndarray, texts: list[str]) -> np.ndarray:

@@ -13,6 +13,7 @@ the empty text: that is q_∅, Chord's anchor (`compose_empty`).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -20,18 +21,29 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from cir_core.config import DictConfig
 from cir_core.text import split_sentences
 
 from .base import register_method
 from .trained import GatedMLP, TrainedMethod
 
 
+@dataclass
+class PACEConfig(DictConfig):
+    """PACE's architecture: the fusion M and the accumulator A, gated MLPs of these widths (× D)."""
+
+    hidden_mult: float = 4.0
+    acc_hidden_mult: float = 4.0
+    dropout: float = 0.05
+
+
 class PACENet(nn.Module):
-    def __init__(self, dim: int, hidden_mult: float = 4.0, acc_hidden_mult: float = 4.0,
-                 dropout: float = 0.05):
+    def __init__(self, dim: int, cfg: PACEConfig | None = None):
         super().__init__()
-        self.fusion = GatedMLP(2 * dim, int(hidden_mult * dim), dim, dropout, zero_out=True)
-        self.accumulator = GatedMLP(2 * dim, int(acc_hidden_mult * dim), dim, dropout, zero_out=True)
+        cfg = cfg or PACEConfig()
+        self.fusion = GatedMLP(2 * dim, int(cfg.hidden_mult * dim), dim, cfg.dropout, zero_out=True)
+        self.accumulator = GatedMLP(2 * dim, int(cfg.acc_hidden_mult * dim), dim, cfg.dropout,
+                                    zero_out=True)
 
     def start(self, v_r: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
         """q_0 (B, D), unit norm."""
@@ -66,14 +78,15 @@ def final_state(states: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
 @register_method
 class PACE(TrainedMethod):
     name = "pace"
+    label = "PACE"
     description = "coarse fusion q_0, then one shared accumulator step per sentence (PACE)"
+    app_role = "column"
     native_progression = True
-    DEFAULT_ARCH = {"hidden_mult": 4.0, "acc_hidden_mult": 4.0, "dropout": 0.05}
+    config_cls = PACEConfig
 
     @classmethod
-    def build_module(cls, dim: int, arch: dict) -> nn.Module:
-        return PACENet(dim, float(arch["hidden_mult"]), float(arch["acc_hidden_mult"]),
-                       float(arch["dropout"]))
+    def build_module(cls, dim: int, arch: PACEConfig) -> nn.Module:
+        return PACENet(dim, arch)
 
     @torch.no_grad()
     def _states(self, ref: np.ndarray, texts: list[str],

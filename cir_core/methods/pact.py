@@ -1,4 +1,4 @@
-"""PACT (seed 000) and its compose-only ablation as registered methods.
+"""PACT (seed 000) as a registered method (its compose-only ablation is `compose_only.py`).
 
 A mapper φ turns v_r into a pseudo-word placed at `$` in `"a photo of $ that {edit}"`, read by a
 LoRA-adapted copy of the backbone's text tower (`pact_model.py`). q_∅ is `"a photo of $"`.
@@ -29,8 +29,12 @@ FORMAT_VERSION = 1
 @register_method
 class PACT(Method):
     name = "pact"
+    label = "PACT"
     description = "φ(v_r) as a pseudo-word in 'a photo of $ that {edit}', LoRA text tower (L_compose + L_preserve)"
+    app_role = "column"
     needs_checkpoint = True
+    config_cls = PACTConfig
+    family = ("pact", "compose-only")  # checkpoints either of these trainers writes load here
     batch_size = 256
 
     def __init__(self, backbone: Any, config: dict | None = None,
@@ -91,7 +95,7 @@ class PACT(Method):
 
         folder = Path(folder)
         cfg = read_method_config(folder)
-        if cfg.get("method") not in (PACT.name, ComposeOnly.name):
+        if cfg.get("method") not in cls.family:
             raise CheckpointError(f"{folder} holds a {cfg.get('method')!r} checkpoint, not a PACT-family one")
         width = int(backbone.model.token_embedding.weight.shape[1]) \
             if hasattr(backbone.model, "token_embedding") else None
@@ -123,9 +127,3 @@ class PACT(Method):
             raise CheckpointError(f"cannot read {path}: {type(exc).__name__}: {exc}".splitlines()[0]) from None
         method.composer.load_state_dict(state, strict=True)
         return method
-
-
-@register_method
-class ComposeOnly(PACT):
-    name = "compose-only"
-    description = "PACT's architecture trained with L_compose alone (Table 3 ablation)"

@@ -8,12 +8,13 @@ copy is rebuilt from the backbone, so checkpoints stay small and never duplicate
 from __future__ import annotations
 
 import copy
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import torch
 from torch import nn
 
+from cir_core.config import DictConfig
 from cir_core.errors import BackboneError
 from cir_core.text_tower import encode_tokens, supports_token_embeddings, trim
 
@@ -27,7 +28,7 @@ _TOWER_PARTS = ("token_embedding", "positional_embedding", "transformer", "ln_fi
 
 
 @dataclass
-class PACTConfig:
+class PACTConfig(DictConfig):
     """Architecture hyper-parameters (everything a checkpoint needs to rebuild the model)."""
     mapper_hidden: int = 512
     mapper_dropout: float = 0.1
@@ -36,14 +37,6 @@ class PACTConfig:
     lora_dropout: float = 0.05
     lora_layers: Any = "all"  # "all" | "last:N" | N | [indices]
     lora_targets: list = field(default_factory=lambda: ["in_proj", "out_proj", "c_fc", "c_proj"])
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "PACTConfig":
-        known = set(cls.__dataclass_fields__)
-        return cls(**{k: v for k, v in d.items() if k in known})
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 def edit_prompt(edit: str) -> str:

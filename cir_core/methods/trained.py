@@ -11,7 +11,7 @@ import logging
 import os
 from collections import OrderedDict
 from pathlib import Path
-from typing import Any, ClassVar, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import torch
@@ -50,18 +50,18 @@ class TrainedMethod(Method):
     """A Method backed by a small torch module over frozen embeddings."""
 
     needs_checkpoint = True
-    DEFAULT_ARCH: ClassVar[dict] = {}
     TEXT_MEMO = 4096  # text embeddings kept (the app and validation repeat texts)
 
     def __init__(self, backbone: Any, config: dict | None = None, module: nn.Module | None = None):
         super().__init__(backbone, config)
-        self.arch = {**self.DEFAULT_ARCH, **self.config.get("arch", {})}
+        self.arch = self.config_cls.from_dict(self.config.get("arch", {}))  # type: ignore[union-attr]
         self.module = (module if module is not None else self.build_module(backbone.dim, self.arch))
         self.module.to(getattr(backbone, "device", "cpu")).eval()
         self._memo: OrderedDict[str, np.ndarray] = OrderedDict()
 
     @classmethod
-    def build_module(cls, dim: int, arch: dict) -> nn.Module:
+    def build_module(cls, dim: int, arch: Any) -> nn.Module:
+        """The network for embedding dimension `dim` and the architecture `arch` (a `config_cls`)."""
         raise NotImplementedError
 
     # -- text embeddings ----------------------------------------------------------------------
@@ -125,7 +125,7 @@ class TrainedMethod(Method):
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         config = {"method": self.name, "backbone": self.backbone.id, "embed_dim": self.backbone.dim,
-                  "arch": self.arch, "chord_lambda": self.chord_lambda,
+                  "arch": self.arch.to_dict(), "chord_lambda": self.chord_lambda,
                   "hparams": hparams if hparams is not None else self.config.get("hparams", {}),
                   "metrics": metrics if metrics is not None else self.config.get("metrics", {}),
                   "git_commit": git_commit()}

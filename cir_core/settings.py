@@ -1,0 +1,176 @@
+"""What a retrieval engine is built from: `EngineConfig`, and the one set of command-line flags
+(each with a `CIR_*` environment variable) that the app, the eval CLI, the figure CLI, pooling and
+the benches share through `add_engine_args`.
+
+Precedence: flag > environment variable > default. The default is fully offline: the generated
+world's test gallery, the shipped tiny backbone and the shipped method checkpoints. Importing this
+module imports nothing heavy (no torch, no huggingface_hub), so a CLI can set `HF_HUB_OFFLINE`
+from it (`apply_offline_default`) before anything reads that variable.
+
+| flag | env | default |
+| --- | --- | --- |
+| `--backbone` | `CIR_BACKBONE` | the shipped `local-dir:assets/backbone/cir-tiny-vit` |
+| `--pretrained` | `CIR_PRETRAINED` | none (an open_clip tag or a weights file) |
+| `--checkpoints` | `CIR_CHECKPOINTS` | `assets/methods` (a folder of `<method>/`, or a Hub repo id `org/name[@rev]`) |
+| `--checkpoint M=DIR` | | one method's checkpoint folder, over `--checkpoints` (repeatable) |
+| (in the spec: `@rev`) | `CIR_CHECKPOINTS_REVISION`, `CIR_BACKBONE_REVISION` | the revision a Hub spec without `@rev` is pinned to |
+| `--gallery` | `CIR_GALLERY` | `world` (or an image folder, a JSONL/CSV manifest, an index folder, `movienet:ROOT`) |
+| `--world-queries` | `CIR_WORLD_QUERIES` | 1000 (the world gallery holds ~8 images per query) |
+| `--methods` | `CIR_METHODS` | the consumer's default (the app: every method registered as a column, then the baseline) |
+| `--device` | `CIR_DEVICE` | `cpu` |
+| `--cache-dir` | `CIR_CACHE_DIR` | `~/.cache/cir-workbench` (gallery embeddings) |
+"""
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Mapping, TypeVar
+
+from .config import REPO_ROOT
+
+DEFAULT_BACKBONE_DIR = REPO_ROOT / "assets" / "backbone" / "cir-tiny-vit"
+DEFAULT_BACKBONE = f"local-dir:{DEFAULT_BACKBONE_DIR}"
+DEFAULT_CHECKPOINTS = REPO_ROOT / "assets" / "methods"
+E = TypeVar("E", bound="EngineConfig")
+
+
+@dataclass
+class EngineConfig:
+    """The backbone, the gallery, the methods and where their checkpoints are."""
+
+    backbone: str | None = None  # None: the shipped one (random-init tiny if not built yet)
+    pretrained: str | None = None
+    checkpoints: str | None = None  # None: the shipped assets/methods
+    method_checkpoints: dict[str, str] = field(default_factory=dict)  # method -> folder, over `checkpoints`
+    gallery: str = "world"
+    world_queries: int = 1000
+    methods: tuple[str, ...] | None = None  # None: the consumer's default
+    device: str = "cpu"
+    cache_dir: str | None = None
+    examples: int = 6
+
+    def method_names(self) -> list[str]:
+        """The methods shown side by side: `methods`, else every method registered with
+        app_role "column" (registration order), then the "baseline" one."""
+        if self.methods is not None:
+            return list(self.methods)
+        from .methods import default_baseline, default_columns
+
+        base = default_baseline()
+        return default_columns() + ([base] if base else [])
+
+    def uses_hub(self) -> bool:
+        """Whether anything here must come from the Hugging Face Hub (then stay online)."""
+        b = self.backbone or ""
+        return (b.startswith("hf-hub:") or is_hub_repo_id(self.checkpoints)
+                or (self.pretrained is not None and not Path(self.pretrained).expanduser().exists()
+                    and not b.startswith("local-dir:")))
+
+
+def is_hub_repo_id(spec: str | None) -> bool:
+    """'hf-hub:org/name' or 'org/name' (either may end in '@revision') that is not an existing
+    local path."""
+    if not spec:
+        return False
+    if spec.startswith("hf-hub:"):
+        return True
+    repo = spec.partition("@")[0]  # a revision may hold '/' (refs/pr/1); a repo id never holds '@'
+    p = Path(spec).expanduser()
+    return (not p.exists() and repo.count("/") == 1 and not repo.startswith((".", "/", "~"))
+            and all(part.strip() for part in repo.split("/")))
+
+
+ENGINE_ENV = {"backbone": "CIR_BACKBONE", "pretrained": "CIR_PRETRAINED", "checkpoints": "CIR_CHECKPOINTS",
+              "gallery": "CIR_GALLERY", "world_queries": "CIR_WORLD_QUERIES", "methods": "CIR_METHODS",
+              "device": "CIR_DEVICE", "cache_dir": "CIR_CACHE_DIR"}
+
+
+def add_engine_args(ap: argparse.ArgumentParser, gallery: bool = True,
+                    methods_help: str = "the app's columns and baseline") -> argparse.ArgumentParser:
+    """The engine's flags on `ap` (`gallery=False` leaves out --gallery/--world-queries, for CLIs
+    that take their gallery from a benchmark)."""
+    g = ap.add_argument_group("engine (each flag also reads the environment variable in brackets)")
+    g.add_argument("--backbone", help="open_clip name (ViT-L-14), local-dir:PATH or hf-hub:ORG/REPO[@REV] "
+                   "[CIR_BACKBONE; CIR_BACKBONE_REVISION]; default: the shipped tiny backbone")
+    g.add_argument("--pretrained", help="open_clip pretrained tag (openai) or a weights file [CIR_PRETRAINED]")
+    g.add_argument("--checkpoints", help="folder holding <method>/ checkpoint folders, or a Hub repo id "
+                   "org/name[@branch|tag|sha] [CIR_CHECKPOINTS; CIR_CHECKPOINTS_REVISION]; default: assets/methods")
+    g.add_argument("--checkpoint", action="append", default=[], metavar="METHOD=DIR",
+                   help="load METHOD from DIR instead (repeatable; ablations)")
+    if gallery:
+        g.add_argument("--gallery", help="'world' (the generated test benchmark), an image folder, a "
+                       "JSONL/CSV manifest, an index folder (python -m cir_core.index build) or "
+                       "movienet:ROOT [CIR_GALLERY]")
+        g.add_argument("--world-queries", type=int, help="size of the world benchmark: queries; the gallery "
+                       "holds ~8 images each [CIR_WORLD_QUERIES] (default 1000)")
+    g.add_argument("--methods", nargs="+", help=f"method names, space- or comma-separated [CIR_METHODS]; "
+                   f"default: {methods_help}")
+    g.add_argument("--device", help="cpu or cuda [CIR_DEVICE]")
+    g.add_argument("--cache-dir", help="gallery embedding cache [CIR_CACHE_DIR]")
+    return ap
+
+
+def settings_from(cls: type[E], args: argparse.Namespace, env: Mapping[str, str] | None = None,
+                  env_names: Mapping[str, str] = ENGINE_ENV) -> E:
+    """A `cls` (EngineConfig or a subclass) from parsed flags, then `env` (default os.environ)
+    for flags left unset, then the defaults. Integers and method lists are parsed here."""
+    env = os.environ if env is None else env
+    cfg = cls()
+    names = {f.name for f in fields(cls)}
+    for name, var in env_names.items():
+        value = getattr(args, name, None)
+        if value is None and env.get(var, "").strip():
+            value = env[var].strip()
+        if value is None or name not in names:
+            continue
+        setattr(cfg, name, _parse(name, var, value))
+    pairs = list(getattr(args, "checkpoint", None) or [])
+    bad = [p for p in pairs if "=" not in p or not p.partition("=")[0] or not p.partition("=")[2]]
+    if bad:
+        raise SystemExit(f"--checkpoint takes METHOD=DIR, got {bad[0]!r}")
+    cfg.method_checkpoints = dict(p.split("=", 1) for p in pairs)
+    _pin_revisions(cfg, env)
+    if cfg.world_queries < 1:
+        raise SystemExit(f"--world-queries must be >= 1, got {cfg.world_queries}")
+    return cfg
+
+
+def _parse(name: str, var: str, value: Any) -> Any:
+    if name == "methods":
+        items = value if isinstance(value, (list, tuple)) else [value]
+        names = tuple(m.strip() for v in items for m in str(v).split(",") if m.strip())
+        if not names:
+            raise SystemExit(f"{var}/--methods names no method: {value!r}")
+        return names
+    if name in ("world_queries", "port"):
+        try:
+            return int(value)
+        except ValueError:
+            raise SystemExit(f"{var}/--{name.replace('_', '-')} must be an integer, got {value!r}")
+    return value
+
+
+def _pin_revisions(cfg: EngineConfig, env: Mapping[str, str]) -> None:
+    """A revision variable pins a Hub spec that does not pin itself (`org/name@rev` wins)."""
+    for name, var in (("checkpoints", "CIR_CHECKPOINTS_REVISION"), ("backbone", "CIR_BACKBONE_REVISION")):
+        spec, rev = getattr(cfg, name), env.get(var, "").strip()
+        if rev and spec and "@" not in spec and (spec.startswith("hf-hub:") or
+                                                  (name == "checkpoints" and is_hub_repo_id(spec))):
+            setattr(cfg, name, f"{spec}@{rev}")
+
+
+def engine_config(argv: list[str] | None = None, env: Mapping[str, str] | None = None,
+                  gallery: bool = True) -> EngineConfig:
+    """An EngineConfig from `argv` alone (tests and scripts; the CLIs parse their own parsers)."""
+    ap = add_engine_args(argparse.ArgumentParser(add_help=False), gallery)
+    return settings_from(EngineConfig, ap.parse_args(argv or []), env)
+
+
+def apply_offline_default(uses_hub: bool) -> None:
+    """Offline unless the settings name a Hub resource: without HF_HUB_OFFLINE a missing pretrained
+    tag spends ~47 s in network retries before failing. A value the user set wins."""
+    if not uses_hub:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")

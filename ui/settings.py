@@ -1,0 +1,70 @@
+"""The app's settings: the engine's (`cir_core.settings`) plus what only the app has — the
+annotation database and its snapshot repo, the annotators' sign-in file, host and port.
+
+| flag | env | default |
+| --- | --- | --- |
+| (every engine flag) | `CIR_*` | see `cir_core/settings.py` |
+| `--db` | `CIR_DB` | `annotations.sqlite` (the annotation tab's database) |
+| `--db-repo` | `CIR_DB_REPO` | none: a Hub dataset repo (or `file:///dir`) the annotation DB is snapshotted to and restored from |
+| `--annotators` | `CIR_ANNOTATORS` | none: a file of `name:password` lines turns on Gradio's login page |
+| `--host` | `CIR_HOST` | Gradio's (127.0.0.1, or `GRADIO_SERVER_NAME`) |
+| `--port` | `CIR_PORT` | Gradio's (7860, or `GRADIO_SERVER_PORT`) |
+
+Importing this module imports nothing heavy, so `app.py` can set `HF_HUB_OFFLINE` before
+gradio or huggingface_hub read it.
+"""
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+from cir_core import settings as engine_settings
+from cir_core.settings import ENGINE_ENV, EngineConfig, add_engine_args, settings_from
+
+APP_ENV = {**ENGINE_ENV, "db": "CIR_DB", "annotators": "CIR_ANNOTATORS", "db_repo": "CIR_DB_REPO",
+           "host": "CIR_HOST", "port": "CIR_PORT"}
+
+
+@dataclass
+class AppConfig(EngineConfig):
+    """The engine's settings and the app's own."""
+
+    db: str = "annotations.sqlite"
+    annotators: str | None = None
+    db_repo: str | None = None
+    host: str | None = None
+    port: int | None = None
+
+    def uses_hub(self) -> bool:
+        # Snapshots of the annotation DB go to a Hub dataset repo (file:// is a folder).
+        return super().uses_hub() or bool(self.db_repo and not self.db_repo.startswith("file://"))
+
+
+def build_parser(add_help: bool = True) -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(description="CIR workbench (Gradio app). Every flag also reads an "
+                                 "environment variable, given in brackets.", add_help=add_help)
+    add_engine_args(ap)
+    g = ap.add_argument_group("app")
+    g.add_argument("--db", help="SQLite path for annotations [CIR_DB]")
+    g.add_argument("--db-repo", help="Hub dataset repo (owner/name) or file:///dir keeping snapshots of "
+                   "the annotation DB; restored at start when the DB file is absent [CIR_DB_REPO]")
+    g.add_argument("--annotators", help="file of 'name:password' (or 'name:sha256:<hex>') lines: "
+                   "sign-in for the Annotate tab via Gradio's login page [CIR_ANNOTATORS]")
+    g.add_argument("--host", help="server name, 0.0.0.0 to listen on all interfaces [CIR_HOST]")
+    g.add_argument("--port", type=int, help="server port [CIR_PORT]")
+    return ap
+
+
+def from_args(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None,
+              known_only: bool = True) -> AppConfig:
+    """Settings from `argv` (default: sys.argv; unknown flags are ignored when `known_only`,
+    so `gradio app.py` reload mode and test runners pass through) and `env` (os.environ)."""
+    ap = build_parser()
+    args = ap.parse_known_args(argv)[0] if known_only else ap.parse_args(argv)
+    return settings_from(AppConfig, args, env, APP_ENV)
+
+
+def apply_offline_default(cfg: AppConfig) -> None:
+    """`HF_HUB_OFFLINE=1` unless the settings name a Hub resource (see cir_core.settings)."""
+    engine_settings.apply_offline_default(cfg.uses_hub())
