@@ -19,13 +19,13 @@ from tqdm.auto import tqdm
 
 from cir_core.errors import BackboneError, CheckpointError
 from cir_core.imageio import load_image
+from cir_core.settings import DEFAULT_BACKBONE as DEFAULT_MODEL
+from cir_core.settings import DEFAULT_BACKBONE_DIR
 from cir_core.spaces_compat import gpu
 from cir_core.text_tower import encode_tokens
 
 TINY_MODEL = "cir-tiny-vit"
 CONFIG_DIR = Path(__file__).resolve().parent / "model_configs"
-DEFAULT_BACKBONE_DIR = Path(__file__).resolve().parent.parent / "assets" / "backbone" / TINY_MODEL
-DEFAULT_MODEL = f"local-dir:{DEFAULT_BACKBONE_DIR}"
 CONFIG_FILE, WEIGHTS_FILE = "open_clip_config.json", "open_clip_model.safetensors"
 ImageInput = Union[Image.Image, str, os.PathLike]
 

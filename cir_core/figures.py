@@ -283,7 +283,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-marks", action="store_true", help="no ground-truth frames / identity dots")
     ap.add_argument("--no-scores", action="store_true")
     args = ap.parse_args(argv)
-    cfg = settings_from(EngineConfig, args)
+    try:
+        cfg = settings_from(EngineConfig, args)
+    except CIRError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     apply_offline_default(cfg.uses_hub())
     from .engine import load_engine
 

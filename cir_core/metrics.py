@@ -1,7 +1,8 @@
-"""Retrieval metrics over ranked gallery ids, numpy in / fractions in [0, 1] out.
+"""The project's one metrics module: retrieval metrics over ranked gallery rows (or over score
+matrices where a protocol ranks small candidate sets), numpy in / fractions in [0, 1] out.
 
-`ranked` is always (Q, K) int gallery ids, best first (e.g. `scoring.rank(...)[1]`), one row per
-query. Scores are not consulted, so ties are whatever order the ranking gave.
+`ranked` is always (Q, K) int gallery rows, best first (e.g. `scoring.rank(...).ids`), one row per
+query. Where scores are ranked here, ties go to the lower row, as in `cir_core.topk`.
 """
 from __future__ import annotations
 
@@ -42,51 +43,6 @@ def recall_at_k(
     return {f"R@{k}": float(np.mean(first < k)) for k in ks}
 
 
-def subset_recall_at_k(
-    ranked: np.ndarray,
-    subsets: np.ndarray,
-    target: np.ndarray,
-    ks: Sequence[int] = (1, 2, 3),
-    exclude: np.ndarray | None = None,
-) -> dict[str, float]:
-    """CIRR Recall_subset@k: rank of the target among its subset's members only.
-
-    The members are ordered as they appear in `ranked` (a ranking over the full gallery), so
-    `ranked` must contain every member that takes part: pass a full ranking. The reference is
-    excluded, as in CIRR: either give `exclude` (Q,) reference ids (then every other member must
-    be in `ranked`), or leave it None and let the ranking have dropped it (then at most one
-    member per query may be absent from `ranked`; more means the ranking was truncated).
-    A target absent from `ranked` or from its subset counts as a miss.
-    """
-    r, _ = _ranked(ranked, [1])
-    nq = r.shape[0]
-    subs = np.asarray(subsets)
-    if subs.ndim != 2 or subs.shape[0] != nq:
-        raise InputError(f"subsets must be (Q={nq}, S), got {subs.shape}")
-    t = _per_query(target, nq, "target")
-    ex = None if exclude is None else _per_query(exclude, nq, "exclude")
-    ks = [int(k) for k in ks]
-    if any(k < 1 for k in ks):
-        raise InputError(f"ks must be >= 1, got {ks}")
-    pos_rank = []
-    for i in range(nq):
-        pos = {int(g): p for p, g in enumerate(r[i])}
-        members = [int(m) for m in subs[i] if ex is None or int(m) != int(ex[i])]
-        missing = [m for m in members if m not in pos]
-        if len(missing) > (0 if ex is not None else 1):
-            raise InputError(
-                f"query {i}: subset members {missing} are not in the ranking; pass a full ranking"
-            )
-        tgt = int(t[i])
-        if tgt not in pos or tgt not in members:
-            pos_rank.append(len(members))  # miss at every k
-            continue
-        # 0-based rank of the target among the present members = how many come before it
-        pos_rank.append(sum(pos[m] < pos[tgt] for m in members if m in pos))
-    pr = np.asarray(pos_rank)
-    return {f"Rs@{k}": float(np.mean(pr < k)) for k in ks}
-
-
 def map_at_k(
     ranked: np.ndarray, gt: Sequence[Iterable[int]], ks: Sequence[int] = (5, 10, 25, 50)
 ) -> dict[str, float]:
@@ -123,3 +79,96 @@ def edit_at_1(ranked: np.ndarray, edit_ok: Sequence[Iterable[int]]) -> float:
     if len(edit_ok) != r.shape[0]:
         raise InputError(f"edit_ok must have one set per query ({r.shape[0]}), got {len(edit_ok)}")
     return float(np.mean([int(r[i, 0]) in {int(x) for x in ok} for i, ok in enumerate(edit_ok)]))
+
+
+def _scores(scores: np.ndarray) -> np.ndarray:
+    s = np.asarray(scores, dtype=np.float64)
+    if s.ndim != 2 or s.shape[0] == 0 or s.shape[1] == 0:
+        raise InputError(f"scores must be a non-empty (Q, N) array, got shape {s.shape}")
+    if np.isnan(s).any():
+        raise InputError("scores contain NaN")
+    return s
+
+
+def subset_ranking(member_scores: np.ndarray, members: np.ndarray,
+                   exclude: np.ndarray | None = None) -> np.ndarray:
+    """CIRR's subset ranking: (Q, S) member rows ordered by score, best first, ties to the lower
+    row. Padding (-1) and each query's excluded row (its reference) are moved to the end as -1."""
+    sc = _scores(member_scores).copy()
+    m = np.asarray(members, dtype=np.int64)
+    if m.shape != sc.shape:
+        raise InputError(f"members {m.shape} and member_scores {sc.shape} differ in shape")
+    drop = m < 0
+    if exclude is not None:
+        drop |= m == np.asarray(exclude, dtype=np.int64).reshape(-1, 1)
+    sc[drop] = -np.inf
+    # Sort key: score desc, then row asc; -1 padding is pushed last by the -inf score + mask.
+    order = np.lexsort((m, -sc), axis=1)
+    out = np.take_along_axis(m, order, 1)
+    out[np.take_along_axis(drop, order, 1)] = -1
+    return out
+
+
+def subset_recall(ranked_members: np.ndarray, target: np.ndarray,
+                  ks: Sequence[int] = (1, 2, 3)) -> dict[str, float]:
+    """Recall_subset@k from `subset_ranking`'s output: is the target among the first k members?"""
+    r = np.asarray(ranked_members)
+    t = np.asarray(target).reshape(-1)
+    if r.ndim != 2 or t.shape != (r.shape[0],) or r.shape[0] == 0:
+        raise InputError(f"ranked_members (Q, S) and target (Q,) do not fit: {r.shape}, {t.shape}")
+    hit = (r == t[:, None]) & (r >= 0)
+    first = np.where(hit.any(1), hit.argmax(1), r.shape[1])
+    return {f"Rs@{k}": float(np.mean(first < k)) for k in ks}
+
+
+def candidate_recall(scores: np.ndarray, ks: Sequence[int] = (1, 2, 3),
+                     target_col: int = 0) -> dict[str, float]:
+    """GeneCIS: each row scores one query's own candidates with the target at `target_col`; R@k
+    = share of rows where the target is among the k best (ties go to the lower column)."""
+    s = _scores(scores)
+    rank = (s > s[:, [target_col]]).sum(1) + (s[:, :target_col] == s[:, [target_col]]).sum(1)
+    return {f"R@{k}": float(np.mean(rank < k)) for k in ks}
+
+
+def identity_at_k(ranked: np.ndarray, item_ids: Sequence[frozenset | set], query_id: Sequence,
+                  ks: Sequence[int] = (1, 5, 10)) -> dict[str, float]:
+    """Share of queries whose top-k holds a gallery row showing the query's identity.
+
+    `item_ids[row]` is the set of identities visible in that row; a query whose identity is None
+    or "" is skipped (no ground truth). `identity@n` counts the queries that took part."""
+    r = np.asarray(ranked)
+    if r.ndim != 2 or len(query_id) != r.shape[0]:
+        raise InputError(f"ranked (Q, K) and query_id (Q,) do not fit: {r.shape}, {len(query_id)}")
+    rows = [i for i, c in enumerate(query_id) if c not in (None, "")]
+    out: dict[str, float] = {"identity@n": float(len(rows))}
+    if not rows:
+        return out
+    hit = np.array([[j >= 0 and query_id[i] in item_ids[j] for j in r[i]] for i in rows], bool)
+    for k in ks:
+        out[f"identity@{k}"] = float(hit[:, :k].any(1).mean())
+    return out
+
+
+def prefix_recall(ranks: np.ndarray, k: int = 10) -> list[float]:
+    """R@k after each sentence prefix: `ranks` (Q, S) 0-based ranks of the target after
+    sentences 1..s (a query with fewer sentences repeats its last rank). One value per column."""
+    r = np.asarray(ranks)
+    if r.ndim != 2 or r.shape[0] == 0:
+        raise InputError(f"target_ranks must be (Q, S), got {r.shape}")
+    return [float(np.mean(r[:, j] < k)) for j in range(r.shape[1])]
+
+
+def target_ranks(scores: np.ndarray, target: np.ndarray, exclude: np.ndarray | None = None) -> np.ndarray:
+    """(Q,) 0-based rank of each row's `target` column in a (Q, N) score matrix, with each row's
+    `exclude` column (-1: none) removed; ties go to the lower column, as in `cir_core.topk`."""
+    s = _scores(scores).copy()
+    t = np.asarray(target, dtype=np.int64).reshape(-1)
+    if t.shape != (s.shape[0],):
+        raise InputError(f"target must have one column per row ({s.shape[0]}), got {t.shape}")
+    if exclude is not None:
+        ex = np.asarray(exclude, dtype=np.int64).reshape(-1)
+        rows = np.nonzero(ex >= 0)[0]
+        s[rows, ex[rows]] = -np.inf
+    ts = s[np.arange(len(t)), t][:, None]
+    before = np.arange(s.shape[1])[None, :] < t[:, None]
+    return ((s > ts) | ((s == ts) & before)).sum(1)

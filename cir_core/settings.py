@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Mapping, TypeVar
 
 from .config import REPO_ROOT
+from .errors import InputError
 
 DEFAULT_BACKBONE_DIR = REPO_ROOT / "assets" / "backbone" / "cir-tiny-vit"
 DEFAULT_BACKBONE = f"local-dir:{DEFAULT_BACKBONE_DIR}"
@@ -115,7 +116,8 @@ def add_engine_args(ap: argparse.ArgumentParser, gallery: bool = True,
 def settings_from(cls: type[E], args: argparse.Namespace, env: Mapping[str, str] | None = None,
                   env_names: Mapping[str, str] = ENGINE_ENV) -> E:
     """A `cls` (EngineConfig or a subclass) from parsed flags, then `env` (default os.environ)
-    for flags left unset, then the defaults. Integers and method lists are parsed here."""
+    for flags left unset, then the defaults. Integers and method lists are parsed here; a bad
+    value is an `InputError` naming the flag and its variable."""
     env = os.environ if env is None else env
     cfg = cls()
     names = {f.name for f in fields(cls)}
@@ -129,11 +131,11 @@ def settings_from(cls: type[E], args: argparse.Namespace, env: Mapping[str, str]
     pairs = list(getattr(args, "checkpoint", None) or [])
     bad = [p for p in pairs if "=" not in p or not p.partition("=")[0] or not p.partition("=")[2]]
     if bad:
-        raise SystemExit(f"--checkpoint takes METHOD=DIR, got {bad[0]!r}")
+        raise InputError(f"--checkpoint takes METHOD=DIR, got {bad[0]!r}")
     cfg.method_checkpoints = dict(p.split("=", 1) for p in pairs)
     _pin_revisions(cfg, env)
     if cfg.world_queries < 1:
-        raise SystemExit(f"--world-queries must be >= 1, got {cfg.world_queries}")
+        raise InputError(f"--world-queries must be >= 1, got {cfg.world_queries}")
     return cfg
 
 
@@ -142,13 +144,13 @@ def _parse(name: str, var: str, value: Any) -> Any:
         items = value if isinstance(value, (list, tuple)) else [value]
         names = tuple(m.strip() for v in items for m in str(v).split(",") if m.strip())
         if not names:
-            raise SystemExit(f"{var}/--methods names no method: {value!r}")
+            raise InputError(f"{var}/--methods names no method: {value!r}")
         return names
     if name in ("world_queries", "port"):
         try:
             return int(value)
         except ValueError:
-            raise SystemExit(f"{var}/--{name.replace('_', '-')} must be an integer, got {value!r}")
+            raise InputError(f"{var}/--{name.replace('_', '-')} must be an integer, got {value!r}")
     return value
 
 

@@ -159,6 +159,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from cir_core.engine import load_engine
     from cir_core.engine.core import SHOWCASE
     from db.migrate import init_db
+    from cir_core.errors import InputError
     from cir_core.settings import EngineConfig, add_engine_args, settings_from
     from db.sqlite import open_db, session_factory
 
@@ -174,7 +175,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--gold", type=float, default=0.0, help="fraction of tasks with known answers as gold")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
-    cfg = settings_from(EngineConfig, args)
+    try:
+        cfg = settings_from(EngineConfig, args)
+    except InputError as exc:
+        ap.error(str(exc))
     engine = load_engine(cfg, progress_cb=None)
     if cfg.gallery.startswith("movienet:"):
         from cir_core.benchmarks import load_movienet_queryset

@@ -3,7 +3,8 @@ import json
 
 import pytest
 
-from cir_core.benchmarks import circo, load_benchmark, run
+from cir_core.benchmarks import circo, load_benchmark
+from cir_core.evaluation import evaluate
 from cir_core.benchmarks.common import BenchmarkError
 from tests._bench_fixtures import IndexBackbone, write_circo
 
@@ -27,7 +28,7 @@ def _val():
 def test_val_map_matches_hand_computed(tmp_path):
     root = write_circo(tmp_path / "circo", IDS, {"val": _val()})
     bench = load_benchmark("circo", root, "val")
-    _, raw = run(bench, IndexBackbone(), ["text-only"], ("cosine",), cache=tmp_path / "c", progress=False)
+    _, raw = evaluate(bench, IndexBackbone(), ["text-only"], ("cosine",), cache=tmp_path / "c", progress=False)
     m = raw[("text-only", "cosine")].metrics
     ap0 = (1 + 2 / 3 + 3 / 5) / 3  # hits at ranks 1, 3, 5 of 3 GTs
     assert m["mAP@5"] == pytest.approx((ap0 + 0) / 2)
@@ -41,7 +42,7 @@ def test_gallery_from_folder_without_info_file(tmp_path):
     root = write_circo(tmp_path / "circo", IDS, {"val": _val()}, info_file=False)
     bench = circo.load(root, "val")
     assert sorted(int(i) for i in bench.gallery.ids) == sorted(IDS)
-    rep, _ = run(bench, IndexBackbone(), ["text-only"], ("chord",), cache=tmp_path / "c", progress=False)
+    rep, _ = evaluate(bench, IndexBackbone(), ["text-only"], ("chord",), cache=tmp_path / "c", progress=False)
     assert 0 <= rep["results"]["text-only"]["chord"]["mAP@10"] <= 1
 
 
@@ -52,7 +53,7 @@ def test_test_submission(tmp_path):
     root = write_circo(tmp_path / "circo", ids, {"test": test})
     bench = load_benchmark("circo", root, "test")
     assert not bench.labelled
-    rep, raw = run(bench, IndexBackbone(), ["text-only"], ("cosine",), cache=tmp_path / "c", progress=False)
+    rep, raw = evaluate(bench, IndexBackbone(), ["text-only"], ("cosine",), cache=tmp_path / "c", progress=False)
     assert rep["results"]["text-only"]["cosine"] == {}
     out = bench.write_submission(raw[("text-only", "cosine")], tmp_path / "circo_test.json")[0]
     sub = json.loads(out.read_text())

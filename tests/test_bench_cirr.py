@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from cir_core import eval as ev
-from cir_core.benchmarks import cirr, load_benchmark, run
+from cir_core.benchmarks import cirr, load_benchmark
+from cir_core.evaluation import evaluate
 from cir_core.benchmarks.common import BenchmarkError
 from tests._bench_fixtures import IndexBackbone, cirr_query, write_cirr
 
@@ -34,7 +35,7 @@ def cirr_root(tmp_path):
 def test_val_metrics_match_hand_computed(cirr_root, tmp_path):
     bench = load_benchmark("cirr", cirr_root, "val")
     assert bench.n_queries() == 4 and len(bench.gallery) == 12
-    rep, raw = run(bench, IndexBackbone(), ["text-only"], ("cosine",), cache=tmp_path / "c", progress=False)
+    rep, raw = evaluate(bench, IndexBackbone(), ["text-only"], ("cosine",), cache=tmp_path / "c", progress=False)
     m = rep["results"]["text-only"]["cosine"]
     # target ranks 1, 2, 0, 5 (11 rankable rows: R@50 is not defined); subset ranks 1, 1, 0, 3
     assert m == {"R@1": 0.25, "R@5": 0.75, "R@10": 1.0, "Rs@1": 0.25, "Rs@2": 0.75, "Rs@3": 0.75}
@@ -46,7 +47,7 @@ def test_val_metrics_match_hand_computed(cirr_root, tmp_path):
 def test_images_directly_under_root_and_chord_runs(tmp_path):
     root = write_cirr(tmp_path / "flat", "val", N, _val_queries(), img_raw=False)
     bench = cirr.load(root, "val")
-    rep, _ = run(bench, IndexBackbone(), ["text-only", "image-only"], cache=tmp_path / "c", progress=False)
+    rep, _ = evaluate(bench, IndexBackbone(), ["text-only", "image-only"], cache=tmp_path / "c", progress=False)
     assert set(rep["results"]["text-only"]) == {"cosine", "chord"}
     # image-only: q - q_empty = 0, so Chord equals cosine exactly
     assert rep["results"]["image-only"]["chord"] == rep["results"]["image-only"]["cosine"]
@@ -59,7 +60,7 @@ def test_test1_submission_files_validate(tmp_path):
     root = write_cirr(tmp_path / "t", "test1", names, qs)
     bench = load_benchmark("cirr", root, "test")
     assert not bench.labelled
-    _, raw = run(bench, IndexBackbone(), ["text-only"], ("cosine",), cache=tmp_path / "c", progress=False)
+    _, raw = evaluate(bench, IndexBackbone(), ["text-only"], ("cosine",), cache=tmp_path / "c", progress=False)
     files = bench.write_submission(raw[("text-only", "cosine")], tmp_path / "pred.json")
     rec, sub = (json.loads(f.read_text()) for f in files)
     assert files[1].name == "pred.subset.json"
@@ -128,6 +129,6 @@ def test_cli_on_fixture_with_tiny_backbone(cirr_root, tmp_path, monkeypatch, cap
 
 
 def test_subset_ranking_breaks_ties_by_row():
-    from cir_core.benchmarks.metrics import subset_ranking
+    from cir_core.metrics import subset_ranking
     sub = subset_ranking(np.array([[0.5, 0.2, 0.5, -np.inf]]), np.array([[7, 3, 2, -1]]), np.array([3]))
     assert sub.tolist() == [[2, 7, -1, -1]]

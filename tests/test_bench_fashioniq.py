@@ -5,7 +5,8 @@ import json
 import numpy as np
 import pytest
 
-from cir_core.benchmarks import fashioniq, load_benchmark, run
+from cir_core.benchmarks import fashioniq, load_benchmark
+from cir_core.evaluation import evaluate
 from cir_core.benchmarks.common import BenchmarkError, compose
 from cir_core.methods.base import Method
 from tests._bench_fixtures import IndexBackbone, write_fashioniq
@@ -37,7 +38,7 @@ def fiq_root(tmp_path):
 def test_metrics_match_hand_computed(fiq_root, tmp_path):
     bench = load_benchmark("fashioniq", fiq_root, "val")
     assert bench.n_queries() == 5 and set(bench.galleries()) == {"dress", "shirt", "toptee", "toptee-refs"}
-    _, raw = run(bench, IndexBackbone(), ["text-only"], ("cosine",), cache=tmp_path / "c", progress=False)
+    _, raw = evaluate(bench, IndexBackbone(), ["text-only"], ("cosine",), cache=tmp_path / "c", progress=False)
     m = raw[("text-only", "cosine")].metrics
     assert m["dress R@10"] == pytest.approx(2 / 3) and m["dress R@50"] == 1.0
     assert m["shirt R@10"] == 0.0 and m["shirt R@50"] == 1.0
@@ -49,7 +50,7 @@ def test_metrics_match_hand_computed(fiq_root, tmp_path):
 
 def test_reference_outside_the_split_is_embedded(fiq_root, tmp_path):
     bench = fashioniq.load(fiq_root)
-    _, raw = run(bench, IndexBackbone(), ["image-only"], ("cosine",), cache=tmp_path / "c", progress=False)
+    _, raw = evaluate(bench, IndexBackbone(), ["image-only"], ("cosine",), cache=tmp_path / "c", progress=False)
     # image-only: q = e_60, orthogonal to every toptee image -> rows in order, t7 at rank 7
     assert raw[("image-only", "cosine")].top["toptee/0"][:8] == T[:8]
 

@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from cir_core.benchmarks import genecis, load_benchmark, run
+from cir_core.benchmarks import genecis, load_benchmark
+from cir_core.evaluation import evaluate
 from cir_core.benchmarks.common import BenchmarkError
-from cir_core.benchmarks.metrics import candidate_recall
+from cir_core.metrics import candidate_recall
 from tests._bench_fixtures import IndexBackbone, colour, write_genecis
 
 VG = {i: (i, (40, 24)) for i in range(1, 6)}  # VG image id i is colour i, 40x24
@@ -44,14 +45,14 @@ def test_metrics_match_hand_computed(gen_root, tmp_path, capsys):
     bench = load_benchmark("genecis", gen_root, "val")
     assert "change_attribute" in capsys.readouterr().err  # missing tasks are named
     assert [t.name for t in bench.tasks] == ["focus_attribute", "change_object"]
-    _, raw = run(bench, IndexBackbone(), ["text-only"], ("cosine",), cache=tmp_path / "c", progress=False)
+    _, raw = evaluate(bench, IndexBackbone(), ["text-only"], ("cosine",), cache=tmp_path / "c", progress=False)
     m = raw[("text-only", "cosine")].metrics
     assert m["focus_attribute R@1"] == pytest.approx(1 / 3)
     assert m["focus_attribute R@2"] == pytest.approx(2 / 3) and m["focus_attribute R@3"] == 1.0
     assert m["change_object R@1"] == 0.5 and m["change_object R@2"] == 1.0
     assert m["mean R@1"] == pytest.approx((1 / 3 + 1 / 2) / 2)
     assert raw[("text-only", "cosine")].top["change_object/0"][:2] == ["coco632", "coco285"]
-    rep, _ = run(bench, IndexBackbone(), ["sum"], ("chord",), cache=tmp_path / "c", progress=False)
+    rep, _ = evaluate(bench, IndexBackbone(), ["sum"], ("chord",), cache=tmp_path / "c", progress=False)
     assert 0 <= rep["results"]["sum"]["chord"]["mean R@1"] <= 1
 
 

@@ -2,9 +2,9 @@
 hand-computed recalls and R@10 after each sentence prefix."""
 import pytest
 
-from cir_core.benchmarks import lcirr, load_benchmark, run
+from cir_core.benchmarks import lcirr, load_benchmark
+from cir_core.evaluation import evaluate
 from cir_core.benchmarks.common import BenchmarkError
-from cir_core.benchmarks.metrics import prefix_recall
 from tests._bench_fixtures import IndexBackbone, write_cirr, write_jsonl
 
 N = [f"dev-{i}-1-img1" for i in range(12)]
@@ -25,21 +25,14 @@ def lcirr_root(tmp_path):
 def test_recall_and_progression_hand_computed(lcirr_root, tmp_path):
     bench = load_benchmark("lcirr", lcirr_root, "val")
     assert bench.sentences[0] == ["Make it w:7=3.", "Add w:11=2.", "Also w:11=2."]
-    rep, raw = run(bench, IndexBackbone(), ["text-only"], ("cosine",), cache=tmp_path / "c", progress=False)
+    rep, raw = evaluate(bench, IndexBackbone(), ["text-only"], ("cosine",), cache=tmp_path / "c", progress=False)
     assert rep["results"]["text-only"]["cosine"] == {"R@1": 1.0, "R@5": 1.0, "R@10": 1.0}
     prog = rep["extra"]["text-only"]["cosine"]["progression"]
     assert prog == {"R@10 sentences 1-1": 0.5, "R@10 sentences 1-2": 1.0, "R@10 sentences 1-3": 1.0,
                     "share multi-sentence": 0.5}
     assert raw[("text-only", "cosine")].top["11"][:2] == [N[11], N[7]]
-    rep, _ = run(bench, IndexBackbone(), ["sum"], ("chord",), cache=tmp_path / "c", progress=False)
+    rep, _ = evaluate(bench, IndexBackbone(), ["sum"], ("chord",), cache=tmp_path / "c", progress=False)
     assert "R@10 sentences 1-3" in rep["extra"]["sum"]["chord"]["progression"]
-
-
-def test_prefix_and_target_rank_hand_made():
-    import numpy as np
-    assert prefix_recall(np.array([[10, 1, 0], [0, 0, 0], [12, 12, 9]]), 10) == [1 / 3, 2 / 3, 1.0]
-    # row 2 excluded; ties before the target's row count against it
-    assert lcirr.target_rank(np.array([0.5, 0.9, 0.99, 0.5, 0.1]), 3, 2) == 2
 
 
 def test_bad_manifest_names_the_line(lcirr_root):

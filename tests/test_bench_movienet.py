@@ -2,7 +2,8 @@
 identity@1/5/10 (queries without a character id are ranked but not scored)."""
 import pytest
 
-from cir_core.benchmarks import load_benchmark, load_movienet_queryset, movienet, run
+from cir_core.benchmarks import load_benchmark, load_movienet_queryset, movienet
+from cir_core.evaluation import evaluate
 from cir_core.benchmarks.common import BenchmarkError
 from tests._bench_fixtures import IndexBackbone, write_jsonl, write_movienet
 
@@ -28,7 +29,7 @@ def mn_root(tmp_path):
 
 def test_identity_hand_computed(mn_root, tmp_path):
     bench = load_benchmark("movienet", mn_root)
-    rep, raw = run(bench, IndexBackbone(), ["text-only"], ("cosine",), cache=tmp_path / "c", progress=False)
+    rep, raw = evaluate(bench, IndexBackbone(), ["text-only"], ("cosine",), cache=tmp_path / "c", progress=False)
     m = rep["results"]["text-only"]["cosine"]
     assert m["identity@n"] == 3 and m["identity@1"] == pytest.approx(1 / 3, abs=1e-4)
     assert m["identity@5"] == pytest.approx(2 / 3, abs=1e-4) and m["identity@10"] == 1.0

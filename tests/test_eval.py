@@ -4,25 +4,34 @@ import json
 import numpy as np
 
 from cir_core import eval as ev
+from cir_core.benchmarks.world import WorldBench
+from cir_core.evaluation import evaluate
+
+METRICS = ["R@1", "R@5", "R@10", "R@50", "Rs@1", "Rs@2", "Rs@3", "mAP@5", "mAP@10", "mAP@25", "mAP@50",
+           "identity@1", "edit@1"]
+
+
+def world(bench, progression=False):
+    return WorldBench(bench, 64, progression)
 
 
 def test_evaluate_schema_and_dump(tiny_backbone, small_bench, tmp_path):
     dump = tmp_path / "rk.jsonl"
     with open(dump, "w") as f:
-        rep = ev.evaluate(tiny_backbone, small_bench, ["text-only", "image-only", "sum"],
+        rep, _ = evaluate(world(small_bench), tiny_backbone, ["text-only", "image-only", "sum"],
                           cache=tmp_path / "cache", dump=f, progress=False)
     assert rep["split"] == "test"
     assert set(rep["results"]) == {"text-only", "image-only", "sum"}
     for by in rep["results"].values():
         assert set(by) == {"cosine", "chord"}
         for m in by.values():
-            assert list(m) == list(ev.METRIC_ORDER)
+            assert list(m) == METRICS
             assert all(0.0 <= v <= 1.0 for v in m.values())
     lines = [json.loads(x) for x in dump.read_text().splitlines()]
     assert len(lines) == 3 * 2 * len(small_bench.queries)
     row = lines[0]
-    assert set(row) == {"method", "scoring", "query_id", "reference_id", "top50", "target_id", "gt_ids"}
-    assert row["reference_id"] not in row["top50"] and len(row["top50"]) == 50
+    assert set(row) == {"benchmark", "method", "scoring", "query_id", "reference_id", "top", "target_id", "gt_ids"}
+    assert row["reference_id"] not in row["top"] and len(row["top"]) == 50
     assert row["target_id"] in row["gt_ids"]
     # image-only has q - q_empty = 0, so Chord must equal cosine exactly
     assert rep["results"]["image-only"]["chord"] == rep["results"]["image-only"]["cosine"]
@@ -32,13 +41,13 @@ def test_metrics_match_bruteforce(tiny_backbone, small_bench, tmp_path):
     """R@K and identity@1 recomputed naively from the dumped rankings."""
     dump = tmp_path / "rk.jsonl"
     with open(dump, "w") as f:
-        rep = ev.evaluate(tiny_backbone, small_bench, ["sum"], scorings=("cosine",),
+        rep, _ = evaluate(world(small_bench), tiny_backbone, ["sum"], scorings=("cosine",),
                           cache=tmp_path / "cache", dump=f, progress=False)
     rows = [json.loads(x) for x in dump.read_text().splitlines()]
-    r10 = np.mean([r["target_id"] in r["top50"][:10] for r in rows])
+    r10 = np.mean([r["target_id"] in r["top"][:10] for r in rows])
     assert abs(rep["results"]["sum"]["cosine"]["R@10"] - r10) < 1e-4
     ident = {it.item_id: it.scene.character.identity for it in small_bench.items}
-    id1 = np.mean([ident[r["top50"][0]] == ident[r["reference_id"]] for r in rows])
+    id1 = np.mean([ident[r["top"][0]] == ident[r["reference_id"]] for r in rows])
     assert abs(rep["results"]["sum"]["cosine"]["identity@1"] - id1) < 1e-4
 
 
@@ -61,9 +70,9 @@ def test_cli_writes_json(tmp_path, monkeypatch, capsys):
 
 
 def test_progression_report(tiny_backbone, small_bench, tmp_path):
-    rep = ev.evaluate(tiny_backbone, small_bench, ["sum"], scorings=("cosine",),
-                      cache=tmp_path / "cache", progress=False, progression=True)
-    p = rep["progression"]["sum"]["cosine"]
+    rep, _ = evaluate(world(small_bench, progression=True), tiny_backbone, ["sum"], scorings=("cosine",),
+                      cache=tmp_path / "cache", progress=False)
+    p = rep["extra"]["sum"]["cosine"]["progression"]
     n_multi = sum(len(q.sentences) > 1 for q in small_bench.queries)
     assert p["queries"] == n_multi > 0
     assert 0 <= p["rank_improved"] <= p["rank_improved_or_held"] <= 1
@@ -72,3 +81,13 @@ def test_progression_report(tiny_backbone, small_bench, tmp_path):
 def test_cli_checkpoint_flag_is_validated(capsys):
     assert ev.main(["--backbone", "cir-tiny-vit", "--checkpoint", "pact"]) == 2
     assert "METHOD=DIR" in capsys.readouterr().err
+
+
+def test_cli_creates_output_folders_before_loading_anything(tmp_path, monkeypatch):
+    monkeypatch.setenv("CIR_CACHE_DIR", str(tmp_path / "c"))
+    dump = tmp_path / "new" / "deeper" / "rk.jsonl"
+    assert ev.main(["--backbone", "cir-tiny-vit", "--n-queries", "6", "--methods", "sum", "--scoring", "cosine",
+                    "--dump-rankings", str(dump)]) == 0
+    assert dump.is_file() and len(dump.read_text().splitlines()) == 6
+    (tmp_path / "file").write_text("x")
+    assert ev.main(["--backbone", "local-dir:/never/loaded", "--dump-rankings", str(tmp_path / "file" / "rk.jsonl")]) == 2

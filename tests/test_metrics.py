@@ -2,7 +2,8 @@ import numpy as np
 import pytest
 
 from cir_core.errors import InputError
-from cir_core.metrics import edit_at_1, identity_at_1, map_at_k, recall_at_k, subset_recall_at_k
+from cir_core.metrics import (candidate_recall, edit_at_1, identity_at_1, identity_at_k, map_at_k, prefix_recall,
+                              recall_at_k, subset_ranking, subset_recall, target_ranks)
 
 
 def test_recall_at_k_hand_computed():
@@ -26,46 +27,6 @@ def test_recall_rejects_k_beyond_ranking_and_bad_shapes():
         recall_at_k(np.zeros((2, 2), int), np.array([0]), ks=(1,))
     with pytest.raises(InputError):
         recall_at_k(np.zeros((2, 2)), np.array([0, 0]), ks=(1,))
-
-
-def test_subset_recall_hand_computed_reference_dropped_by_ranking():
-    # Full rankings over a 8-item gallery with the reference already excluded by `rank`.
-    ranked = np.array(
-        [
-            [5, 0, 6, 1, 2, 3, 7],  # ref 4 excluded
-            [3, 6, 7, 1, 0, 5, 4],  # ref 2 excluded
-            [0, 1, 2, 3, 4, 5, 6],  # ref 7 excluded
-        ]
-    )
-    subsets = np.array([[4, 1, 2, 3], [2, 4, 5, 6], [7, 0, 1, 5]])  # CIRR-style: holds the ref
-    target = np.array([2, 5, 0])
-    # q0: members in ranking order 1, 2, 3 -> target 2 is 2nd
-    # q1: members 6, 5, 4 -> target 5 is 2nd
-    # q2: members 0, 1, 5 -> target 0 is 1st
-    # Rs@1 = 1/3, Rs@2 = 3/3, Rs@3 = 3/3
-    got = subset_recall_at_k(ranked, subsets, target, ks=(1, 2, 3))
-    assert got == pytest.approx({"Rs@1": 1 / 3, "Rs@2": 1.0, "Rs@3": 1.0})
-
-
-def test_subset_recall_with_explicit_exclude_and_truncated_ranking():
-    ranked = np.array([[4, 3, 1, 2, 0]])  # full ranking that still holds the ref 4
-    subsets = np.array([[4, 2, 3]])
-    # ref 4 dropped: members 3, 2 -> target 2 is 2nd: Rs@1 = 0, Rs@2 = 1
-    assert subset_recall_at_k(ranked, subsets, [2], ks=(1, 2), exclude=[4]) == {"Rs@1": 0.0, "Rs@2": 1.0}
-    # Without exclude the ref counts as a member: 4, 3, 2 -> target 3rd
-    assert subset_recall_at_k(ranked, subsets, [2], ks=(3,)) == {"Rs@3": 1.0}
-    assert subset_recall_at_k(ranked, subsets, [2], ks=(2,)) == {"Rs@2": 0.0}
-    # A truncated ranking missing two members is refused rather than overstating the rank.
-    with pytest.raises(InputError, match="full ranking"):
-        subset_recall_at_k(np.array([[0, 1]]), subsets, [2], ks=(1,))
-
-
-def test_subset_recall_target_absent_is_a_miss():
-    # Target 9 not in ranking (and not in subset): miss at every k.
-    assert subset_recall_at_k(np.array([[1, 2, 3]]), np.array([[1, 2, 9]]), [9], ks=(1, 3)) == {
-        "Rs@1": 0.0,
-        "Rs@3": 0.0,
-    }
 
 
 def test_map_at_k_hand_computed():
@@ -103,3 +64,43 @@ def test_edit_at_1():
     ranked = np.array([[5, 1], [2, 5], [7, 7]])
     # top-1 ids 5, 2, 7; ok sets: 5 in {5, 6} yes, 2 in {5} no, 7 in {7} yes -> 2/3
     assert edit_at_1(ranked, [{5, 6}, {5}, np.array([7])]) == pytest.approx(2 / 3)
+
+
+def test_subset_recall_hand_made():
+    members = np.array([[0, 1, 2, 3], [4, 5, 6, -1]])
+    scores = np.array([[0.9, 0.1, 0.5, 0.7], [0.3, 0.2, 0.1, -np.inf]])
+    ranked = subset_ranking(scores, members, np.array([0, 4]))  # references 0 and 4 drop out
+    assert ranked.tolist() == [[3, 2, 1, -1], [5, 6, -1, -1]]
+    # targets 1 (3rd) and 5 (1st)
+    assert subset_recall(ranked, np.array([1, 5])) == {"Rs@1": 0.5, "Rs@2": 0.5, "Rs@3": 1.0}
+
+
+def test_recall_and_map_hand_made():
+    ranked = np.array([[4, 2, 7, 1, 0], [3, 9, 8, 6, 5]])
+    assert recall_at_k(ranked, np.array([7, 5]), (1, 3, 5)) == {"R@1": 0.0, "R@3": 0.5, "R@5": 1.0}
+    # q0 GT {2, 0}: hits at 2 and 5 -> (1/2 + 2/5) / 2 = 0.45 at K=5; at K=2: (1/2) / 2 = 0.25
+    # q1 GT {3}: hit at 1 -> 1
+    m = map_at_k(ranked, [{2, 0}, {3}], (2, 5))
+    assert m["mAP@2"] == pytest.approx((0.25 + 1) / 2) and m["mAP@5"] == pytest.approx((0.45 + 1) / 2)
+
+
+def test_candidate_and_identity_hand_made():
+    assert candidate_recall(np.array([[0.1, 0.2], [0.3, 0.2]]), (1, 2)) == {"R@1": 0.5, "R@2": 1.0}
+    ids = [frozenset("A"), frozenset("AB"), frozenset(), frozenset("C")]
+    ranked = np.array([[2, 1, 0], [3, 0, 1], [0, 1, 2]])
+    out = identity_at_k(ranked, ids, ["A", "B", None], (1, 2, 3))
+    # q0: A first at rank 1; q1: B at rank 2; q2 unscored
+    assert out == {"identity@n": 2.0, "identity@1": 0.0, "identity@2": 0.5, "identity@3": 1.0}
+    assert identity_at_k(ranked, ids, [None, "", None]) == {"identity@n": 0.0}
+
+
+def test_bad_shapes_are_input_errors():
+    with pytest.raises(InputError):
+        subset_ranking(np.zeros((1, 3)), np.zeros((1, 2), int))
+
+
+def test_prefix_recall_and_target_ranks_hand_made():
+    assert prefix_recall(np.array([[10, 1, 0], [0, 0, 0], [12, 12, 9]]), 10) == [1 / 3, 2 / 3, 1.0]
+    # row 2 excluded; ties before the target's column count against it, ties after do not
+    s = np.array([[0.5, 0.9, 0.99, 0.5, 0.1], [0.5, 0.9, 0.99, 0.5, 0.1]])
+    assert target_ranks(s, np.array([3, 0]), np.array([2, -1])).tolist() == [2, 2]

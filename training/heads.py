@@ -16,8 +16,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from cir_core.eval import breakdown, metrics_for
-from cir_core.scoring import chord_scores, cosine_scores
+from cir_core.benchmarks.world import Composed
+from cir_core.scoring import DEFAULT_LAMBDA, ScoreOpts
 
 from .loop import LoopConfig, parse_cli, run
 
@@ -79,47 +79,41 @@ def np_rng(rng: random.Random) -> np.random.Generator:
 
 
 class ValBench:
-    """`n` queries of the world's val split; gallery embeddings cached on disk (EmbeddingCache)."""
+    """`n` queries of the world's val split, scored by the world benchmark itself (the eval CLI's
+    code); gallery embeddings cached on disk. The test split is never touched."""
 
     def __init__(self, backbone: Any, n: int, cache_root: Path | None = None, progress: bool = False):
-        from cir_core.config import cache_dir
-        from cir_core.gallery import EmbeddingCache
-        from cir_core.world import build_benchmark
+        from cir_core.benchmarks import load_benchmark
+        from cir_core.evaluation import embed
 
-        self.bench = build_benchmark("val", n)
-        gallery = self.bench.gallery(backbone.image_size)
-        self.gallery = EmbeddingCache(cache_root or cache_dir()).embed(gallery, backbone, progress=progress)
-        self.ref_idx = np.asarray(self.bench.reference_idx)
-        self.refs = self.gallery[self.ref_idx]
-        self.texts = [q.text for q in self.bench.queries]
-        self.gt, self.edit_ok = self.bench.gt_sets(), self.bench.edit_ok_sets()
-        self.identities = np.asarray(self.bench.identities())
+        self.bench = load_benchmark("world", split="val", n_queries=n, image_size=backbone.image_size)
+        self.gallery = embed(self.bench.gallery(backbone.image_size), backbone, cache_root, progress)
+        self.n_queries = self.bench.n_queries()
 
-    def queries(self, method) -> tuple[np.ndarray, np.ndarray]:
-        return method.compose(self.refs, self.texts), method.compose_empty(self.refs)
+    def queries(self, method) -> Composed:
+        return self.bench.compose(method, self.gallery)
 
-    def metrics(self, q: np.ndarray, q0: np.ndarray, lam: float | None) -> tuple[dict, dict]:
+    def metrics(self, method, composed: Composed, lam: float | None) -> tuple[dict, dict]:
         """(metrics, R@10 per edit type) for cosine (lam None) or Chord(lam)."""
-        s = cosine_scores(q, self.gallery) if lam is None else \
-            chord_scores(q, q0, self.refs, self.gallery, lam=lam)
-        s[np.arange(len(s)), self.ref_idx] = -np.inf
-        m, ranked = metrics_for(s, self.bench, self.gt, self.edit_ok, self.identities)
-        return m, breakdown(ranked, self.bench)
+        opts = ScoreOpts("cosine") if lam is None else ScoreOpts("chord", lam)
+        res = self.bench.score(method, composed, self.gallery, opts)
+        return {k: round(float(v), 4) for k, v in res.metrics.items()}, res.extra["breakdown"]
 
     def report(self, method, lam: float | None = None) -> dict[str, float]:
         """The periodic validation line: cosine metrics, R@10 per type, Chord(λ) R@1/R@10."""
-        q, q0 = self.queries(method)
-        cos, by_type = self.metrics(q, q0, None)
-        chord, _ = self.metrics(q, q0, method.chord_lambda if lam is None else lam)
+        c = self.queries(method)
+        cos, by_type = self.metrics(method, c, None)
+        chord, _ = self.metrics(method, c, method.chord_lambda if lam is None else lam)
         return {**{f"val_{k}": cos[k] for k in REPORTED}, **{f"val_{k}": v for k, v in by_type.items()},
                 "val_chord_R@1": chord["R@1"], "val_chord_R@10": chord["R@10"]}
 
     def select_lambda(self, method, grid: Sequence[float] = LAMBDA_GRID) -> tuple[float, dict]:
-        """Chord λ with the best val R@10 (ties: higher R@1, then closer to 0.34); PACT Table 14."""
-        q, q0 = self.queries(method)
-        table = {float(l): self.metrics(q, q0, float(l))[0] for l in grid}
-        best = max(table, key=lambda l: (table[l]["R@10"], table[l]["R@1"], -abs(l - 0.34)))
-        return best, {"split": "val", "n_queries": len(self.texts), "criterion": "R@10",
+        """Chord λ with the best val R@10 (ties: higher R@1, then closer to DEFAULT_LAMBDA);
+        PACT Table 14."""
+        c = self.queries(method)
+        table = {float(l): self.metrics(method, c, float(l))[0] for l in grid}
+        best = max(table, key=lambda l: (table[l]["R@10"], table[l]["R@1"], -abs(l - DEFAULT_LAMBDA)))
+        return best, {"split": "val", "n_queries": self.n_queries, "criterion": "R@10",
                       "R@10": {f"{l:g}": table[l]["R@10"] for l in table},
                       "R@1": {f"{l:g}": table[l]["R@1"] for l in table}}
 

@@ -191,8 +191,9 @@ class PACTTask:
     def _scores(self, lam: float) -> dict[str, dict]:
         """Val metrics with cosine and with Chord(λ), the composer in eval mode."""
         self.model.eval()
-        q, q0 = self.val.queries(self._method(lam))
-        return {"cos": self.val.metrics(q, q0, None)[0], "chord": self.val.metrics(q, q0, lam)[0]}
+        m = self._method(lam)
+        c = self.val.queries(m)
+        return {"cos": self.val.metrics(m, c, None)[0], "chord": self.val.metrics(m, c, lam)[0]}
 
     def validate(self) -> dict[str, float]:
         by = self._scores(float(self.x["val_lambda"]))

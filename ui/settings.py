@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from cir_core import settings as engine_settings
+from cir_core.errors import InputError
 from cir_core.settings import ENGINE_ENV, EngineConfig, add_engine_args, settings_from
 
 APP_ENV = {**ENGINE_ENV, "db": "CIR_DB", "annotators": "CIR_ANNOTATORS", "db_repo": "CIR_DB_REPO",
@@ -62,7 +63,10 @@ def from_args(argv: Sequence[str] | None = None, env: Mapping[str, str] | None =
     so `gradio app.py` reload mode and test runners pass through) and `env` (os.environ)."""
     ap = build_parser()
     args = ap.parse_known_args(argv)[0] if known_only else ap.parse_args(argv)
-    return settings_from(AppConfig, args, env, APP_ENV)
+    try:
+        return settings_from(AppConfig, args, env, APP_ENV)
+    except InputError as exc:
+        raise SystemExit(f"error: {exc}") from None
 
 
 def apply_offline_default(cfg: AppConfig) -> None:

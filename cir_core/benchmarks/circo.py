@@ -21,9 +21,9 @@ from pathlib import Path
 import numpy as np
 
 from cir_core.gallery import Gallery, GalleryItem
+from cir_core.metrics import map_at_k, recall_at_k
 
-from .common import TOP, BenchmarkError, MethodResult, ScoreOpts, compose, need, rank_gallery, read_json
-from .metrics import map_at_k, recall_at_k
+from .common import TOP, BenchmarkError, BenchmarkResult, ScoreOpts, compose, need, rank_queries, read_json
 
 SPLITS = ("val", "test")
 COCO = "COCO2017_unlabeled"
@@ -64,6 +64,7 @@ class CIRCOBench:
     target_rows: np.ndarray | None
     gt_rows: list[list[int]] | None
     name: str = "circo"
+    protocol: str = 'reference removed from every ranking and submission'
 
     @property
     def labelled(self) -> bool:
@@ -75,20 +76,20 @@ class CIRCOBench:
     def n_queries(self) -> int:
         return len(self.query_ids)
 
-    def evaluate_method(self, method, emb: dict[str, np.ndarray], opts: ScoreOpts) -> MethodResult:
+    def evaluate_method(self, method, emb: dict[str, np.ndarray], opts: ScoreOpts) -> BenchmarkResult:
         g = emb["gallery"]
         refs = g[self.ref_rows]
         q, q0 = compose(method, refs, self.texts)
-        ranked, _ = rank_gallery(method, q, q0, refs, g, opts, self.ref_rows, TOP)
+        ranked = rank_queries(method, q, q0, refs, g, opts, self.ref_rows, TOP).ids
         metrics: dict[str, float] = {}
         if self.labelled:
             ks = [k for k in (5, 10, 25, 50) if k <= ranked.shape[1]]
             metrics = {**map_at_k(ranked, self.gt_rows, ks), **recall_at_k(ranked, self.target_rows, ks)}
         ids = self.gallery.ids
-        return MethodResult(metrics, top={qid: [int(ids[j]) for j in r]
+        return BenchmarkResult(metrics, top={qid: [int(ids[j]) for j in r]
                                           for qid, r in zip(self.query_ids, ranked)})
 
-    def write_submission(self, res: MethodResult, out: Path) -> list[Path]:
+    def write_submission(self, res: BenchmarkResult, out: Path) -> list[Path]:
         refs = [int(self.gallery.ids[r]) for r in self.ref_rows]
         validate_submission(res.top, self.query_ids, refs, {int(i) for i in self.gallery.ids})
         Path(out).write_text(json.dumps(res.top))

@@ -19,10 +19,10 @@ from pathlib import Path
 import numpy as np
 
 from cir_core.gallery import Gallery, GalleryItem
+from cir_core.metrics import recall_at_k, subset_ranking, subset_recall
 
-from .common import (TOP, BenchmarkError, MethodResult, ScoreOpts, check_files, compose, need,
-                     rank_gallery, read_json)
-from .metrics import recall_at_k, subset_ranking, subset_recall
+from .common import (TOP, BenchmarkError, BenchmarkResult, ScoreOpts, check_files, compose, need,
+                     rank_queries, read_json)
 
 VERSION = "rc2"
 SPLITS = {"val": "val", "test": "test1", "test1": "test1"}
@@ -86,6 +86,7 @@ class CIRRBench:
     target_rows: np.ndarray | None  # None on test1
     members: np.ndarray  # (Q, S) rows, -1 padded
     name: str = "cirr"
+    protocol: str = 'rc2 files; reference removed from the ranking; Recall_subset over the img_set members'
 
     @property
     def labelled(self) -> bool:
@@ -97,13 +98,12 @@ class CIRRBench:
     def n_queries(self) -> int:
         return len(self.pairids)
 
-    def evaluate_method(self, method, emb: dict[str, np.ndarray], opts: ScoreOpts) -> MethodResult:
+    def evaluate_method(self, method, emb: dict[str, np.ndarray], opts: ScoreOpts) -> BenchmarkResult:
         g = emb["gallery"]
         refs = g[self.ref_rows]
         q, q0 = compose(method, refs, self.texts)
-        ranked, member_scores = rank_gallery(method, q, q0, refs, g, opts, self.ref_rows, TOP,
-                                             self.members)
-        sub = subset_ranking(member_scores, self.members, self.ref_rows)
+        got = rank_queries(method, q, q0, refs, g, opts, self.ref_rows, TOP, self.members)
+        ranked, sub = got.ids, subset_ranking(got.at_cols, self.members, self.ref_rows)
         metrics: dict[str, float] = {}
         if self.labelled:
             ks = [k for k in (1, 5, 10, 50) if k <= ranked.shape[1]]
@@ -112,9 +112,9 @@ class CIRRBench:
         ids = self.gallery.ids
         top = {p: [ids[j] for j in r] for p, r in zip(self.pairids, ranked)}
         top_sub = {p: [ids[j] for j in r[:SUBSET_TOP] if j >= 0] for p, r in zip(self.pairids, sub)}
-        return MethodResult(metrics, top=top, aux={"subset": top_sub})
+        return BenchmarkResult(metrics, top=top, aux={"subset": top_sub})
 
-    def write_submission(self, res: MethodResult, out: Path) -> list[Path]:
+    def write_submission(self, res: BenchmarkResult, out: Path) -> list[Path]:
         """The two server files: OUT (recall, top 50) and OUT with `.subset` (recall_subset)."""
         out = Path(out)
         sub_path = out.with_name(out.stem + ".subset" + (out.suffix or ".json"))

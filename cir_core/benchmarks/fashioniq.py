@@ -19,9 +19,9 @@ from pathlib import Path
 import numpy as np
 
 from cir_core.gallery import Gallery, GalleryItem
+from cir_core.metrics import recall_at_k
 
-from .common import BenchmarkError, MethodResult, ScoreOpts, check_files, compose, need, rank_gallery, read_json
-from .metrics import recall_at_k
+from .common import BenchmarkError, BenchmarkResult, ScoreOpts, check_files, compose, need, rank_queries, read_json
 
 CATEGORIES = ("dress", "shirt", "toptee")
 KS = (10, 50)
@@ -47,6 +47,7 @@ class FashionIQBench:
     categories: list[Category]
     split: str = "val"
     name: str = "fashioniq"
+    protocol: str = 'caption orders: both, queries averaged (SEARLE); reference not removed'
     labelled: bool = True
 
     def galleries(self) -> dict[str, Gallery]:
@@ -60,7 +61,7 @@ class FashionIQBench:
     def n_queries(self) -> int:
         return sum(len(c.texts) for c in self.categories)
 
-    def evaluate_method(self, method, emb: dict[str, np.ndarray], opts: ScoreOpts) -> MethodResult:
+    def evaluate_method(self, method, emb: dict[str, np.ndarray], opts: ScoreOpts) -> BenchmarkResult:
         metrics: dict[str, float] = {}
         top = {}
         for c in self.categories:
@@ -68,7 +69,7 @@ class FashionIQBench:
             pool = np.concatenate([g, emb[c.name + "-refs"]]) if len(c.ref_gallery) else g
             refs = pool[c.ref_rows]
             q, q0 = compose(method, refs, c.texts)
-            ranked, _ = rank_gallery(method, q, q0, refs, g, opts, None, max(KS))
+            ranked = rank_queries(method, q, q0, refs, g, opts, None, max(KS)).ids
             r = recall_at_k(ranked, c.target_rows, [k for k in KS if k <= ranked.shape[1]])
             metrics.update({f"{c.name} {k}": v for k, v in r.items()})
             ids = c.gallery.ids
@@ -79,7 +80,7 @@ class FashionIQBench:
                 metrics[f"avg R@{k}"] = float(np.mean(vals))
         if all(f"avg R@{k}" in metrics for k in KS):
             metrics["avg"] = float(np.mean([metrics[f"avg R@{k}"] for k in KS]))
-        return MethodResult(metrics, top=top)
+        return BenchmarkResult(metrics, top=top)
 
 
 def load_category(root: Path, cat: str) -> Category:

@@ -23,9 +23,9 @@ from PIL import Image
 
 from cir_core.gallery import Gallery, GalleryItem
 from cir_core.imageio import load_image
+from cir_core.metrics import candidate_recall
 
-from .common import BenchmarkError, MethodResult, ScoreOpts, compose, need, read_json, score_candidates
-from .metrics import candidate_recall
+from .common import BenchmarkError, BenchmarkResult, ScoreOpts, compose, need, read_json, score_candidates
 
 TASKS = ("focus_attribute", "change_attribute", "focus_object", "change_object")
 DILATION = 0.7
@@ -119,6 +119,7 @@ class GeneCISBench:
     tasks: list[Task]
     split: str = "val"
     name: str = "genecis"
+    protocol: str = 'candidates = [target] + gallery per query; R@1/2/3 per task'
     labelled: bool = True
 
     def galleries(self) -> dict[str, Gallery]:
@@ -127,7 +128,7 @@ class GeneCISBench:
     def n_queries(self) -> int:
         return sum(len(t.texts) for t in self.tasks)
 
-    def evaluate_method(self, method, emb: dict[str, np.ndarray], opts: ScoreOpts) -> MethodResult:
+    def evaluate_method(self, method, emb: dict[str, np.ndarray], opts: ScoreOpts) -> BenchmarkResult:
         metrics: dict[str, float] = {}
         top = {}
         for t in self.tasks:
@@ -145,7 +146,7 @@ class GeneCISBench:
             for i, (s, c) in enumerate(zip(scores, t.cands)):
                 top[f"{t.name}/{i}"] = [ids[c[j]] for j in np.argsort(-s, kind="stable")[:3]]
         metrics["mean R@1"] = float(np.mean([metrics[f"{t.name} R@1"] for t in self.tasks]))
-        return MethodResult(metrics, extra={"tasks": [t.name for t in self.tasks]}, top=top)
+        return BenchmarkResult(metrics, extra={"tasks": [t.name for t in self.tasks]}, top=top)
 
 
 def load(root: str | Path, split: str = "val", tasks: tuple[str, ...] = TASKS) -> GeneCISBench:

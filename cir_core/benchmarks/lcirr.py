@@ -18,20 +18,12 @@ import numpy as np
 
 from cir_core.gallery import Gallery
 from cir_core.text import split_sentences
+from cir_core.metrics import prefix_recall, recall_at_k
 
 from .cirr import SPLITS, load_split_gallery
-from .common import TOP, BenchmarkError, MethodResult, ScoreOpts, compose, need, rank_gallery, read_jsonl, score_block
-from .metrics import prefix_recall, recall_at_k
+from .common import TOP, BenchmarkError, BenchmarkResult, ScoreOpts, compose, need, prefix_ranks, rank_queries, read_jsonl
 
 MAX_STEPS = 8
-
-
-def target_rank(scores: np.ndarray, target: int, exclude: int) -> int:
-    """0-based rank of `target` in one score row with row `exclude` removed (ties: lower row first)."""
-    s = np.asarray(scores, dtype=np.float64).copy()
-    s[exclude] = -np.inf
-    t = s[target]
-    return int((s > t).sum() + (s[:target] == t).sum())
 
 
 @dataclass
@@ -44,6 +36,7 @@ class LCIRRBench:
     ref_rows: np.ndarray
     target_rows: np.ndarray
     name: str = "lcirr"
+    protocol: str = "CIRR split gallery, reference removed; progression = the method's own per-sentence queries"
     labelled: bool = True
 
     def galleries(self) -> dict[str, Gallery]:
@@ -54,28 +47,22 @@ class LCIRRBench:
 
     def progression(self, method, g: np.ndarray, opts: ScoreOpts) -> dict[str, float]:
         steps = min(MAX_STEPS, max(len(s) for s in self.sentences))
-        ranks = np.zeros((len(self.pairids), steps), np.int64)
-        for i, sents in enumerate(self.sentences):
-            ref = g[self.ref_rows[i]]
-            qs = np.stack(method.progression(ref, sents))
-            q0 = np.repeat(method.compose_empty(ref[None]), len(qs), 0)
-            sc = score_block(method, qs, q0, np.repeat(ref[None], len(qs), 0), g, opts)
-            r = [target_rank(row, self.target_rows[i], self.ref_rows[i]) for row in sc]
-            ranks[i] = [r[min(k, len(r) - 1)] for k in range(steps)]
+        ranks = prefix_ranks(lambda i: np.stack(method.progression(g[self.ref_rows[i]], self.sentences[i])),
+                             method, g, self.ref_rows, self.target_rows, opts, steps)
         out = {f"R@10 sentences 1-{k + 1}": v for k, v in enumerate(prefix_recall(ranks, 10))}
         out["share multi-sentence"] = float(np.mean([len(s) > 1 for s in self.sentences]))
         return out
 
-    def evaluate_method(self, method, emb: dict[str, np.ndarray], opts: ScoreOpts) -> MethodResult:
+    def evaluate_method(self, method, emb: dict[str, np.ndarray], opts: ScoreOpts) -> BenchmarkResult:
         g = emb["gallery"]
         refs = g[self.ref_rows]
         q, q0 = compose(method, refs, [[t] for t in self.texts])
-        ranked, _ = rank_gallery(method, q, q0, refs, g, opts, self.ref_rows, TOP)
+        ranked = rank_queries(method, q, q0, refs, g, opts, self.ref_rows, TOP).ids
         ks = [k for k in (1, 5, 10, 50) if k <= ranked.shape[1]]
         ids = self.gallery.ids
-        return MethodResult(recall_at_k(ranked, self.target_rows, ks),
-                            extra={"progression": self.progression(method, g, opts)},
-                            top={p: [ids[j] for j in r] for p, r in zip(self.pairids, ranked)})
+        return BenchmarkResult(recall_at_k(ranked, self.target_rows, ks),
+                               extra={"progression": self.progression(method, g, opts)},
+                               top={p: [ids[j] for j in r] for p, r in zip(self.pairids, ranked)})
 
 
 def load(root: str | Path, split: str = "val") -> LCIRRBench:

@@ -20,9 +20,9 @@ from typing import Any
 import numpy as np
 
 from cir_core.gallery import Gallery, GalleryItem
+from cir_core.metrics import identity_at_k
 
-from .common import TOP, BenchmarkError, MethodResult, ScoreOpts, check_files, compose, need, rank_gallery, read_jsonl
-from .metrics import identity_at_k
+from .common import TOP, BenchmarkError, BenchmarkResult, ScoreOpts, check_files, compose, need, rank_queries, read_jsonl
 
 KS = (1, 5, 10)
 
@@ -80,6 +80,7 @@ class MovieNetBench:
     gallery: Gallery
     split: str = "val"
     name: str = "movienet"
+    protocol: str = "reference frame removed; identity@k over the frames' character ids"
     labelled: bool = True
 
     def galleries(self) -> dict[str, Gallery]:
@@ -88,17 +89,17 @@ class MovieNetBench:
     def n_queries(self) -> int:
         return len(self.queries)
 
-    def evaluate_method(self, method, emb: dict[str, np.ndarray], opts: ScoreOpts) -> MethodResult:
+    def evaluate_method(self, method, emb: dict[str, np.ndarray], opts: ScoreOpts) -> BenchmarkResult:
         g = emb["gallery"]
         ref_rows = np.array([self.gallery.index_of(q["reference_id"]) for q in self.queries], np.int64)
         refs = g[ref_rows]
         q, q0 = compose(method, refs, [[x["edit_text"]] for x in self.queries])
-        ranked, _ = rank_gallery(method, q, q0, refs, g, opts, ref_rows, TOP)
+        ranked = rank_queries(method, q, q0, refs, g, opts, ref_rows, TOP).ids
         chars = [frozenset(it.meta["character_ids"]) for it in self.gallery.items]
         ks = [k for k in KS if k <= ranked.shape[1]]
         metrics = identity_at_k(ranked, chars, [x["meta"]["character_id"] for x in self.queries], ks)
         ids = self.gallery.ids
-        return MethodResult(metrics, top={x["external_id"]: [ids[j] for j in r]
+        return BenchmarkResult(metrics, top={x["external_id"]: [ids[j] for j in r]
                                           for x, r in zip(self.queries, ranked)})
 
 

@@ -17,7 +17,7 @@ from functools import cached_property
 
 from PIL import Image
 
-from .data import Query, make_queries, other_identities, showcase_queries
+from .data import WorldQuery, make_queries, other_identities, showcase_queries
 from .language import apply_edit, possible_edits
 from .render import RENDER_VERSION, render
 from .spec import Scene, sample_scene
@@ -40,9 +40,9 @@ class WorldItem:
 
 
 @dataclass
-class Benchmark:
+class WorldBenchmark:
     split: str
-    queries: list[Query]
+    queries: list[WorldQuery]
     items: list[WorldItem]
     reference_idx: list[int]  # gallery index of each query's reference
     target_idx: list[int]  # the one target R@K counts
@@ -86,7 +86,7 @@ class Benchmark:
         return Gallery.from_items(f"world-{self.split}-{len(self.queries)}", items, image_fn)
 
 
-def _failed(q: Query, rng: random.Random) -> Scene | None:
+def _failed(q: WorldQuery, rng: random.Random) -> Scene | None:
     """A same-character scene where the modification failed: a change missing or a wrong value."""
     if len(q.edits) > 1:
         cur = q.reference
@@ -106,7 +106,7 @@ def _failed(q: Query, rng: random.Random) -> Scene | None:
 
 
 def build_benchmark(split: str = "test", n_queries: int = 1000, n_filler: int | None = None,
-                    seed: int | None = None, showcase: int = 0) -> Benchmark:
+                    seed: int | None = None, showcase: int = 0) -> WorldBenchmark:
     """Deterministic benchmark of `split` with `n_queries` queries (gallery ≈ 8 × n_queries).
     `showcase` > 0 puts that many demo queries (`showcase_queries`) first: the app's gallery
     uses them; evaluation keeps the default 0."""
@@ -133,4 +133,4 @@ def build_benchmark(split: str = "test", n_queries: int = 1000, n_filler: int | 
         subsets.append(sub)
     for _ in range(n_queries if n_filler is None else n_filler):
         add(sample_scene(rng))
-    return Benchmark(split, queries, items, ref_idx, tgt_idx, subsets)
+    return WorldBenchmark(split, queries, items, ref_idx, tgt_idx, subsets)

@@ -1,6 +1,6 @@
 """Queries, splits and the benchmark gallery of the generated world.
 
-A `Query` is everything every trainer and evaluator needs: reference scene, edit text (one
+A `WorldQuery` is everything every trainer and evaluator needs: reference scene, edit text (one
 sentence, two changes, a terse query or 2–10 sentences), target scene, the target caption as a
 real annotator would write it (often silent about the character), negative captions (failed
 modifications) and the reference caption. Train queries never contain a held-out combination;
@@ -27,7 +27,7 @@ MAX_SENTENCES = 10
 
 
 @dataclass(frozen=True)
-class Query:
+class WorldQuery:
     query_id: str
     reference: Scene
     ref_seed: int
@@ -124,7 +124,7 @@ def _captions(rng: random.Random, edits: list[Edit], scenes: list[Scene],
 
 
 def sample_query(rng: random.Random, edit_type: str, query_id: str = "",
-                 allow_novel: bool = True) -> Query:
+                 allow_novel: bool = True) -> WorldQuery:
     """One query of `edit_type`; with allow_novel=False no scene holds a held-out combination."""
     if edit_type not in EDIT_TYPES:
         raise ValueError(f"edit_type must be one of {EDIT_TYPES}, got {edit_type!r}")
@@ -147,7 +147,7 @@ def sample_query(rng: random.Random, edit_type: str, query_id: str = "",
                 sentences = (_sentence(sentences[0]),)
         tc, negs = _captions(rng, edits, [ref] + scenes, allow_novel)
         ref_cap = caption(ref, rng, name=rng.random() < 0.5)
-        return Query(query_id, ref, rng.randrange(1 << 30), edit_type, tuple(edits), sentences,
+        return WorldQuery(query_id, ref, rng.randrange(1 << 30), edit_type, tuple(edits), sentences,
                      target, rng.randrange(1 << 30), tc, tuple(negs), ref_cap,
                      ref.is_novel() or target.is_novel())
 
@@ -162,7 +162,7 @@ def query_stream(seed: int = 0, types: tuple[str, ...] = EDIT_TYPES):
         i += 1
 
 
-def make_queries(split: str, n: int, seed: int | None = None) -> list[Query]:
+def make_queries(split: str, n: int, seed: int | None = None) -> list[WorldQuery]:
     """The fixed evaluation queries of `split` ("val" or "test"), mixed as TEST_MIX."""
     if split not in ("val", "test"):
         raise ValueError("evaluation splits are 'val' and 'test'")
@@ -176,14 +176,14 @@ def make_queries(split: str, n: int, seed: int | None = None) -> list[Query]:
 SHOWCASE_SENTENCES = ("Make the square blue.", "Move the character to the left.")
 
 
-def showcase_queries(k: int) -> list[Query]:
+def showcase_queries(k: int) -> list[WorldQuery]:
     """`k` queries whose edit is exactly SHOWCASE_SENTENCES (the README's demo): references
     hold a non-blue square and a character not on the left, so the edit applies. The app adds
     them to its world gallery so that typing the demo edit on one of these references has a
     ground truth to mark; evaluation does not use them."""
     rng = random.Random("showcase")
     edits = (Edit("colour", "square", "blue"), Edit("char_move", None, "left"))
-    out: list[Query] = []
+    out: list[WorldQuery] = []
     while len(out) < k:
         ref = sample_scene(rng)
         sq = ref.obj("square")
@@ -193,7 +193,7 @@ def showcase_queries(k: int) -> list[Query]:
         for e in edits:
             scenes.append(apply_edit(scenes[-1], e))
         tc, negs = _captions(rng, list(edits), scenes)
-        out.append(Query(f"demo-{len(out):02d}", ref, rng.randrange(1 << 30), "long", edits,
+        out.append(WorldQuery(f"demo-{len(out):02d}", ref, rng.randrange(1 << 30), "long", edits,
                          SHOWCASE_SENTENCES, scenes[-1], rng.randrange(1 << 30), tc, tuple(negs),
                          caption(ref, rng), ref.is_novel() or scenes[-1].is_novel()))
     return out

@@ -1,0 +1,141 @@
+"""The generated world as a benchmark like the others (`--benchmark world`, the eval CLI's default).
+
+Its gallery, queries and ground truth come from `cir_core.world.build_benchmark(split, n)`; no
+files are read. Metrics: R@1/5/10/50 (reference removed), CIRR-style Rs@1/2/3 over each query's
+subset of six, CIRCO-style mAP@5/10/25/50 over the exact-key ground truth, identity@1 (the top-1
+shows the reference's character) and edit@1 (the top-1 satisfies the edit, whoever the character
+is); breakdowns of R@10 per edit type and seen/novel; optionally the per-sentence progression.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cir_core.gallery import Gallery
+from cir_core.methods import Method
+from cir_core.metrics import (edit_at_1, identity_at_1, map_at_k, recall_at_k, subset_ranking,
+                              subset_recall)
+from cir_core.scoring import ScoreOpts
+from cir_core.world import WorldBenchmark, build_benchmark
+
+from .common import TOP, BenchmarkError, BenchmarkResult, compose, prefix_ranks, rank_queries
+
+SPLITS = {"test": 1000, "val": 500}  # default number of queries per split
+
+
+@dataclass
+class Composed:
+    """One method's composed queries on the world's queries (kept for a λ sweep)."""
+
+    q: np.ndarray
+    q_empty: np.ndarray
+
+
+@dataclass
+class WorldBench:
+    world: WorldBenchmark
+    image_size: int = 64
+    progression: bool = False
+    name: str = "world"
+    labelled: bool = True
+    protocol: str = "reference removed from every ranking; one target per query; mAP over exact-scene matches"
+    _gallery: dict[int, Gallery] = field(default_factory=dict)
+
+    @property
+    def split(self) -> str:
+        return self.world.split
+
+    def galleries(self) -> dict[str, Gallery]:
+        return {"gallery": self.gallery(self.image_size)}
+
+    def gallery(self, size: int) -> Gallery:
+        if size not in self._gallery:
+            self._gallery[size] = self.world.gallery(size)
+        return self._gallery[size]
+
+    def n_queries(self) -> int:
+        return len(self.world.queries)
+
+    @cached_property
+    def truth(self) -> dict[str, Any]:
+        w = self.world
+        return {"ref": np.asarray(w.reference_idx), "target": np.asarray(w.target_idx),
+                "subsets": np.asarray(w.subsets), "gt": w.gt_sets(), "edit_ok": w.edit_ok_sets(),
+                "identities": np.asarray(w.identities())}
+
+    # -- one method ------------------------------------------------------------------------------
+    def compose(self, method: Method, g: np.ndarray) -> Composed:
+        q, q0 = compose(method, g[self.truth["ref"]], [[q.text] for q in self.world.queries])
+        return Composed(q, q0)
+
+    def score(self, method: Method, c: Composed, g: np.ndarray, opts: ScoreOpts) -> BenchmarkResult:
+        """Metrics and breakdowns of already composed queries (a λ sweep composes once)."""
+        t = self.truth
+        got = rank_queries(method, c.q, c.q_empty, g[t["ref"]], g, opts, t["ref"], TOP, t["subsets"])
+        ranked = got.ids
+        sub = subset_ranking(got.at_cols, t["subsets"], t["ref"])
+        fits = lambda ks: [k for k in ks if k <= ranked.shape[1]]  # noqa: E731  (a tiny world)
+        metrics = {**recall_at_k(ranked, t["target"], fits((1, 5, 10, 50))), **subset_recall(sub, t["target"]),
+                   **map_at_k(ranked, t["gt"], fits((5, 10, 25, 50))),
+                   "identity@1": identity_at_1(t["identities"][ranked[:, 0]], t["identities"][t["ref"]]),
+                   "edit@1": edit_at_1(ranked, t["edit_ok"])}
+        ids = [it.item_id for it in self.world.items]
+        queries = self.world.queries
+        gt = {q.query_id: {"reference_id": ids[r], "target_id": ids[tg], "gt_ids": sorted(ids[j] for j in gs)}
+              for q, r, tg, gs in zip(queries, t["ref"], t["target"], t["gt"])}
+        return BenchmarkResult(metrics, extra={"breakdown": self.breakdown(ranked)},
+                               top={q.query_id: [ids[j] for j in r] for q, r in zip(queries, ranked)},
+                               aux={"gt": gt})
+
+    def evaluate_method(self, method: Method, emb: dict[str, np.ndarray], opts: ScoreOpts) -> BenchmarkResult:
+        g = emb["gallery"]
+        res = self.score(method, self.compose(method, g), g, opts)
+        if self.progression:
+            res.extra["progression"] = self.progression_report(method, g, opts)
+        return res
+
+    # -- breakdowns ------------------------------------------------------------------------------
+    def breakdown(self, ranked: np.ndarray) -> dict[str, float]:
+        """R@10 per edit type and for queries with / without held-out combinations."""
+        hit = (ranked[:, :10] == self.truth["target"][:, None]).any(1)
+        groups: dict[str, list[bool]] = {}
+        for h, q in zip(hit, self.world.queries):
+            groups.setdefault(f"R@10[{q.edit_type}]", []).append(h)
+            groups.setdefault("R@10[novel]" if q.novel else "R@10[seen]", []).append(h)
+        return {k: round(float(np.mean(v)), 4) for k, v in sorted(groups.items())}
+
+    def progression_report(self, method: Method, g: np.ndarray, opts: ScoreOpts) -> dict[str, float]:
+        """Does retrieval sharpen as sentences accumulate? Over multi-sentence queries: R@10 after
+        the first sentence and after all of them, and the share of queries whose target rank
+        improves (or holds) from step 1 to step n. Uses the method's own progression (a native
+        one's step states; other methods recompose each prefix)."""
+        rows = [i for i, q in enumerate(self.world.queries) if len(q.sentences) > 1]
+        if not rows:
+            return {}
+        t, qs = self.truth, self.world.queries
+        width = max(len(qs[i].sentences) for i in rows)
+        ranks = prefix_ranks(lambda j: np.stack(method.progression(g[t["ref"][rows[j]]], list(qs[rows[j]].sentences))),
+                             method, g, t["ref"][rows], t["target"][rows], opts, width)
+        first, last = ranks[:, 0], ranks[:, -1]
+        return {"queries": len(rows), "R@10_first_sentence": round(float((first < 10).mean()), 4),
+                "R@10_all_sentences": round(float((last < 10).mean()), 4),
+                "rank_improved": round(float((last < first).mean()), 4),
+                "rank_improved_or_held": round(float((last <= first).mean()), 4),
+                "median_rank_first": float(np.median(first)), "median_rank_last": float(np.median(last))}
+
+
+def load(root: str | Path | None = None, split: str = "test", n_queries: int | None = None,
+         image_size: int = 64, progression: bool = False) -> WorldBench:
+    """The world's `split` ('test' or 'val') with `n_queries` queries (default 1000 / 500)."""
+    if root is not None:
+        raise BenchmarkError("the world benchmark is generated: it takes no --root")
+    if split not in SPLITS:
+        raise BenchmarkError(f"the world has splits {', '.join(SPLITS)} (train is a stream), not {split!r}")
+    n = n_queries or SPLITS[split]
+    if n < 1:
+        raise BenchmarkError(f"--n-queries must be >= 1, got {n}")
+    return WorldBench(build_benchmark(split, n), image_size, progression)

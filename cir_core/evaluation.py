@@ -1,0 +1,101 @@
+"""The one evaluation loop: every method × scoring on a benchmark (the generated world or a real
+one, `cir_core.benchmarks`), the JSON report, the ranking dump, and the result table.
+
+    bench = load_benchmark("world", split="test")        # or ("cirr", "/data/cirr", "val")
+    report, raw = evaluate(bench, backbone, ["sum", "pact"], ("cosine", "chord"))
+    print(format_table(report))
+
+`python -m cir_core.eval` is the command line over it; the trainers' validation scores through
+the same benchmark objects and `scoring.rank`.
+"""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import IO, Any, Sequence
+
+import numpy as np
+
+from .benchmarks.common import Benchmark, BenchmarkResult
+from .config import cache_dir
+from .gallery import EmbeddingCache, Gallery
+from .scoring import SCORINGS, ScoreOpts
+
+
+def embed(gallery: Gallery, backbone: Any, cache: Path | None = None, progress: bool = True) -> np.ndarray:
+    """The gallery's embeddings under `backbone`, read from / written to the embedding cache."""
+    return EmbeddingCache(cache or cache_dir()).embed(gallery, backbone, progress=progress)
+
+
+def evaluate(bench: Benchmark, backbone: Any, methods: Sequence[str], scorings: Sequence[str] = SCORINGS,
+             lam: float | None = None, variant: str = "empty", cache: Path | None = None,
+             progress: bool = True, checkpoints: dict[str, str] | None = None,
+             dump: IO[str] | None = None) -> tuple[dict, dict[tuple[str, str], BenchmarkResult]]:
+    """Every method × scoring on `bench`: (JSON report, the raw results for submissions).
+    A method that cannot be built is skipped loudly (`skipped` in the report, stderr)."""
+    from .methods.factory import create_methods
+
+    opts = {sc: ScoreOpts(sc, lam, variant) for sc in scorings}  # validates scorings and λ up front
+    emb = {k: embed(g, backbone, cache, progress) for k, g in bench.galleries().items()}
+    results: dict = {}
+    extra: dict = {}
+    skipped: dict[str, str] = {}
+    timing: dict = {}
+    raw: dict[tuple[str, str], BenchmarkResult] = {}
+    for name, m in create_methods(methods, backbone, checkpoints, skipped):
+        for sc in scorings:
+            t0 = time.perf_counter()
+            res = bench.evaluate_method(m, emb, opts[sc])
+            timing.setdefault(name, {})[sc] = round(time.perf_counter() - t0, 3)
+            raw[(name, sc)] = res
+            results.setdefault(name, {})[sc] = {k: round(float(v), 4) for k, v in res.metrics.items()}
+            if res.extra:
+                extra.setdefault(name, {})[sc] = res.extra
+            if dump is not None:
+                write_dump(dump, bench.name, name, sc, res)
+    report = {"benchmark": bench.name, "split": bench.split, "labelled": bench.labelled,
+              "protocol": bench.protocol, "scoring": {sc: o.describe() for sc, o in opts.items()},
+              "results": results, "extra": extra, "skipped": skipped, "seconds": timing,
+              "backbone": backbone.id, "n_queries": bench.n_queries(),
+              "gallery_size": {k: len(g) for k, g in bench.galleries().items()}}
+    return report, raw
+
+
+def write_dump(dump: IO[str], benchmark: str, method: str, scoring: str, res: BenchmarkResult) -> None:
+    """One JSON line per query: its best-first ranking (external ids), and its ground truth
+    where the benchmark gives one (`res.aux["gt"]`)."""
+    gt = res.aux.get("gt", {})
+    for qid, top in res.top.items():
+        row = {"benchmark": benchmark, "method": method, "scoring": scoring, "query_id": qid, "top": top}
+        row.update(gt.get(qid, {}))
+        dump.write(json.dumps(row) + "\n")
+
+
+def format_table(report: dict) -> str:
+    """The report's metrics as an aligned text table (values in %; counts as they are)."""
+    n_gallery = sum(report["gallery_size"].values())
+    head = (f"benchmark={report['benchmark']}  split={report['split']}  queries={report['n_queries']}"
+            f"  gallery={n_gallery}  backbone={report['backbone']}")
+    if report.get("protocol"):
+        head += f"\nprotocol: {report['protocol']}"
+    rows = [(m, sc, v) for m, by in report["results"].items() for sc, v in by.items()]
+    if not rows or not rows[0][2]:
+        why = "" if report["labelled"] else " (no ground truth in this split: use --submission)"
+        return head + f"\nno metrics{why}"
+    keys = list(rows[0][2])
+    cols = ["method", "scoring", *keys]
+    body = [[m, sc, *(f"{v[k]:.0f}" if k.endswith("@n") else f"{100 * v[k]:.1f}" for k in keys)]
+            for m, sc, v in rows]
+    widths = [max(len(str(r[i])) for r in [cols, *body]) for i in range(len(cols))]
+
+    def line(r: list) -> str:
+        return "  ".join(str(c).rjust(w) if i > 1 else str(c).ljust(w) for i, (c, w) in enumerate(zip(r, widths)))
+
+    return "\n".join([head + "  (values in %)", line(cols), line(["-" * w for w in widths]), *map(line, body)])
+
+
+def format_progressions(report: dict) -> list[str]:
+    """One line per (method, scoring) whose benchmark measured a per-sentence progression."""
+    return [f"progression {name}/{sc}: " + ", ".join(f"{k}={v}" for k, v in extra["progression"].items())
+            for name, by in report["extra"].items() for sc, extra in by.items() if extra.get("progression")]

@@ -1,0 +1,43 @@
+"""cir_core.topk: the one top-k, exact, ties to the lower row."""
+import numpy as np
+import pytest
+
+from cir_core.errors import InputError
+from cir_core.topk import topk
+
+
+def test_topk_excludes_and_breaks_ties_by_row():
+    s = np.array([[0.1, 0.9, 0.5, 0.5, 0.3],
+                  [0.2, 0.2, 0.2, 0.2, 0.8]])
+    assert topk(s, 3)[1].tolist() == [[1, 2, 3], [4, 0, 1]]
+    assert topk(s, 3, np.array([1, -1]))[1].tolist() == [[2, 3, 4], [4, 0, 1]]
+    assert topk(s, 50, np.array([0, 4]))[1].shape == (2, 4)  # clipped to the rankable rows
+
+
+def test_topk_equals_a_full_stable_sort_with_ties_at_the_cut():
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        s = rng.integers(0, 3, size=(4, 40)).astype(float)
+        ex = rng.integers(-1, 40, size=4)
+        k = int(rng.integers(1, 39))
+        full = s.copy()
+        rows = np.nonzero(ex >= 0)[0]
+        full[rows, ex[rows]] = -np.inf
+        assert (topk(s, k, ex)[1] == np.argsort(-full, 1, kind="stable")[:, :k]).all()
+
+
+def test_topk_returns_the_scores_of_the_rows_it_picks():
+    s = np.array([[0.1, 0.9, 0.5], [0.7, 0.2, 0.4]], np.float32)
+    scores, rows = topk(s, 2)
+    assert rows.tolist() == [[1, 2], [0, 2]] and scores.dtype == np.float32
+    np.testing.assert_array_equal(scores, np.take_along_axis(s, rows, 1))
+    assert topk(s, 2, np.array([1, -1]))[1].tolist() == [[2, 0], [0, 2]]
+
+
+def test_topk_bad_input_is_an_input_error():
+    with pytest.raises(InputError):
+        topk(np.zeros((2, 3)), 2, np.array([0]))
+    with pytest.raises(InputError):
+        topk(np.array([[np.nan, 1.0]]), 1)
+    with pytest.raises(InputError):
+        topk(np.zeros((1, 1)), 1, np.array([0]))  # nothing left once the reference is excluded
