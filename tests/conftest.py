@@ -54,24 +54,15 @@ def train_cache(tiny_backbone, train_cache_root):
 
 @pytest.fixture
 def head_cfg(train_cache, train_cache_root, tmp_path):
-    """make(defaults, key=value...) -> a small LoopConfig for the DiCE/PACE trainers on the
-    `train_cache` queries: CPU, no validation unless val_queries is given."""
-    from training.loop import config_from_args
-
+    """make(defaults, key=value...) -> small settings (of the trainer's own type) for the
+    DiCE/PACE trainers on the `train_cache` queries: CPU, no validation unless val_queries is given."""
     def make(defaults, **kw):
         base = {"backbone": "cir-tiny-vit", "n_train": 48, "cache_root": str(train_cache_root),
                 "val_cache_root": str(train_cache_root / "val"), "val_queries": 0, "batch_size": 16,
                 "warmup": 2, "steps": 4, "eval_every": 1000, "ckpt_every": 1000, "log_every": 1000,
                 "device": "cpu", "threads": 0, "out_dir": str(tmp_path / "run"),
                 "export_dir": str(tmp_path / "export"), **kw}
-        cfg = config_from_args(defaults, None, [])
-        for k, v in base.items():
-            if hasattr(cfg, k) and k != "extra":
-                setattr(cfg, k, v)
-            else:
-                cfg.extra[k] = v
-        cfg.extra = {**defaults.extra, **cfg.extra}
-        return cfg
+        return type(defaults).from_dict({**defaults.to_dict(), **base}, strict=True)
 
     return make
 

@@ -152,11 +152,11 @@ FAST = {"mapper_lr": 3e-3, "identity_lr": 3e-3, "lora_lr": 1e-3}  # few steps mu
 def _cfg(tmp_path, steps, **extra):
     from training.train_pact import DEFAULTS
 
-    x = {**DEFAULTS.extra, **SMALL, **FAST, "batch_size": 8, "replay_batch": 4, "identity_steps": 3,
+    x = {**SMALL, **FAST, "batch_size": 8, "replay_batch": 4, "identity_steps": 3,
          "joint_steps": 7, "val_queries": 8, "identity_warmup": 0, "joint_warmup": 2,
          "export_dir": str(tmp_path / "export"), "val_cache_root": str(tmp_path / "cache"), **extra}
     return replace(DEFAULTS, steps=steps, out_dir=str(tmp_path / "run"), eval_every=10_000,
-                   ckpt_every=10_000, log_every=10_000, threads=0, extra=x)
+                   ckpt_every=10_000, log_every=10_000, threads=0, **x)
 
 
 @pytest.fixture(scope="module")
@@ -237,7 +237,7 @@ def test_objectives(runs, tiny_backbone, tmp_path, objective, terms):
     from training.train_pact import PACTTask
 
     task = PACTTask(_cfg(tmp_path, 10, objective=objective), backbone=tiny_backbone)
-    assert task.x["method"] == ("compose-only" if objective == "compose" else "pact")
+    assert task.cfg.method == ("compose-only" if objective == "compose" else "pact")
     shipped = objective in ("full", "compose")
     assert (task.default_export(tmp_path).parent.name == "methods") == shipped
     batch = task.batch(3, 0, random.Random(0))
@@ -267,7 +267,7 @@ def test_phase_lrs(tiny_backbone, tmp_path):
     from training.train_pact import PACTTask
 
     task = PACTTask(_cfg(tmp_path, 10, joint_warmup=0), backbone=tiny_backbone)
-    task.x.update(identity_lr=1e-4, mapper_lr=3e-5, lora_lr=1e-5)
+    task.cfg.identity_lr, task.cfg.mapper_lr, task.cfg.lora_lr = 1e-4, 3e-5, 1e-5
     opt = torch.optim.AdamW(task.param_groups(task.cfg), lr=1.0)
     task.before_step(0, opt)
     lrs = {g["name"]: g["lr"] for g in opt.param_groups}

@@ -8,14 +8,17 @@ PY=${PY:-.venv/bin/python}
 export HF_HUB_OFFLINE=1
 A=runs/ablations
 mkdir -p "$A"
+# The trainers' modules and shipped recipes come from the trainer registry (training/registry.py).
+PACT_MODULE=$($PY -m training.registry module pact) PACT_CONFIG=$($PY -m training.registry config pact)
+DICE_MODULE=$($PY -m training.registry module dice) DICE_CONFIG=$($PY -m training.registry config dice)
 pact() {  # name objective [extra overrides]
   local name=$1 obj=$2; shift 2
-  $PY -m training.train_pact --config training/configs/pact_tiny.json objective="$obj" \
+  $PY -m "$PACT_MODULE" --config "$PACT_CONFIG" objective="$obj" \
       out_dir="$A/$name" export_dir="$A/$name/export" "$@" > "$A/$name.log" 2>&1
 }
 dice() {  # name [overrides]
   local name=$1; shift
-  $PY -m training.train_dice --config training/configs/dice_tiny.json \
+  $PY -m "$DICE_MODULE" --config "$DICE_CONFIG" \
       out_dir="$A/$name" export_dir="$A/$name/export" "$@" > "$A/$name.log" 2>&1
 }
 ( pact pact-preserve preserve; dice dice-no-align w_align=0; dice dice-no-delta w_delta=0 ) &

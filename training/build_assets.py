@@ -1,14 +1,12 @@
-"""Rebuild every shipped asset from scratch, in dependency order.
+"""Rebuild every shipped asset from scratch, in dependency order (the trainer registry's).
 
     python -m training.build_assets [--only backbone,...] [--fresh]
 
-1. backbone: the tiny open_clip model trained on the world (training/configs/backbone_tiny.json)
-   → assets/backbone/cir-tiny-vit/ (open_clip local-dir: config + safetensors).
-2. embed-cache: frozen embeddings of 20k training queries under that backbone (not shipped;
-   DiCE, PACE and PACT's targets train on it).
-3. dice, pace, pact, compose-only → assets/methods/<name>/ (config.json + model.safetensors),
-   each with its Chord λ chosen on the val split.
-Each training step resumes from its run folder unless --fresh is given.
+The steps are `training.registry`'s trainers, in order: the tiny open_clip backbone trained on
+the world → assets/backbone/cir-tiny-vit/; the embed cache (frozen embeddings of 20k training
+queries, not shipped, that DiCE, PACE and PACT's targets train on); then every method →
+assets/methods/<name>/ (config.json + model.safetensors), each with its Chord λ chosen on val.
+Each step resumes from its run folder unless --fresh is given.
 """
 from __future__ import annotations
 
@@ -16,36 +14,26 @@ import argparse
 import shutil
 from pathlib import Path
 
-from cir_core.config import REPO_ROOT
-
-CONFIGS = REPO_ROOT / "training" / "configs"
-STEPS = {
-    "backbone": ("training.train_backbone", ["--config", CONFIGS / "backbone_tiny.json"], "runs/backbone"),
-    "embed-cache": ("training.embed_cache", ["--n", "20000", "--threads", "1"], None),
-    "dice": ("training.train_dice", ["--config", CONFIGS / "dice_tiny.json"], "runs/dice"),
-    "pace": ("training.train_pace", ["--config", CONFIGS / "pace_tiny.json"], "runs/pace"),
-    "pact": ("training.train_pact", ["--config", CONFIGS / "pact_tiny.json"], "runs/pact"),
-    "compose-only": ("training.train_pact", ["--config", CONFIGS / "compose_only_tiny.json"],
-                     "runs/compose-only"),
-}
+from .registry import get_trainer, list_trainers
 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--only", default=",".join(STEPS), help=f"comma-separated subset of {list(STEPS)}")
+    ap.add_argument("--only", default=",".join(list_trainers()),
+                    help=f"comma-separated subset of {list_trainers()}")
     ap.add_argument("--fresh", action="store_true", help="delete each step's run folder first")
     args = ap.parse_args(argv)
-    import importlib
-
-    for name in [s.strip() for s in args.only.split(",") if s.strip()]:
-        if name not in STEPS:
-            raise SystemExit(f"unknown step {name!r}; steps: {list(STEPS)}")
-        module, argv_, run_dir = STEPS[name]
-        if args.fresh and run_dir and Path(run_dir).exists():
-            shutil.rmtree(run_dir)
-        argv_ = [str(a.relative_to(REPO_ROOT)) if isinstance(a, Path) else a for a in argv_]
-        print(f"== {name}: python -m {module} {' '.join(argv_)}", flush=True)
-        importlib.import_module(module).main(argv_)
+    names = [s.strip() for s in args.only.split(",") if s.strip()]
+    unknown = [n for n in names if n not in list_trainers()]
+    if unknown:
+        raise SystemExit(f"unknown step(s) {unknown}; steps: {list_trainers()}")
+    for name in names:
+        t = get_trainer(name)
+        if args.fresh and t.run_dir and Path(t.run_dir).exists():
+            shutil.rmtree(t.run_dir)
+        argv_ = (["--config", t.config] if t.config else []) + list(t.args)
+        print(f"== {name}: python -m {t.module} {' '.join(argv_)}", flush=True)
+        t.main(argv_)
 
 
 if __name__ == "__main__":

@@ -46,11 +46,21 @@ from unittest import mock
 import numpy as np
 import torch
 
+from . import heads
 from .loop import config_from_args, run
+from .registry import Trainer, get_trainer, list_trainers
 
-CONFIG_DIR = Path(__file__).resolve().parent / "configs"
-TRAINERS = ("pact", "dice", "pace")
-BATCH = {t: int(json.loads((CONFIG_DIR / f"{t}_vitl14.json").read_text())["batch_size"]) for t in TRAINERS}
+REPO = Path(__file__).resolve().parent.parent
+
+
+def default_trainers() -> list[str]:
+    """Every registered trainer with a paper-scale config (one per network)."""
+    return [n for n in list_trainers() if get_trainer(n).gpu_config and get_trainer(n).smoke]
+
+
+def paper_batch(name: str) -> int:
+    """The batch size of the trainer's paper-scale config."""
+    return int(json.loads((REPO / get_trainer(name).gpu_config).read_text())["batch_size"])
 
 
 def unit_rows(g: np.random.Generator, n: int, d: int, dtype=np.float32) -> np.ndarray:
@@ -148,33 +158,41 @@ def _smoke_class(base: type) -> type:
     return Smoke
 
 
+def on_synthetic_cache(task_cls: type, cfg: Any, backbone: Any, args: argparse.Namespace) -> Any:
+    """A head on the embed cache, with an in-memory synthetic cache instead."""
+    n = max(4096, 4 * cfg.batch_size, getattr(cfg, "bank_size", 0) // 2 + 1)
+    cache = synthetic_cache(n, backbone.dim, cfg.seed, getattr(cfg, "long_fraction", 0.6))
+    with mock.patch.object(heads, "load_inputs", lambda c, bb=None: (backbone, cache)):
+        return task_cls(cfg, backbone)
+
+
+def on_synthetic_captions(task_cls: type, cfg: Any, backbone: Any, args: argparse.Namespace) -> Any:
+    """A trainer on (reference, edit, captions) batches (PACT), with SyntheticPACTSource instead."""
+    task = task_cls(cfg, backbone=backbone)
+    bf16 = str(backbone.device).startswith("cuda") and cfg.precision in ("auto", "bf16")
+    task.source = SyntheticPACTSource(backbone, args.pact_stream, bf16)
+    return task
+
+
+SYNTHETIC = {"embed-cache": on_synthetic_cache, "caption-stream": on_synthetic_captions}
+
+
 def build_task(trainer: str, backbone: Any, args: argparse.Namespace, dev: str, out: Path):
-    """(task, cfg, batch): the trainer's real Task and LoopConfig from its vitl14 config."""
+    """(task, cfg, batch): the trainer's real TrainTask and settings from its paper-scale config,
+    on synthetic data of the kind its registry entry names."""
+    t: Trainer = get_trainer(trainer)
     steps = int(args.steps)
-    batch = int(args.batch or BATCH[trainer])
+    batch = int(args.batch or paper_batch(trainer))
     ov = {"steps": steps, "device": dev, "out_dir": str(out / trainer), "eval_every": steps + 1,
           "ckpt_every": steps + 1, "log_every": max(1, steps // 20), "threads": int(args.threads),
           "batch_size": batch, "backbone": args.model, "pretrained": None, "render_workers": 0,
-          "val_queries": 0}
+          "val_queries": 0, **(t.scale(steps) if t.scale else {})}
     if not dev.startswith("cuda"):
         ov["precision"] = "auto"  # fp32: the configs ask for bf16 autocast, which is CUDA's
-    if trainer == "pact":
-        ident = max(1, round(steps / 4)) if steps > 1 else steps  # 333 : 1000 in the config
-        ov.update(identity_steps=ident, joint_steps=steps - ident)
-    mod = importlib.import_module(f"{__package__}.train_{trainer}")
+    mod = importlib.import_module(t.module)
     overrides = [f"{k}={json.dumps(v)}" for k, v in ov.items()]
-    cfg = config_from_args(mod.DEFAULTS, str(CONFIG_DIR / f"{trainer}_vitl14.json"), overrides)
-    cfg.extra = {**mod.DEFAULTS.extra, **cfg.extra}
-    cfg.steps = steps
-    if trainer == "pact":
-        task = _smoke_class(mod.PACTTask)(cfg, backbone=backbone)
-        bf16 = dev.startswith("cuda") and cfg.precision in ("auto", "bf16")
-        task.source = SyntheticPACTSource(backbone, args.pact_stream, bf16)
-    else:
-        n = max(4096, 4 * batch, int(cfg.extra.get("bank_size", 0)) // 2 + 1)
-        cache = synthetic_cache(n, backbone.dim, cfg.seed, float(cfg.extra.get("long_fraction", 0.6)))
-        with mock.patch.object(mod, "load_inputs", lambda x, bb=None: (backbone, cache)):
-            task = (_smoke_class(mod.DiCETask) if trainer == "dice" else _smoke_class(mod.PACETask))(cfg, backbone)
+    cfg = config_from_args(mod.DEFAULTS, str(REPO / t.gpu_config), overrides)
+    task = SYNTHETIC[t.data](_smoke_class(t.task_class()), cfg, backbone, args)
     task.warm = min(10, steps // 10)
     task.cuda = dev if dev.startswith("cuda") else None
     return task, cfg, batch
@@ -203,9 +221,10 @@ def smoke_one(trainer: str, backbone: Any, args: argparse.Namespace, dev: str, o
            "timed_steps": timed, "setup_s": round(t_built - t_start, 1),
            "total_s": round(time.perf_counter() - t_start, 1), "precision": "bf16" if cuda and
            cfg.precision in ("auto", "bf16") else "fp32"}
-    if trainer == "pact":
-        rec.update(identity_steps=task.n_id, joint_steps=task.n_joint,
-                   data="stream-gpu" if args.pact_stream else "cache")
+    scale = get_trainer(trainer).scale
+    rec.update({k: getattr(cfg, k) for k in (scale(cfg.steps) if scale else {})})
+    if get_trainer(trainer).data == "caption-stream":
+        rec["data"] = "stream-gpu" if args.pact_stream else "cache"
     del task
     return rec
 
@@ -215,17 +234,19 @@ def main(argv: list[str] | None = None) -> list[dict]:
     ap.add_argument("--steps", type=int, default=200, help="optimizer steps per trainer")
     ap.add_argument("--model", default="ViT-L-14", help="open_clip architecture, random init")
     ap.add_argument("--batch", type=int, default=0,
-                    help=f"batch size for every trainer (default: the vitl14 configs', {BATCH})")
-    ap.add_argument("--only", default=",".join(TRAINERS), help="comma-separated subset of " + ",".join(TRAINERS))
+                    help="batch size for every trainer (default: each paper-scale config's)")
+    ap.add_argument("--only", default=",".join(default_trainers()),
+                    help="comma-separated subset of " + ",".join(default_trainers()))
     ap.add_argument("--device", default="auto", help="auto (cuda if available) | cuda | cpu")
     ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     ap.add_argument("--pact-stream", action="store_true",
                     help="PACT: also run the frozen per-step encodes of data=stream on the device")
     args = ap.parse_args(argv)
     chosen = [t.strip() for t in args.only.split(",") if t.strip()]
-    bad = sorted(set(chosen) - set(TRAINERS))
+    smokeable = [n for n in list_trainers() if get_trainer(n).gpu_config and get_trainer(n).data in SYNTHETIC]
+    bad = sorted(set(chosen) - set(smokeable))
     if bad or not chosen:
-        ap.error(f"--only takes a comma-separated subset of {','.join(TRAINERS)}; got {args.only!r}")
+        ap.error(f"--only takes a comma-separated subset of {','.join(smokeable)}; got {args.only!r}")
     if args.steps < 1:
         ap.error("--steps must be at least 1")
     dev = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import copy
 import json
 import random
-from dataclasses import asdict
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -129,16 +129,44 @@ def export_method(method, wrapper: EMAWrapper, val: ValBench | None, dest: Path,
         method.chord_lambda = lam
         out.update(val.report(method))
         out["lambda_search"] = search
-    hparams = {**{k: v for k, v in asdict(cfg).items() if k != "extra"}, **cfg.extra}
-    method.save(dest, metrics=out, hparams=hparams)
+    method.save(dest, metrics=out, hparams=cfg.to_dict())
     print(json.dumps({"exported": str(dest), "chord_lambda": method.chord_lambda,
                       **{k: v for k, v in out.items() if k != "lambda_search"}}))
     return out
 
 
+@dataclass
+class HeadSettings(LoopConfig):
+    """What the heads trained on the embedding cache (DiCE, PACE) are configured by, besides
+    their own losses and architecture."""
+
+    backbone: str = "local-dir:assets/backbone/cir-tiny-vit"
+    pretrained: str | None = None
+    backbone_device: str | None = None  # default: cuda when available
+    n_train: int = 20000
+    data_seed: int = 0
+    render_workers: int = 0
+    cache_root: str | None = None
+    batch_size: int = 512
+    ema: float = 0.9995
+    val_queries: int = 500
+    val_cache_root: str | None = None
+    lambda_grid: list = field(default_factory=lambda: list(LAMBDA_GRID))
+    export_dir: str | None = None
+
+
 class CachedHeadTask:
     """What the heads trained on the embedding cache (DiCE, PACE) share: an EMA-wrapped net,
     evaluated and exported through their registered method."""
+
+    cfg: HeadSettings
+
+    def setup(self, cfg: HeadSettings, backbone: Any) -> None:
+        """Backbone, train cache and val split (before the subclass builds its net)."""
+        self.cfg = cfg
+        self.backbone, self.cache = load_inputs(cfg, backbone)
+        self.val = ValBench(self.backbone, cfg.val_queries, cfg.val_cache_root) if cfg.val_queries else None
+        self.last_logs: dict[str, float] = {}  # the final step's losses go into config.json
 
     def param_groups(self, cfg: LoopConfig) -> list[dict]:
         return param_groups(self.model.net, cfg.weight_decay)
@@ -154,29 +182,28 @@ class CachedHeadTask:
         return self.val.report(self.method)
 
     def export(self, out_dir: Path, metrics: dict[str, float]) -> None:
-        dest = Path(self.x.get("export_dir") or out_dir / "export")
+        dest = Path(self.cfg.export_dir or out_dir / "export")
         export_method(self.method, self.model, self.val, dest, self.cfg,
                       {**metrics, **{f"train_{k}": round(v, 4) for k, v in self.last_logs.items()},
                        "train_queries": len(self.cache), "train_cache": self.cache.folder.name},
-                      self.x.get("lambda_grid", LAMBDA_GRID))
+                      self.cfg.lambda_grid)
 
 
-def load_inputs(x: dict, backbone: Any = None):
-    """(backbone, train cache) from a trainer's extra settings (`backbone` given: reuse it)."""
+def load_inputs(cfg: HeadSettings, backbone: Any = None):
+    """(backbone, train cache) from a head's settings (`backbone` given: reuse it)."""
     from cir_core.backbone import load_backbone
 
     from .embed_cache import load_train_cache
 
     if backbone is None:
-        dev = x.get("backbone_device") or ("cuda" if torch.cuda.is_available() else "cpu")
-        backbone = load_backbone(x["backbone"], x.get("pretrained"), device=dev)
-    root = Path(x["cache_root"]) if x.get("cache_root") else None
-    cache = load_train_cache(backbone, int(x["n_train"]), int(x.get("data_seed", 0)), root,
-                             workers=int(x.get("render_workers", 0)))
+        dev = cfg.backbone_device or ("cuda" if torch.cuda.is_available() else "cpu")
+        backbone = load_backbone(cfg.backbone, cfg.pretrained, device=dev)
+    root = Path(cfg.cache_root) if cfg.cache_root else None
+    cache = load_train_cache(backbone, cfg.n_train, cfg.data_seed, root, workers=cfg.render_workers)
     return backbone, cache
 
 
-def cli(task_cls, defaults: LoopConfig, argv: list[str] | None, doc: str | None) -> dict:
+def cli(task_cls, defaults: HeadSettings, argv: list[str] | None, doc: str | None) -> dict:
     cfg, resume, _ = parse_cli(defaults, argv, doc)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)  # before the cache build encodes anything

@@ -1,6 +1,6 @@
 """The one training loop every trainer uses.
 
-A trainer supplies a `Task` (its model, its batches, its loss, its validation, its export); the
+A trainer supplies a `TrainTask` (its model, its batches, its loss, its validation, its export); the
 loop owns everything else: seeding, AdamW with warmup + cosine, gradient accumulation, bf16
 autocast on CUDA, DDP under torchrun, tqdm, periodic validation, and resumable checkpoints
 (`<out>/last/`: trainables as safetensors, optimizer state loaded with weights_only=True, a JSON
@@ -14,20 +14,27 @@ import math
 import os
 import random
 import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 from tqdm import tqdm
 
-from cir_core.config import git_commit
+from cir_core.config import DictConfig, git_commit
+from cir_core.errors import InputError
+
+
+C = TypeVar("C", bound="LoopConfig")
 
 
 @dataclass
-class LoopConfig:
+class LoopConfig(DictConfig):
+    """What the loop itself reads. A trainer's settings dataclass extends it with its own typed
+    fields (and its own defaults for these), so one flat JSON config fills both."""
+
     steps: int = 1000
     lr: float = 1e-3
     weight_decay: float = 0.1
@@ -44,10 +51,9 @@ class LoopConfig:
     threads: int = 0  # CPU threads; 0 leaves torch's default
     max_minutes: float = 0.0  # stop (with a checkpoint) after this wall time; 0 = no limit
     out_dir: str = "runs/default"
-    extra: dict = field(default_factory=dict)
 
 
-class Task(Protocol):
+class TrainTask(Protocol):
     model: torch.nn.Module  # everything trainable lives under this module
 
     def param_groups(self, cfg: LoopConfig) -> list[dict]: ...
@@ -82,7 +88,7 @@ def lr_factor(step: int, cfg: LoopConfig) -> float:
     return 0.5 * (1 + math.cos(math.pi * min(1.0, t)))
 
 
-def _save(out: Path, task: Task, opt: torch.optim.Optimizer, step: int, cfg: LoopConfig,
+def _save(out: Path, task: TrainTask, opt: torch.optim.Optimizer, step: int, cfg: LoopConfig,
           history: list) -> None:
     tmp = out / "last.tmp"
     tmp.mkdir(parents=True, exist_ok=True)
@@ -91,7 +97,7 @@ def _save(out: Path, task: Task, opt: torch.optim.Optimizer, step: int, cfg: Loo
     torch.save(opt.state_dict(), tmp / "optimizer.pt")
     torch.save({"torch_rng": torch.get_rng_state()}, tmp / "rng.pt")
     (tmp / "state.json").write_text(json.dumps(
-        {"step": step, "config": asdict(cfg), "history": history, "git_commit": git_commit()}, indent=1))
+        {"step": step, "config": cfg.to_dict(), "history": history, "git_commit": git_commit()}, indent=1))
     last = out / "last"
     if last.exists():
         for f in last.iterdir():
@@ -100,7 +106,7 @@ def _save(out: Path, task: Task, opt: torch.optim.Optimizer, step: int, cfg: Loo
     tmp.rename(last)  # a kill mid-save leaves the previous checkpoint intact
 
 
-def _resume(out: Path, task: Task, opt: torch.optim.Optimizer) -> tuple[int, list]:
+def _resume(out: Path, task: TrainTask, opt: torch.optim.Optimizer) -> tuple[int, list]:
     last = out / "last"
     if not (last / "state.json").exists():
         return 0, []
@@ -111,7 +117,7 @@ def _resume(out: Path, task: Task, opt: torch.optim.Optimizer) -> tuple[int, lis
     return int(state["step"]), list(state.get("history", []))
 
 
-def run(task: Task, cfg: LoopConfig, resume: bool = True) -> dict[str, float]:
+def run(task: TrainTask, cfg: LoopConfig, resume: bool = True) -> dict[str, float]:
     """Train `task` for cfg.steps optimizer updates; returns the final validation metrics."""
     rank, world, local = _dist()
     if cfg.threads:
@@ -174,43 +180,36 @@ def run(task: Task, cfg: LoopConfig, resume: bool = True) -> dict[str, float]:
     return metrics
 
 
-def parse_cli(defaults: LoopConfig, argv: list[str] | None, doc: str | None
-              ) -> tuple[LoopConfig, bool, argparse.Namespace]:
+def parse_cli(defaults: C, argv: list[str] | None, doc: str | None) -> tuple[C, bool, argparse.Namespace]:
     """Every trainer's command line: `--config FILE`, `--no-resume`, `key=value` overrides.
-    Returns (config, resume, parsed args); the trainer's own defaults fill `extra`."""
+    Returns (settings of the trainer's own type, resume, parsed args)."""
     ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--config", help="JSON file of settings (loop and trainer keys)")
     ap.add_argument("--no-resume", action="store_true", help="ignore a checkpoint in out_dir")
     ap.add_argument("overrides", nargs="*", help="key=value, e.g. steps=200 out_dir=runs/x")
     args = ap.parse_args(argv)
-    cfg = config_from_args(defaults, args.config, args.overrides)
-    cfg.extra = {**defaults.extra, **cfg.extra}
+    try:
+        cfg = config_from_args(defaults, args.config, args.overrides)
+    except InputError as exc:
+        raise SystemExit(f"error: {exc}") from None
     return cfg, not args.no_resume, args
 
 
-def config_from_args(defaults: LoopConfig, config_file: str | None, overrides: list[str]) -> LoopConfig:
-    """Defaults < JSON config file < `key=value` overrides. Keys that are not loop settings
-    (a trainer's own hyper-parameters) land in `extra`."""
-    data = asdict(defaults)
-    extra = dict(data.pop("extra"))
-    items: list[tuple[str, Any]] = []
+def config_from_args(defaults: C, config_file: str | None, overrides: list[str]) -> C:
+    """Defaults < JSON config file < `key=value` overrides, as the trainer's settings type; a key
+    it does not know is an error naming the known ones (a misspelt setting is never ignored)."""
+    data = defaults.to_dict()
     if config_file:
         path = Path(config_file)
         if not path.is_file():
-            raise SystemExit(f"config file not found: {config_file}")
-        items += list(json.loads(path.read_text()).items())
+            raise InputError(f"config file not found: {config_file}")
+        data.update(json.loads(path.read_text()))
     for ov in overrides:
         key, sep, val = ov.partition("=")
         if not sep:
-            raise SystemExit(f"override {ov!r} is not key=value")
-        items.append((key, _parse(val)))
-    names = {f.name for f in fields(LoopConfig)}
-    for key, val in items:
-        if key in names and key != "extra":
-            data[key] = val
-        else:
-            extra[key] = val
-    return LoopConfig(**data, extra=extra)
+            raise InputError(f"override {ov!r} is not key=value")
+        data[key] = _parse(val)
+    return type(defaults).from_dict(data, strict=True)
 
 
 def _parse(s: str) -> Any:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import random
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -26,10 +26,28 @@ from cir_core.world.spec import N_IDENTITIES, Scene
 
 from .loop import LoopConfig, parse_cli, run
 
-DEFAULTS = LoopConfig(steps=4000, lr=1e-3, weight_decay=0.1, warmup=200, eval_every=1000,
-                      ckpt_every=250, out_dir="runs/backbone",
-                      extra={"batch_size": 128, "pair_fraction": 0.5, "val_scenes": 1000,
-                             "probe_scenes": 200})
+
+
+@dataclass
+class BackboneSettings(LoopConfig):
+    """The backbone trainer's settings: the loop's, the batch composition, validation sizes."""
+
+    steps: int = 4000
+    lr: float = 1e-3
+    weight_decay: float = 0.1
+    warmup: int = 200
+    eval_every: int = 1000
+    ckpt_every: int = 250
+    out_dir: str = "runs/backbone"
+    batch_size: int = 128
+    pair_fraction: float = 0.5  # share of the batch made of (scene, scene after one edit) pairs
+    balanced_pairs_from: int = 1 << 60  # from this step, pairs draw the kind of change first
+    val_scenes: int = 1000
+    probe_scenes: int = 200
+    export_dir: str | None = None
+
+
+DEFAULTS = BackboneSettings()
 MEAN = torch.tensor((0.48145466, 0.4578275, 0.40821073)).view(3, 1, 1)
 STD = torch.tensor((0.26862954, 0.26130258, 0.27577711)).view(3, 1, 1)
 PROBE_OPS = ("background", "char_move", "char_face", "colour", "size", "shape", "move")
@@ -51,16 +69,16 @@ def train_caption(scene: Scene, rng: random.Random) -> str:
 
 
 class BackboneTask:
-    def __init__(self, cfg: LoopConfig):
+    def __init__(self, cfg: BackboneSettings):
         import open_clip
 
         register_project_configs()
-        self.cfg, self.x = cfg, cfg.extra
+        self.cfg = cfg
         self.size = 64
         self.model = open_clip.create_model(TINY_MODEL, pretrained=None)
         self.tokenizer = open_clip.get_tokenizer(TINY_MODEL)
         vrng = random.Random("backbone-val")
-        self.val_scenes = [sample_scene(vrng) for _ in range(int(self.x["val_scenes"]))]
+        self.val_scenes = [sample_scene(vrng) for _ in range(cfg.val_scenes)]
         self.val_seeds = [vrng.randrange(1 << 30) for _ in self.val_scenes]
         self.val_caps = [caption(s, vrng) for s in self.val_scenes]
 
@@ -71,10 +89,10 @@ class BackboneTask:
         return [{"params": decay}, {"params": no_decay, "weight_decay": 0.0}]
 
     def batch(self, step: int, rank: int, rng: random.Random) -> tuple[torch.Tensor, torch.Tensor]:
-        bs = int(self.x["batch_size"])
-        n_pairs = int(bs * float(self.x["pair_fraction"])) // 2
+        bs = self.cfg.batch_size
+        n_pairs = int(bs * self.cfg.pair_fraction) // 2
         scenes: list[Scene] = []
-        balanced = step >= int(self.x.get("balanced_pairs_from", 1 << 60))
+        balanced = step >= self.cfg.balanced_pairs_from
         for _ in range(n_pairs):
             s = sample_scene(rng, allow_novel=False)
             scenes += [s, self._partner(s, rng, balanced)]
@@ -137,7 +155,7 @@ class BackboneTask:
     def probe(self, img: torch.Tensor) -> dict[str, float]:
         """Zero-shot accuracy per attribute: the true caption vs the same caption with that one
         attribute changed to every other value (identical phrasing)."""
-        n = int(self.x["probe_scenes"])
+        n = self.cfg.probe_scenes
         hits: dict[str, list[float]] = {op: [] for op in PROBE_OPS + ("identity",)}
         for i, s in enumerate(self.val_scenes[:n]):
             seed = f"probe:{i}"
@@ -155,10 +173,9 @@ class BackboneTask:
         return {f"probe_{k}": float(np.mean(v)) for k, v in hits.items() if v}
 
     def export(self, out_dir: Path, metrics: dict[str, float]) -> None:
-        dest = Path(self.x.get("export_dir") or out_dir / "export")
-        save_backbone_dir(self.model, TINY_MODEL, dest, extra={
-            "heldout_metrics": metrics, "recipe": {"loop": {k: v for k, v in vars(self.cfg).items()
-                                                             if k != "extra"}, **self.x}})
+        dest = Path(self.cfg.export_dir or out_dir / "export")
+        save_backbone_dir(self.model, TINY_MODEL, dest, extra={"heldout_metrics": metrics,
+                                                               "recipe": self.cfg.to_dict()})
         print(json.dumps({"exported": str(dest), **metrics}))
 
 

@@ -13,6 +13,7 @@ exported checkpoint holds the EMA weights and the Chord λ chosen on val.
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -20,17 +21,33 @@ import torch.nn.functional as F
 
 from cir_core.methods.dice import DiCE, DiCEConfig, DiCENet
 
-from .heads import CachedHeadTask, EMAWrapper, ValBench, cli, load_inputs, np_rng
-from .loop import LoopConfig
+from .heads import CachedHeadTask, EMAWrapper, HeadSettings, cli, np_rng
 
-# Paper: 20k steps (4k warmup), batch 512; dice_vitl14.json keeps those, dice_tiny.json scales down.
-DEFAULTS = LoopConfig(steps=20000, lr=5e-3, weight_decay=0.05, warmup=4000, schedule="constant",
-                      eval_every=2000, ckpt_every=1000, out_dir="runs/dice",
-                      extra={"backbone": "local-dir:assets/backbone/cir-tiny-vit", "n_train": 20000,
-                             "data_seed": 0, "batch_size": 512, "hidden_mult": 4.0, "dropout": 0.05,
-                             "w_align": 1.0, "w_delta": 1.0, "w_ctr": 0.2, "tau": 0.07, "ema": 0.9995,
-                             "delta_ref": "img", "delta_normalise": True, "val_queries": 500,
-                             "export_dir": "assets/methods/dice"})
+
+@dataclass
+class DiCESettings(HeadSettings, DiCEConfig):
+    """The DiCE trainer's settings: the loop's and the heads' (paper defaults: 20k steps, 4k
+    warmup, batch 512; dice_vitl14.json keeps those, dice_tiny.json scales down), the
+    architecture (`DiCEConfig`), and the losses."""
+
+    steps: int = 20000
+    lr: float = 5e-3
+    weight_decay: float = 0.05
+    warmup: int = 4000
+    schedule: str = "constant"
+    eval_every: int = 2000
+    ckpt_every: int = 1000
+    out_dir: str = "runs/dice"
+    export_dir: str | None = "assets/methods/dice"
+    w_align: float = 1.0
+    w_delta: float = 1.0
+    w_ctr: float = 0.2
+    tau: float = 0.07
+    delta_ref: str = "img"  # img | own (the reference modality of each instance)
+    delta_normalise: bool = True
+
+
+DEFAULTS = DiCESettings()
 
 
 def dice_losses(z_hat: torch.Tensor, z_img: torch.Tensor, z_txt: torch.Tensor, z_t: torch.Tensor,
@@ -58,19 +75,15 @@ def dice_losses(z_hat: torch.Tensor, z_img: torch.Tensor, z_txt: torch.Tensor, z
 
 
 class DiCETask(CachedHeadTask):
-    def __init__(self, cfg: LoopConfig, backbone: Any = None):
-        self.cfg, self.x = cfg, cfg.extra
-        self.backbone, self.cache = load_inputs(self.x, backbone)
-        arch = DiCEConfig.from_dict(self.x)
+    def __init__(self, cfg: DiCESettings, backbone: Any = None):
+        self.setup(cfg, backbone)
+        arch = DiCEConfig.from_dict(cfg.to_dict())
         torch.manual_seed(cfg.seed)  # the init is part of the run: same seed, same weights
-        self.model = EMAWrapper(DiCENet(self.backbone.dim, arch), float(self.x["ema"]))
+        self.model = EMAWrapper(DiCENet(self.backbone.dim, arch), cfg.ema)
         self.method = DiCE(self.backbone, {"arch": arch.to_dict()})  # evaluation copy, receives EMA weights
-        nv = int(self.x.get("val_queries", 0))
-        self.val = ValBench(self.backbone, nv, self.x.get("val_cache_root")) if nv else None
-        self.last_logs: dict[str, float] = {}  # the final step's losses go into config.json
 
     def batch(self, step: int, rank: int, rng: random.Random) -> dict[str, torch.Tensor]:
-        c, bs = self.cache, int(self.x["batch_size"])
+        c, bs = self.cache, self.cfg.batch_size
         idx = np_rng(rng).choice(len(c), size=min(bs, len(c)), replace=False)
         tids = c.target_caption[idx]
         return {"z_img": torch.from_numpy(c.image("ref", idx)),
@@ -84,10 +97,11 @@ class DiCETask(CachedHeadTask):
         b = {k: v.to(dev) for k, v in batch.items()}
         z_r = torch.cat([b["z_img"], b["z_txt"]])  # both reference modalities, as in the paper
         z_hat = model(z_r, torch.cat([b["z_e"], b["z_e"]]))
-        own = z_r if self.x.get("delta_ref", "img") == "own" else None
-        parts = dice_losses(z_hat, b["z_img"], b["z_txt"], b["z_t"], float(self.x["tau"]), b["same"],
-                            own, bool(self.x.get("delta_normalise", True)))
-        total = sum(float(self.x[f"w_{k}"]) * v for k, v in parts.items())
+        cfg = self.cfg
+        own = z_r if cfg.delta_ref == "own" else None
+        parts = dice_losses(z_hat, b["z_img"], b["z_txt"], b["z_t"], cfg.tau, b["same"], own, cfg.delta_normalise)
+        weights = {"align": cfg.w_align, "delta": cfg.w_delta, "ctr": cfg.w_ctr}
+        total = sum(weights[k] * v for k, v in parts.items())
         self.last_logs = {"loss": total.item(), **{k: v.item() for k, v in parts.items()}}
         return total, self.last_logs
 

@@ -15,6 +15,7 @@ every intermediate state q_0..q_{n−1} (averaged; 0 by default: the paper train
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -23,17 +24,33 @@ import torch.nn.functional as F
 
 from cir_core.methods.pace import PACE, PACEConfig, PACENet, final_state
 
-from .heads import CachedHeadTask, EMAWrapper, ValBench, cli, load_inputs, np_rng
-from .loop import LoopConfig
+from .heads import CachedHeadTask, EMAWrapper, HeadSettings, cli, np_rng
 
-DEFAULTS = LoopConfig(steps=10000, lr=1e-3, weight_decay=0.05, warmup=500, schedule="cosine",
-                      eval_every=2000, ckpt_every=1000, out_dir="runs/pace",
-                      extra={"backbone": "local-dir:assets/backbone/cir-tiny-vit", "n_train": 20000,
-                             "data_seed": 0, "batch_size": 256, "long_fraction": 0.6,
-                             "hidden_mult": 4.0, "acc_hidden_mult": 4.0, "dropout": 0.05,
-                             "tau": 0.05, "bank_size": 8192, "mine_per_step": 8, "mine_cap": 64,
-                             "step_loss": 0.0, "ema": 0.999, "val_queries": 500,
-                             "export_dir": "assets/methods/pace"})
+
+@dataclass
+class PACESettings(HeadSettings, PACEConfig):
+    """The PACE trainer's settings: the loop's and the heads', the architecture (`PACEConfig`),
+    the length mix and the multi-step hard-negative mining."""
+
+    steps: int = 10000
+    lr: float = 1e-3
+    weight_decay: float = 0.05
+    warmup: int = 500
+    eval_every: int = 2000
+    ckpt_every: int = 1000
+    out_dir: str = "runs/pace"
+    export_dir: str | None = "assets/methods/pace"
+    batch_size: int = 256
+    ema: float = 0.999
+    long_fraction: float = 0.6
+    tau: float = 0.05
+    bank_size: int = 8192
+    mine_per_step: int = 8
+    mine_cap: int = 64
+    step_loss: float = 0.0
+
+
+DEFAULTS = PACESettings()
 
 
 @torch.no_grad()
@@ -81,24 +98,20 @@ def info_nce(q: torch.Tensor, targets: torch.Tensor, tau: float, same: torch.Ten
 
 
 class PACETask(CachedHeadTask):
-    def __init__(self, cfg: LoopConfig, backbone: Any = None):
-        self.cfg, self.x = cfg, cfg.extra
-        self.backbone, self.cache = load_inputs(self.x, backbone)
-        self.arch = PACEConfig.from_dict(self.x)
+    def __init__(self, cfg: PACESettings, backbone: Any = None):
+        self.setup(cfg, backbone)
+        self.arch = PACEConfig.from_dict(cfg.to_dict())
         torch.manual_seed(cfg.seed)
-        self.model = EMAWrapper(PACENet(self.backbone.dim, self.arch), float(self.x["ema"]))
+        self.model = EMAWrapper(PACENet(self.backbone.dim, self.arch), cfg.ema)
         self.method = PACE(self.backbone, {"arch": self.arch.to_dict()})
         nsent = self.cache.n_sentences
         self.long_pool = np.flatnonzero(nsent >= 2)
         self.single_pool = np.flatnonzero(nsent == 1)
-        nv = int(self.x.get("val_queries", 0))
-        self.val = ValBench(self.backbone, nv, self.x.get("val_cache_root")) if nv else None
-        self.last_logs: dict[str, float] = {}  # the final step's losses go into config.json
 
     def batch(self, step: int, rank: int, rng: random.Random) -> dict[str, torch.Tensor]:
-        c, g = self.cache, np_rng(rng)
-        bs = int(self.x["batch_size"])
-        n_long = min(len(self.long_pool), int(round(bs * float(self.x["long_fraction"]))))
+        c, g, cfg = self.cache, np_rng(rng), self.cfg
+        bs = cfg.batch_size
+        n_long = min(len(self.long_pool), int(round(bs * cfg.long_fraction)))
         if not len(self.single_pool):
             n_long = min(len(self.long_pool), bs)
         idx = np.concatenate([g.choice(self.long_pool, n_long, replace=False),
@@ -108,7 +121,7 @@ class PACETask(CachedHeadTask):
         sents = np.zeros((len(idx), int(n.max()), c.dim), np.float32)
         for r, i in enumerate(idx):
             sents[r, :n[r]] = c.sentences(int(i))
-        m = min(int(self.x["bank_size"]), 2 * len(c))
+        m = min(cfg.bank_size, 2 * len(c))
         pick = g.choice(2 * len(c), m, replace=False)  # rows < N: references, else targets
         ref_rows, tgt_rows = pick[pick < len(c)], pick[pick >= len(c)] - len(c)
         bank = np.concatenate([c.image("ref", ref_rows), c.image("tgt", tgt_rows)])
@@ -122,15 +135,16 @@ class PACETask(CachedHeadTask):
     def loss(self, model, batch) -> tuple[torch.Tensor, dict[str, float]]:
         dev = next(self.model.parameters()).device
         b = {k: v.to(dev) for k, v in batch.items()}
-        tau = float(self.x["tau"])
+        cfg = self.cfg
+        tau = cfg.tau
         states = model(b["v_r"], b["text"], b["sents"], b["n"]).float()  # (B, K+1, D)
         idx, valid = mine_hard_negatives(states.detach(), b["n"], b["v_t"], b["bank"], b["bank_keys"],
-                                         b["t_key"], int(self.x["mine_per_step"]), int(self.x["mine_cap"]))
+                                         b["t_key"], cfg.mine_per_step, cfg.mine_cap)
         hard = b["bank"][idx]  # (B, C, D)
         q_n = final_state(states, b["n"])
         main = info_nce(q_n, b["v_t"], tau, b["same"], hard, valid)
         total, logs = main, {"nce": main.item(), "hard": valid.float().sum(1).mean().item()}
-        w = float(self.x.get("step_loss", 0.0))
+        w = cfg.step_loss
         if w > 0:
             per = torch.stack([info_nce(states[:, k], b["v_t"], tau, b["same"], hard, valid, "none")
                                for k in range(int(b["n"].max()))], 1)  # (B, max n): q_0..q_{n-1}

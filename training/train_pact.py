@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import os
 import random
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -39,16 +39,50 @@ from .loop import LoopConfig, lr_factor, parse_cli, run
 from .pact_data import CacheSource, StreamSource
 
 OBJECTIVES = ("full", "compose", "preserve", "compose+visual")
-DEFAULTS = LoopConfig(
-    steps=1333, lr=1e-4, weight_decay=0.001, warmup=0, eval_every=500, ckpt_every=100, out_dir="runs/pact",
-    extra={"method": None, "objective": "full", "backbone": "local-dir:assets/backbone/cir-tiny-vit",
-           "pretrained": None, "identity_steps": 333, "joint_steps": 1000, "identity_lr": 1e-4,
-           "mapper_lr": 3e-5, "lora_lr": 1e-5, "identity_warmup": 20, "joint_warmup": 50,
-           "batch_size": 512, "replay_batch": 32, "temperature": 0.05, "learn_temperature": False,
-           "temperature_lr": 1e-3, "preserve_weight": 1.0, "replay_weight": 1.0, "visual_weight": 1.0,
-           "val_queries": 200, "lambda_grid": list(LAMBDA_GRID), "val_lambda": 0.34,
-           "data": "stream", "n_train": 20000, "data_seed": 0, "render_workers": 0, "cache_root": None,
-           "val_cache_root": None, "export_dir": None, **PACTConfig().to_dict()})
+@dataclass
+class PACTSettings(LoopConfig, PACTConfig):
+    """The PACT trainer's settings: the loop's, the architecture (`PACTConfig`), the two phases,
+    the objective (Table 3's configurations), the data and validation. Paper defaults."""
+
+    steps: int = 1333  # identity_steps + joint_steps unless set
+    lr: float = 1e-4
+    weight_decay: float = 0.001
+    warmup: int = 0
+    eval_every: int = 500
+    ckpt_every: int = 100
+    out_dir: str = "runs/pact"
+    method: str | None = None  # default: compose-only for objective "compose", else pact
+    objective: str = "full"
+    backbone: str = "local-dir:assets/backbone/cir-tiny-vit"
+    pretrained: str | None = None
+    identity_steps: int = 333
+    joint_steps: int = 1000
+    identity_lr: float = 1e-4
+    mapper_lr: float = 3e-5
+    lora_lr: float = 1e-5
+    identity_warmup: int = 20
+    joint_warmup: int = 50
+    batch_size: int = 512
+    replay_batch: int = 32
+    temperature: float = 0.05
+    learn_temperature: bool = False
+    temperature_lr: float = 1e-3
+    preserve_weight: float = 1.0
+    replay_weight: float = 1.0
+    visual_weight: float = 1.0
+    val_queries: int = 200
+    lambda_grid: list = field(default_factory=lambda: list(LAMBDA_GRID))
+    val_lambda: float = 0.34  # the λ of the periodic validation line (the export chooses its own)
+    data: str = "stream"  # stream | cache
+    n_train: int = 20000
+    data_seed: int = 0
+    render_workers: int = 0
+    cache_root: str | None = None
+    val_cache_root: str | None = None
+    export_dir: str | None = None
+
+
+DEFAULTS = PACTSettings()
 REPORTED = ("R@1", "R@10", "identity@1", "edit@1")
 
 
@@ -90,46 +124,41 @@ class PACTTrainModule(nn.Module):
 
 
 class PACTTask:
-    def __init__(self, cfg: LoopConfig, backbone=None):
-        self.cfg, self.x = cfg, cfg.extra
-        x = self.x
-        unknown = sorted(set(x) - set(DEFAULTS.extra) - {"_comment"})
-        if unknown:  # a misspelt hyper-parameter must not be silently ignored
-            raise SystemExit(f"unknown train_pact setting(s) {unknown}; known: {sorted(DEFAULTS.extra)}")
-        if x["objective"] not in OBJECTIVES:
-            raise SystemExit(f"objective must be one of {OBJECTIVES}, got {x['objective']!r}")
-        x["method"] = x.get("method") or ("compose-only" if x["objective"] == "compose" else "pact")
-        if (x["method"] == "compose-only") != (x["objective"] == "compose"):
-            raise SystemExit(f"method {x['method']!r} does not match objective {x['objective']!r}")
+    def __init__(self, cfg: PACTSettings, backbone=None):
+        self.cfg = x = cfg
+        if x.objective not in OBJECTIVES:
+            raise SystemExit(f"objective must be one of {OBJECTIVES}, got {x.objective!r}")
+        x.method = x.method or ("compose-only" if x.objective == "compose" else "pact")
+        if (x.method == "compose-only") != (x.objective == "compose"):
+            raise SystemExit(f"method {x.method!r} does not match objective {x.objective!r}")
         dev = cfg.device if cfg.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
-        self.backbone = backbone or load_backbone(x["backbone"], x["pretrained"], device=dev)
-        self.arch = PACTConfig.from_dict(x)
-        self.n_id, self.n_joint = int(x["identity_steps"]), int(x["joint_steps"])
+        self.backbone = backbone or load_backbone(x.backbone, x.pretrained, device=dev)
+        self.arch = PACTConfig.from_dict(x.to_dict())
+        self.n_id, self.n_joint = x.identity_steps, x.joint_steps
         with torch.random.fork_rng(devices=[]):  # φ / LoRA init depend on the seed only
             torch.manual_seed(cfg.seed)
             composer = PACTComposer(self.backbone, self.arch)
-        self.model = PACTTrainModule(composer, float(x["temperature"]), bool(x["learn_temperature"]))
-        if x["data"] == "cache":
-            self.source = CacheSource(self.backbone, int(x["n_train"]), int(x["data_seed"]),
-                                      x.get("cache_root"), int(x["render_workers"]))
-        elif x["data"] == "stream":
+        self.model = PACTTrainModule(composer, x.temperature, x.learn_temperature)
+        if x.data == "cache":
+            self.source = CacheSource(self.backbone, x.n_train, x.data_seed, x.cache_root, x.render_workers)
+        elif x.data == "stream":
             # frozen encodes in bf16 where the loop trains in bf16 (ViT-L images: most of a step)
             bf16 = str(self.backbone.device).startswith("cuda") and cfg.precision in ("auto", "bf16")
-            self.source = StreamSource(self.backbone, int(x["render_workers"]), bf16)
+            self.source = StreamSource(self.backbone, x.render_workers, bf16)
         else:
-            raise SystemExit(f"data must be 'stream' or 'cache', got {x['data']!r}")
-        self.weights = {"preserve": float(x["preserve_weight"]), "replay": float(x["replay_weight"]),
-                        "visual": float(x["visual_weight"]), "replay_n": int(x["replay_batch"])}
+            raise SystemExit(f"data must be 'stream' or 'cache', got {x.data!r}")
+        self.weights = {"preserve": x.preserve_weight, "replay": x.replay_weight,
+                        "visual": x.visual_weight, "replay_n": x.replay_batch}
         self._val: ValBench | None = None
 
     # -- optimisation ---------------------------------------------------------------------------
     def param_groups(self, cfg: LoopConfig) -> list[dict]:
         c = self.model.composer
-        groups = [{"params": c.mapper_parameters(), "name": "mapper", "lr": float(self.x["identity_lr"])},
+        groups = [{"params": c.mapper_parameters(), "name": "mapper", "lr": self.cfg.identity_lr},
                   {"params": c.lora_parameters(), "name": "lora", "lr": 0.0}]
         if self.model.log_scale.requires_grad:
             groups.append({"params": [self.model.log_scale], "name": "temperature",
-                           "lr": float(self.x["temperature_lr"]), "weight_decay": 0.0})
+                           "lr": self.cfg.temperature_lr, "weight_decay": 0.0})
         return groups
 
     def phase(self, step: int) -> int:
@@ -141,9 +170,10 @@ class PACTTask:
         phase = self.phase(step)
         first, n, warm = (0, self.n_id, "identity_warmup") if phase == 1 else \
             (self.n_id, self.n_joint, "joint_warmup")
-        factor = lr_factor(step - first, replace(self.cfg, steps=n, warmup=int(self.x[warm])))
-        base = {"mapper": self.x["identity_lr"] if phase == 1 else self.x["mapper_lr"],
-                "lora": 0.0 if phase == 1 else self.x["lora_lr"], "temperature": self.x["temperature_lr"]}
+        x = self.cfg
+        factor = lr_factor(step - first, replace(x, steps=n, warmup=getattr(x, warm)))
+        base = {"mapper": x.identity_lr if phase == 1 else x.mapper_lr,
+                "lora": 0.0 if phase == 1 else x.lora_lr, "temperature": x.temperature_lr}
         for g in optimizer.param_groups:
             g["lr"] = float(base[g["name"]]) * factor
         for p in self.model.composer.lora_parameters():
@@ -154,8 +184,8 @@ class PACTTask:
         """B training queries drawn from `rng` alone (see pact_data), with their frozen embeddings
         (v_r, and in phase 2 the target + negative captions through the original tower, no LoRA)."""
         phase = self.phase(step)
-        captions = phase == 2 and self.x["objective"] != "preserve"
-        refs, edits, caps, cap_ids = self.source.draw(rng, int(self.x["batch_size"]), captions)
+        captions = phase == 2 and self.cfg.objective != "preserve"
+        refs, edits, caps, cap_ids = self.source.draw(rng, self.cfg.batch_size, captions)
         c = self.model.composer
         out = {"phase": phase, "ref": torch.from_numpy(refs),
                "empty_tokens": c.tokenize([""] * len(refs), empty=True)}
@@ -171,7 +201,7 @@ class PACTTask:
         return out
 
     def loss(self, model: nn.Module, batch: dict) -> tuple[torch.Tensor, dict[str, float]]:
-        return model(batch, self.x["objective"], self.weights)
+        return model(batch, self.cfg.objective, self.weights)
 
     # -- validation and export ------------------------------------------------------------------
     @property
@@ -179,12 +209,12 @@ class PACTTask:
         """The val split (gallery embeddings cached on disk); shared with DiCE/PACE's trainers, so
         every method's λ is chosen the same way."""
         if self._val is None:
-            root = Path(self.x["val_cache_root"]) if self.x.get("val_cache_root") else None
-            self._val = ValBench(self.backbone, int(self.x["val_queries"]), root)
+            root = Path(self.cfg.val_cache_root) if self.cfg.val_cache_root else None
+            self._val = ValBench(self.backbone, self.cfg.val_queries, root)
         return self._val
 
     def _method(self, chord_lambda: float):
-        cls = get_method_class(self.x["method"])
+        cls = get_method_class(self.cfg.method)
         return cls(self.backbone, {"arch": self.arch.to_dict(), "chord_lambda": chord_lambda},
                    composer=self.model.composer)
 
@@ -196,7 +226,7 @@ class PACTTask:
         return {"cos": self.val.metrics(m, c, None)[0], "chord": self.val.metrics(m, c, lam)[0]}
 
     def validate(self) -> dict[str, float]:
-        by = self._scores(float(self.x["val_lambda"]))
+        by = self._scores(self.cfg.val_lambda)
         return {f"val_{s}_{k}": round(m[k], 4) for s, m in by.items() for k in REPORTED}
 
     def export(self, out_dir: Path, metrics: dict[str, float]) -> None:
@@ -209,21 +239,21 @@ class PACTTask:
             print(f"stopped at step {done} of {total}: not exported (run again to resume)")
             return
         self.model.eval()
-        m = self._method(float(self.x["val_lambda"]))
-        lam, search = self.val.select_lambda(m, [float(v) for v in self.x["lambda_grid"]])
+        m = self._method(self.cfg.val_lambda)
+        lam, search = self.val.select_lambda(m, [float(v) for v in self.cfg.lambda_grid])
         m.chord_lambda = lam
         final = self._scores(lam)
-        dest = Path(self.x.get("export_dir") or self.default_export(out_dir))
-        recipe = {"loop": {k: v for k, v in vars(self.cfg).items() if k != "extra"}, **self.x}
+        dest = Path(self.cfg.export_dir or self.default_export(out_dir))
+        recipe = self.cfg.to_dict()
         m.save(dest, {**metrics, "val_cosine": final["cos"], "val_chord": final["chord"]},
-               objective=self.x["objective"], lambda_search=search, training=recipe)
+               objective=self.cfg.objective, lambda_search=search, training=recipe)
         print(json.dumps({"exported": str(dest), "chord_lambda": lam,
                           **{f"val_{s}_{k}": final[s][k] for s in final for k in REPORTED}}))
 
     def default_export(self, out_dir: Path) -> Path:
         """assets/methods/<name> for the two shipped methods; the run folder for other ablations."""
-        if (self.x["method"], self.x["objective"]) in (("pact", "full"), ("compose-only", "compose")):
-            return REPO_ROOT / "assets" / "methods" / self.x["method"]
+        if (self.cfg.method, self.cfg.objective) in (("pact", "full"), ("compose-only", "compose")):
+            return REPO_ROOT / "assets" / "methods" / self.cfg.method
         return Path(out_dir) / "export"
 
 
@@ -232,7 +262,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         raise SystemExit("train_pact runs on one device (its phase switch changes which "
                          "parameters take gradients, which DDP does not allow)")
     cfg, resume, args = parse_cli(DEFAULTS, argv, __doc__)
-    total = int(cfg.extra["identity_steps"]) + int(cfg.extra["joint_steps"])
+    total = cfg.identity_steps + cfg.joint_steps
     explicit = any(o.startswith("steps=") for o in args.overrides) or (
         args.config and "steps" in json.loads(Path(args.config).read_text()))
     if not explicit:
