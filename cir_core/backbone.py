@@ -181,11 +181,12 @@ def _create(spec: str, pretrained: str | None, device: str, seed: int,
 def _pinned_hub_folder(spec: str) -> Path:
     """`hf-hub:org/name@rev` fetched at that revision (manifest-verified when it has one,
     safetensors only) by cir_core.hub; open_clip's own hf-hub loader cannot pin a revision."""
-    from cir_core.hub import HubError, pull
+    from cir_core.hub import pull
+    from cir_core.storage import StorageError
 
     try:
         return pull("backbone", spec, require_manifest=False).folder
-    except HubError as exc:
+    except StorageError as exc:
         raise BackboneError(f"cannot load backbone {spec}: {exc}".splitlines()[0]) from None
 
 

@@ -6,7 +6,7 @@ them back, pinned to a revision and verified against a sha256 manifest.
 
 A spec is `org/name` or `hf-hub:org/name`, optionally `@revision` (branch, tag or commit sha);
 `--revision` or `CIR_<KIND>_REVISION` pins it otherwise. When the Hub cannot be reached, a pull
-uses the cached snapshot of that revision and says so; tests run against `LocalFolderBackend`.
+uses the cached snapshot of that revision and says so; tests run against `FolderStore`.
 """
 from __future__ import annotations
 
@@ -21,8 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from .hub_backends import (HFBackend, HubBackend, HubError, LocalFolderBackend, NotCached, NotFound,
-                           Snapshot, Unreachable, matches)
+from .storage import FolderStore, HFStore, NotCached, NotFound, Revision, StorageError, Store, Unreachable, matches
 from .hub_manifest import (KINDS, MANIFEST, build_manifest, check_layout, check_policy, list_files,
                            verify_snapshot)
 
@@ -35,8 +34,7 @@ _NAME = r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?"
 _REPO_RE = re.compile(rf"^{_NAME}/{_NAME}$")
 _SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 
-__all__ = ["RepoRef", "parse_spec", "push", "pull", "fetch", "default_backend", "HubError",
-           "HubBackend", "HFBackend", "LocalFolderBackend", "REVISION_ENV", "main"]
+__all__ = ["RepoRef", "parse_spec", "push", "pull", "fetch", "default_backend", "REVISION_ENV", "main"]
 
 
 @dataclass(frozen=True)
@@ -57,28 +55,28 @@ def split_spec(spec: str) -> tuple[str, str | None]:
 
 
 def parse_spec(spec: str, revision: str | None = None) -> RepoRef:
-    """`org/name[@rev]` (or `hf-hub:…`) plus an optional separate `revision`; HubError if malformed
+    """`org/name[@rev]` (or `hf-hub:…`) plus an optional separate `revision`; StorageError if malformed
     or if the two revisions disagree."""
     repo, rev = split_spec(spec)
     if not _REPO_RE.match(repo) or "--" in repo or ".." in repo:
-        raise HubError(f"bad Hub repo id {spec!r}: expected org/name (letters, digits, '-', '_', '.'), "
+        raise StorageError(f"bad Hub repo id {spec!r}: expected org/name (letters, digits, '-', '_', '.'), "
                        "optionally followed by @revision, e.g. my-org/cir-methods@v1")
     if rev is not None and not rev.strip():
-        raise HubError(f"bad Hub spec {spec!r}: nothing after '@' (give a branch, tag or commit sha)")
+        raise StorageError(f"bad Hub spec {spec!r}: nothing after '@' (give a branch, tag or commit sha)")
     if rev and revision and rev != revision:
-        raise HubError(f"{spec!r} pins revision {rev!r} but --revision says {revision!r}: give one")
+        raise StorageError(f"{spec!r} pins revision {rev!r} but --revision says {revision!r}: give one")
     rev = rev or revision or None
     if rev and (rev.startswith("-") or ".." in rev or any(c.isspace() for c in rev)):
-        raise HubError(f"bad revision {rev!r} in {spec!r}")
+        raise StorageError(f"bad revision {rev!r} in {spec!r}")
     return RepoRef(repo, rev)
 
 
-def default_backend() -> HubBackend:
-    """`LocalFolderBackend` when CIR_LOCAL_HUB names a folder (air-gapped use, demos), else the Hub."""
+def default_backend() -> Store:
+    """`FolderStore` when CIR_LOCAL_HUB names a folder (air-gapped use, demos), else the Hub."""
     local = os.environ.get("CIR_LOCAL_HUB", "").strip()
     if local:
-        return LocalFolderBackend(local, Path(local) / ".cache")
-    return HFBackend()
+        return FolderStore(local, Path(local) / ".cache")
+    return HFStore()
 
 
 @dataclass
@@ -92,9 +90,9 @@ class Fetched:
     note: str | None = None  # set when the Hub was unreachable and the cache was used
 
 
-def fetch(kind: str, ref: RepoRef, backend: HubBackend | None = None,
-          patterns: Sequence[str] | None = None) -> tuple[Snapshot, str | None]:
-    """The snapshot of `ref`: online, else the cached one with a note saying so. HubError with
+def fetch(kind: str, ref: RepoRef, backend: Store | None = None,
+          patterns: Sequence[str] | None = None) -> tuple[Revision, str | None]:
+    """The snapshot of `ref`: online, else the cached one with a note saying so. StorageError with
     the fix when neither works."""
     backend = backend or default_backend()
     repo_type, rev = REPO_TYPE[kind], ref.revision or "main"
@@ -103,14 +101,14 @@ def fetch(kind: str, ref: RepoRef, backend: HubBackend | None = None,
         return backend.snapshot_download(ref.repo_id, repo_type=repo_type, revision=ref.revision,
                                          allow_patterns=allow, local_files_only=False), None
     except NotFound as exc:
-        raise HubError(f"Hub repo {ref.repo_id}: {exc}") from None
+        raise StorageError(f"Hub repo {ref.repo_id}: {exc}") from None
     except Unreachable as exc:
         why = str(exc)
     try:
         snap = backend.snapshot_download(ref.repo_id, repo_type=repo_type, revision=ref.revision,
                                          allow_patterns=allow, local_files_only=True)
     except NotCached:
-        raise HubError(
+        raise StorageError(
             f"cannot fetch {kind} from Hub repo {ref.repo_id} at revision {rev}: the Hub is unreachable "
             f"({why}) and the local cache has no snapshot of it. Fix: connect once and run "
             f"`python -m cir_core.hub pull {kind} {ref}` (on a Space: list it in preload_from_hub), "
@@ -122,7 +120,7 @@ def fetch(kind: str, ref: RepoRef, backend: HubBackend | None = None,
 
 
 def pull(kind: str, spec: str, out: str | os.PathLike | None = None, *, revision: str | None = None,
-         patterns: Sequence[str] | None = None, backend: HubBackend | None = None,
+         patterns: Sequence[str] | None = None, backend: Store | None = None,
          require_manifest: bool = True, env: Mapping[str, str] | None = None) -> Fetched:
     """Fetch `spec` (revision: `@rev` > `revision` > CIR_<KIND>_REVISION > main), verify every file
     against the manifest, check the layout, and copy into `out` if given (else use it in place).
@@ -164,7 +162,7 @@ class Pushed:
 
 def push(kind: str, folder: str | os.PathLike, spec: str, *, revision: str | None = None,
          tag: str | None = None, include: Sequence[str] | None = None, message: str | None = None,
-         backend: HubBackend | None = None, progress: bool = False) -> Pushed:
+         backend: Store | None = None, progress: bool = False) -> Pushed:
     """Upload `folder`'s files (those matching `include`) plus a fresh manifest as one commit on
     the branch of `spec` (`@branch` or `revision`; default main), then `tag` it if asked. Checks
     everything before uploading anything."""
@@ -174,10 +172,10 @@ def push(kind: str, folder: str | os.PathLike, spec: str, *, revision: str | Non
     ref = parse_spec(spec, revision)
     branch = ref.revision or "main"
     if _SHA_RE.match(branch):
-        raise HubError(f"cannot push to commit {branch}: name a branch (and --tag to pin it)")
+        raise StorageError(f"cannot push to commit {branch}: name a branch (and --tag to pin it)")
     src = Path(folder).expanduser()
     if not src.is_dir():
-        raise HubError(f"{kind} folder {src} not found")
+        raise StorageError(f"{kind} folder {src} not found")
     files = [f for f in list_files(src) if matches(f, include)]
     where = f"{kind} folder {src}"
     check_policy(files, where)
@@ -204,7 +202,7 @@ def push(kind: str, folder: str | os.PathLike, spec: str, *, revision: str | Non
 
 def _check_kind(kind: str) -> None:
     if kind not in KINDS:
-        raise HubError(f"unknown kind {kind!r}: one of {', '.join(KINDS)}")
+        raise StorageError(f"unknown kind {kind!r}: one of {', '.join(KINDS)}")
 
 
 def _progress(items: list[str], on: bool, desc: str):
@@ -244,7 +242,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
-    backend = LocalFolderBackend(args.local_hub, Path(args.local_hub) / ".cache") if args.local_hub else None
+    backend = FolderStore(args.local_hub, Path(args.local_hub) / ".cache") if args.local_hub else None
     try:
         if args.cmd == "push":
             done = push(args.kind, args.folder, args.spec, revision=args.revision, tag=args.tag,
@@ -257,7 +255,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                        backend=backend)
             print(f"verified {len(got.files)} files of {got.ref} (commit {got.commit})", file=sys.stderr)
             print(got.folder)
-    except HubError as exc:
+    except StorageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 0

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from .fileio import sha256_file
-from .hub_backends import HubError, matches
+from .storage import StorageError, matches
 
 MANIFEST = "cir_manifest.json"
 FORMAT = "cir-hub-manifest/1"
@@ -39,11 +39,11 @@ def check_policy(files: Iterable[str], where: str) -> None:
     files = list(files)
     pickles = [f for f in files if f.lower().endswith(PICKLE_SUFFIXES)]
     if pickles:
-        raise HubError(f"{where}: refusing pickle-capable file(s) {', '.join(pickles[:5])}: only "
+        raise StorageError(f"{where}: refusing pickle-capable file(s) {', '.join(pickles[:5])}: only "
                        "safetensors weights travel through the Hub (convert with safetensors.torch.save_file)")
     odd = [f for f in files if not f.lower().endswith(ALLOWED_SUFFIXES)]
     if odd:
-        raise HubError(f"{where}: unexpected file type(s) {', '.join(odd[:5])} "
+        raise StorageError(f"{where}: unexpected file type(s) {', '.join(odd[:5])} "
                        f"(allowed: {', '.join(ALLOWED_SUFFIXES)})")
 
 
@@ -63,7 +63,7 @@ def verify_snapshot(folder: Path, kind: str, where: str,
     refused), and every listed file that `patterns` asked for must be present."""
     mpath = folder / MANIFEST
     if not mpath.is_file():
-        raise HubError(f"{where}: no {MANIFEST} in the repo, so its files cannot be verified "
+        raise StorageError(f"{where}: no {MANIFEST} in the repo, so its files cannot be verified "
                        "(publish with `python -m cir_core.hub push`, which writes it)")
     try:
         manifest = json.loads(mpath.read_text(encoding="utf-8"))
@@ -71,20 +71,20 @@ def verify_snapshot(folder: Path, kind: str, where: str,
         manifest = None
     listed = manifest.get("files") if isinstance(manifest, dict) else None
     if not isinstance(listed, dict) or manifest.get("format") != FORMAT:
-        raise HubError(f"{where}: {MANIFEST} is not a {FORMAT} manifest")
+        raise StorageError(f"{where}: {MANIFEST} is not a {FORMAT} manifest")
     if manifest.get("kind") != kind:
-        raise HubError(f"{where}: the repo holds {manifest.get('kind')!r}, not {kind!r}")
+        raise StorageError(f"{where}: the repo holds {manifest.get('kind')!r}, not {kind!r}")
     present = [f for f in list_files(folder) if f not in IGNORED]
     check_policy(present, where)
     extra = [f for f in present if f not in listed]
     if extra:
-        raise HubError(f"{where}: file(s) not in the manifest: {', '.join(extra[:5])} (tampered?)")
+        raise StorageError(f"{where}: file(s) not in the manifest: {', '.join(extra[:5])} (tampered?)")
     missing = [f for f in listed if matches(f, patterns) and not (folder / f).is_file()]
     if missing:
-        raise HubError(f"{where}: file(s) listed in the manifest but missing: {', '.join(missing[:5])}")
+        raise StorageError(f"{where}: file(s) listed in the manifest but missing: {', '.join(missing[:5])}")
     for f in present:
         if sha256_file(folder / f) != listed[f].get("sha256"):
-            raise HubError(f"{where}: {f} does not match the sha256 in {MANIFEST} "
+            raise StorageError(f"{where}: {f} does not match the sha256 in {MANIFEST} "
                            "(tampered or corrupt download); refusing to use it")
     return present
 
@@ -96,25 +96,25 @@ def _check_safetensors(path: Path, where: str) -> None:
         with safe_open(str(path), "numpy") as f:
             list(f.keys())
     except Exception as exc:
-        raise HubError(f"{where}: {path.name} is not a readable safetensors file ({type(exc).__name__})") from None
+        raise StorageError(f"{where}: {path.name} is not a readable safetensors file ({type(exc).__name__})") from None
 
 
 def _check_json(path: Path, where: str, want_object: bool = True) -> Any:
     try:
         obj = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise HubError(f"{where}: {path.name} is not valid JSON ({exc})") from None
+        raise StorageError(f"{where}: {path.name} is not valid JSON ({exc})") from None
     if want_object and not isinstance(obj, dict):
-        raise HubError(f"{where}: {path.name} must hold a JSON object")
+        raise StorageError(f"{where}: {path.name} must hold a JSON object")
     return obj
 
 
 def check_layout(folder: Path, kind: str, files: list[str], where: str) -> None:
-    """The layout `kind` needs (see docs/SPACES.md), with readable headers; raises HubError."""
+    """The layout `kind` needs (see docs/SPACES.md), with readable headers; raises StorageError."""
     if kind not in KINDS:
-        raise HubError(f"unknown kind {kind!r} (one of {', '.join(KINDS)})")
+        raise StorageError(f"unknown kind {kind!r} (one of {', '.join(KINDS)})")
     if not files:
-        raise HubError(f"{where}: no files to check")
+        raise StorageError(f"{where}: no files to check")
     check_policy(files, where)
     for f in files:
         if f.endswith(".safetensors"):
@@ -128,21 +128,21 @@ def check_layout(folder: Path, kind: str, files: list[str], where: str) -> None:
             head, _, tail = f.partition("/")
             if not f.endswith(docs):
                 if "/" not in f or "/" in tail:
-                    raise HubError(f"{where}: {f} is not <method>/config.json or <method>/model.safetensors")
+                    raise StorageError(f"{where}: {f} is not <method>/config.json or <method>/model.safetensors")
                 groups[head].add(tail)
         for name, got in sorted(groups.items()):
             if got != {"config.json", "model.safetensors"}:
-                raise HubError(f"{where}: method folder {name}/ must hold exactly config.json and "
+                raise StorageError(f"{where}: method folder {name}/ must hold exactly config.json and "
                                f"model.safetensors, found {', '.join(sorted(got))}")
         if not groups:
-            raise HubError(f"{where}: no <method>/ folders")
+            raise StorageError(f"{where}: no <method>/ folders")
     elif kind == "backbone":
         if "open_clip_config.json" not in files:
-            raise HubError(f"{where}: no open_clip_config.json (a backbone is a local-dir: folder)")
+            raise StorageError(f"{where}: no open_clip_config.json (a backbone is a local-dir: folder)")
         if "model_cfg" not in _check_json(folder / "open_clip_config.json", where):
-            raise HubError(f"{where}: open_clip_config.json has no model_cfg")
+            raise StorageError(f"{where}: open_clip_config.json has no model_cfg")
         if not any(f.endswith(".safetensors") and "/" not in f for f in files):
-            raise HubError(f"{where}: no .safetensors weights beside open_clip_config.json")
+            raise StorageError(f"{where}: no .safetensors weights beside open_clip_config.json")
     else:
         _check_embeddings(folder, files, where)
 
@@ -152,19 +152,19 @@ def _check_embeddings(folder: Path, files: list[str], where: str) -> None:
 
     leaves = sorted({f.rsplit("/", 1)[0] for f in files if f.endswith("/keys.json")})
     if not leaves:
-        raise HubError(f"{where}: no <backbone>/<gallery>/keys.json (an EmbeddingCache folder)")
+        raise StorageError(f"{where}: no <backbone>/<gallery>/keys.json (an EmbeddingCache folder)")
     for leaf in leaves:
         d = folder / leaf
         if not (d / "embeddings.npy").is_file() or not (d / "backbone.json").is_file():
-            raise HubError(f"{where}: {leaf}/ needs backbone.json, keys.json and embeddings.npy")
+            raise StorageError(f"{where}: {leaf}/ needs backbone.json, keys.json and embeddings.npy")
         meta = _check_json(d / "backbone.json", where)
         keys = _check_json(d / "keys.json", where, want_object=False)
         if not isinstance(keys, list):
-            raise HubError(f"{where}: {leaf}/keys.json must hold a JSON list")
+            raise StorageError(f"{where}: {leaf}/keys.json must hold a JSON list")
         try:
             emb = np.load(d / "embeddings.npy", mmap_mode="r", allow_pickle=False)
         except (ValueError, OSError) as exc:
-            raise HubError(f"{where}: {leaf}/embeddings.npy is not a plain array ({exc})") from None
+            raise StorageError(f"{where}: {leaf}/embeddings.npy is not a plain array ({exc})") from None
         if emb.dtype != np.float32 or emb.ndim != 2 or emb.shape != (len(keys), int(meta.get("dim", -1))):
-            raise HubError(f"{where}: {leaf}/embeddings.npy is {emb.dtype} {emb.shape}, expected float32 "
+            raise StorageError(f"{where}: {leaf}/embeddings.npy is {emb.dtype} {emb.shape}, expected float32 "
                            f"({len(keys)}, {meta.get('dim')}) from keys.json and backbone.json")

@@ -7,8 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from db.snapshot.persist import push, read_latest
-from db.snapshot.core import RemoteUnavailableError, snapshot
-from db.snapshot.remote import FolderRemote
+from cir_core.storage import FolderStore, Unreachable
+from db.snapshot.core import snapshot
+from db.snapshot.remote import FOLDER_REPO, Remote
 
 
 def connect_wal(path: Path) -> sqlite3.Connection:
@@ -45,11 +46,11 @@ def rows(path: Path) -> list[tuple]:
         conn.close()
 
 
-class CountingRemote(FolderRemote):
-    """The folder stand-in, counting calls; `down=True` makes it behave like an outage."""
+class CountingRemote(Remote):
+    """A folder remote, counting calls; `down=True` makes it behave like an outage."""
 
     def __init__(self, root: Path) -> None:
-        super().__init__(root)
+        super().__init__(FolderStore(root, root / ".cache"), FOLDER_REPO)
         self.downloads = 0
         self.uploads = 0
         self.down = False
@@ -57,16 +58,17 @@ class CountingRemote(FolderRemote):
     def download(self, path: str) -> Path:
         self.downloads += 1
         if self.down:
-            raise RemoteUnavailableError("simulated outage")
+            raise Unreachable("simulated outage")
         return super().download(path)
 
     def upload(self, adds: Any, deletes: Any, message: str) -> None:
         if self.down:
-            raise RemoteUnavailableError("simulated outage")
+            raise Unreachable("simulated outage")
         self.uploads += 1
         super().upload(adds, deletes, message)
 
 
-def pushed_file(db: Path, remote: FolderRemote, tmp_path: Path) -> Path:
+def pushed_file(db: Path, remote: Remote, tmp_path: Path) -> Path:
+    """Push a snapshot of `db`; the remote's file it is now."""
     push(snapshot(db, tmp_path / "s"), remote)
-    return remote.root / read_latest(remote)["snapshot"]
+    return remote.download(read_latest(remote)["snapshot"])

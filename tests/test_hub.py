@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
-from cir_core.hub import HFBackend, HubError, LocalFolderBackend, main, parse_spec, pull, push
+from cir_core.hub import main, parse_spec, pull, push
+from cir_core.storage import FolderStore, HFStore, StorageError
 from cir_core.hub_manifest import MANIFEST
 
 
@@ -30,7 +31,7 @@ def _tree(folder: Path) -> dict[str, bytes]:
 
 @pytest.fixture
 def hub(tmp_path):
-    return LocalFolderBackend(tmp_path / "hub", tmp_path / "hf-cache")
+    return FolderStore(tmp_path / "hub", tmp_path / "hf-cache")
 
 
 def test_push_then_pull_round_trip(tmp_path, hub):
@@ -60,9 +61,9 @@ def test_revision_pinning_picks_the_right_version(tmp_path, hub):
     assert scale("org/m", revision=v1.commit[:10])[0] == 1.0  # a short sha via --revision
     assert scale("org/m@dev")[0] == 3.0  # a branch
     assert scale("org/m", env={"CIR_CHECKPOINTS_REVISION": "v1"})[0] == 1.0
-    with pytest.raises(HubError, match="no such revision"):
+    with pytest.raises(StorageError, match="no such revision"):
         pull("methods", "org/m@v9", backend=hub, env={})
-    with pytest.raises(HubError, match="give one"):
+    with pytest.raises(StorageError, match="give one"):
         parse_spec("org/m@v1", revision="v2")
 
 
@@ -70,22 +71,22 @@ def test_tampered_file_is_rejected(tmp_path, hub):
     done = push("methods", _methods(tmp_path / "src"), "org/m", backend=hub)
     stored = tmp_path / "hub" / "models" / "org" / "m" / "commits" / done.commit
     save_file({"w": np.zeros((3, 4), np.float32)}, str(stored / "pact" / "model.safetensors"))
-    with pytest.raises(HubError, match=r"pact/model.safetensors does not match the sha256"):
+    with pytest.raises(StorageError, match=r"pact/model.safetensors does not match the sha256"):
         pull("methods", "org/m", tmp_path / "out", backend=hub, env={})
     assert not (tmp_path / "out").exists()  # nothing copied out of a rejected snapshot
     (stored / "pact" / "evil.pkl").write_bytes(b"cos\nsystem\n")
-    with pytest.raises(HubError, match="pickle-capable"):
+    with pytest.raises(StorageError, match="pickle-capable"):
         pull("methods", "org/m", backend=hub, env={})
 
 
 def test_pushing_a_pickle_or_a_broken_layout_uploads_nothing(tmp_path, hub):
     src = _methods(tmp_path / "src")
     (src / "pact" / "model.bin").write_bytes(b"\x80\x04")
-    with pytest.raises(HubError, match="refusing pickle-capable file.*pact/model.bin"):
+    with pytest.raises(StorageError, match="refusing pickle-capable file.*pact/model.bin"):
         push("methods", src, "org/m", backend=hub)
     (src / "pact" / "model.bin").unlink()
     (src / "dice" / "model.safetensors").write_bytes(b"not safetensors")
-    with pytest.raises(HubError, match="not a readable safetensors"):
+    with pytest.raises(StorageError, match="not a readable safetensors"):
         push("methods", src, "org/m", backend=hub)
     assert not (tmp_path / "hub").exists()
 
@@ -99,19 +100,19 @@ def test_offline_fallback_says_what_it_uses(tmp_path, hub, caplog):
     want = f"offline: using the cached snapshot of org/m at revision v1 (commit {done.commit[:12]}) from "
     assert got.note.startswith(want) and str(tmp_path / "hf-cache") in got.note
     assert want in caplog.text and _tree(tmp_path / "out") == _tree(tmp_path / "src")
-    with pytest.raises(HubError, match=r"org/m at revision main: the Hub is unreachable .* no snapshot"
+    with pytest.raises(StorageError, match=r"org/m at revision main: the Hub is unreachable .* no snapshot"
                                        r".*python -m cir_core.hub pull methods org/m"):
         pull("methods", "org/m", backend=hub, env={})  # main was never fetched
 
 
 def test_offline_fallback_through_the_real_huggingface_cache(tmp_path, monkeypatch):
-    """HFBackend on huggingface_hub's own cache layout, HF_HUB_OFFLINE set: no network."""
+    """HFStore on huggingface_hub's own cache layout, HF_HUB_OFFLINE set: no network."""
     from huggingface_hub import constants
 
     sha = "0123456789abcdef0123456789abcdef01234567"
     repo = tmp_path / "models--org--m"
     _methods(tmp_path / "src")
-    push("methods", tmp_path / "src", "org/m", backend=LocalFolderBackend(tmp_path / "h", tmp_path / "c"))
+    push("methods", tmp_path / "src", "org/m", backend=FolderStore(tmp_path / "h", tmp_path / "c"))
     snap = next((tmp_path / "h" / "models" / "org" / "m" / "commits").iterdir())
     (repo / "snapshots").mkdir(parents=True)
     import shutil
@@ -121,21 +122,21 @@ def test_offline_fallback_through_the_real_huggingface_cache(tmp_path, monkeypat
     (repo / "refs" / "v1").write_text(sha)
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
-    got = pull("methods", "org/m@v1", backend=HFBackend(cache_dir=str(tmp_path)), env={})
+    got = pull("methods", "org/m@v1", backend=HFStore(cache_dir=str(tmp_path)), env={})
     assert got.commit == sha and got.note.startswith("offline: using the cached snapshot of org/m at "
                                                      f"revision v1 (commit {sha[:12]})")
-    with pytest.raises(HubError, match="org/absent at revision main: the Hub is unreachable"):
-        pull("methods", "org/absent", backend=HFBackend(cache_dir=str(tmp_path)), env={})
+    with pytest.raises(StorageError, match="org/absent at revision main: the Hub is unreachable"):
+        pull("methods", "org/absent", backend=HFStore(cache_dir=str(tmp_path)), env={})
 
 
 @pytest.mark.parametrize("spec", ["not-a-repo", "a/b/c", "org/", "-org/x", "org/na me", "org/x@", "o--g/x"])
 def test_bad_repo_id_is_a_clear_error(spec, hub):
-    with pytest.raises(HubError, match="bad Hub (repo id|spec)"):
+    with pytest.raises(StorageError, match="bad Hub (repo id|spec)"):
         pull("methods", spec, backend=hub, env={})
 
 
 def test_unknown_repo_names_it(hub):
-    with pytest.raises(HubError, match="Hub repo org/none: .*no such repository"):
+    with pytest.raises(StorageError, match="Hub repo org/none: .*no such repository"):
         pull("methods", "org/none", backend=hub, env={})
 
 
@@ -191,15 +192,15 @@ def test_cli_push_pull(tmp_path, capsys):
 
 
 def test_hf_backend_upload_calls(monkeypatch, tmp_path):
-    """HFBackend's push talks to HfApi as documented (a recording stand-in, no network)."""
+    """HFStore's push talks to HfApi as documented (a recording stand-in, no network)."""
     calls = []
 
     class Api:
         def __getattr__(self, name):
             return lambda *a, **kw: calls.append((name, a, kw)) or SimpleNamespace(oid="c0ffee")
 
-    monkeypatch.setattr(HFBackend, "_api", lambda self: Api())
-    push("methods", _methods(tmp_path / "src"), "org/m@dev", tag="v2", backend=HFBackend())
+    monkeypatch.setattr(HFStore, "_api", lambda self: Api())
+    push("methods", _methods(tmp_path / "src"), "org/m@dev", tag="v2", backend=HFStore())
     names = [c[0] for c in calls]
     assert names == ["create_repo", "create_branch", "upload_folder", "create_tag"]
     up = calls[2][2]

@@ -12,11 +12,10 @@ import pytest
 from _snapshot_fakes import CountingRemote, connect_wal, make_db, pushed_file, rows, write_pair
 
 from cir_core.errors import InputError
+from cir_core.storage import NotFound, Unreachable
 from db.snapshot.persist import LATEST, push, read_latest, restore
 from db.snapshot.core import (
     TS_RE,
-    RemoteMissingError,
-    RemoteUnavailableError,
     SnapshotError,
     SnapshotIntegrityError,
     load_snapshot,
@@ -153,14 +152,14 @@ def test_restore_refuses_truncated_snapshot_even_if_pointer_agrees(db: Path, rem
     conn.close()
     remote_file = pushed_file(db, remote, tmp_path)
     remote_file.write_bytes(remote_file.read_bytes()[: remote_file.stat().st_size // 2])
-    pointer = json.loads((remote.root / LATEST).read_text())
+    pointer = json.loads(remote.download(LATEST).read_text())
     with pytest.raises(SnapshotIntegrityError, match="bytes, expected"):
         restore(tmp_path / "a.sqlite", remote)
     # A pointer rewritten to match the bad file: integrity_check still refuses it.
     from cir_core.fileio import sha256_file
 
     pointer.update(sha256=sha256_file(remote_file), size=remote_file.stat().st_size)
-    (remote.root / LATEST).write_text(json.dumps(pointer))
+    remote.download(LATEST).write_text(json.dumps(pointer))
     with pytest.raises(SnapshotIntegrityError, match="integrity_check|not a readable"):
         restore(tmp_path / "a.sqlite", remote)
     assert not (tmp_path / "a.sqlite").exists()
@@ -194,10 +193,10 @@ def test_restore_force_keeps_previous_db_and_its_wal(db: Path, remote: CountingR
 
 
 def test_restore_from_empty_or_unreachable_remote(remote: CountingRemote, tmp_path: Path) -> None:
-    with pytest.raises(RemoteMissingError, match="latest.json"):
+    with pytest.raises(NotFound, match="latest.json"):
         restore(tmp_path / "a.sqlite", remote)
     remote.down = True
-    with pytest.raises(RemoteUnavailableError):
+    with pytest.raises(Unreachable):
         restore(tmp_path / "a.sqlite", remote)
     assert not (tmp_path / "a.sqlite").exists()
 
@@ -246,9 +245,9 @@ def test_cli_snapshot_push_restore(db: Path, tmp_path: Path, capsys: pytest.Capt
 
 def test_pointer_outside_snapshots_is_refused(db: Path, remote: CountingRemote, tmp_path: Path) -> None:
     pushed_file(db, remote, tmp_path)
-    pointer = json.loads((remote.root / LATEST).read_text())
+    pointer = json.loads(remote.download(LATEST).read_text())
     pointer["snapshot"] = "../../etc/passwd.sqlite"
-    (remote.root / LATEST).write_text(json.dumps(pointer))
+    remote.download(LATEST).write_text(json.dumps(pointer))
     with pytest.raises(SnapshotError, match="points at"):
         restore(tmp_path / "x.sqlite", remote)
     assert not (tmp_path / "x.sqlite").exists()

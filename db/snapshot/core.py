@@ -37,14 +37,6 @@ class SnapshotIntegrityError(SnapshotError):
     """A snapshot file is not what it claims: wrong sha256/size, or integrity_check is not ok."""
 
 
-class RemoteMissingError(SnapshotError):
-    """The remote holds no such file (empty repo, no latest.json, or repo not found)."""
-
-
-class RemoteUnavailableError(SnapshotError):
-    """The remote could not be reached or refused the request."""
-
-
 @dataclass(frozen=True)
 class Snapshot:
     """A verified snapshot file and the metadata written to its JSON sidecar."""

@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from cir_core.errors import InputError
+from cir_core.storage import NotFound
+
 from .core import (
     TS_RE,
-    RemoteMissingError,
     Snapshot,
     SnapshotError,
     SnapshotIntegrityError,
@@ -70,7 +71,7 @@ def read_latest(remote: Remote) -> dict[str, Any] | None:
     """The parsed `latest.json`, or None when the remote has none (empty / new repo)."""
     try:
         local = remote.download(LATEST)
-    except RemoteMissingError:
+    except NotFound:
         return None
     try:
         pointer = json.loads(Path(local).read_text(encoding="utf-8"))
@@ -147,8 +148,8 @@ def restore(db_path: str | Path, remote: Remote, *, force: bool = False) -> Rest
     Run it before anything opens the DB. The download is copied next to `db_path`, checked
     (sha256, size, integrity_check) and only then renamed into place, so a bad or partial
     snapshot leaves the local files untouched. With `force`, an existing DB (and its -wal/-shm)
-    is renamed to `<name>.pre-restore-<ts>`, never deleted. Raises RemoteMissingError when the
-    remote holds no snapshot, RemoteUnavailableError when it cannot be reached,
+    is renamed to `<name>.pre-restore-<ts>`, never deleted. Raises NotFound when the
+    remote holds no snapshot, Unreachable when it cannot be reached,
     SnapshotIntegrityError for a bad file.
     """
     db_path = Path(db_path)
@@ -158,7 +159,7 @@ def restore(db_path: str | Path, remote: Remote, *, force: bool = False) -> Rest
         return RestoreResult("skipped")
     pointer = read_latest(remote)
     if pointer is None:
-        raise RemoteMissingError(f"no snapshot to restore: {remote.describe()} has no {LATEST}")
+        raise NotFound(f"no snapshot to restore: {remote.describe()} has no {LATEST}")
     downloaded = remote.download(pointer["snapshot"])
     db_path.parent.mkdir(parents=True, exist_ok=True)
     tmp = db_path.with_name(f".{db_path.name}.restore-{os.getpid()}.part")

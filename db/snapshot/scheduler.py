@@ -17,8 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from cir_core.errors import InputError
+from cir_core.storage import NotFound
+
+from .core import connect_existing, snapshot
 from .persist import ANY, DEFAULT_KEEP, RestoreResult, check_keep, push, restore
-from .core import RemoteMissingError, connect_existing, snapshot
 from .remote import Remote, remote_from_spec
 
 log = logging.getLogger(__name__)
@@ -175,7 +177,7 @@ def start_persistence(db_path: str | Path, repo: str | None = None, *, token: st
     try:
         result = restore(db_path, remote)
         expect = result.snapshot if result.status == "restored" else ANY
-    except RemoteMissingError as e:
+    except NotFound as e:
         expect = None  # nothing there yet: our first push creates the pointer
         log.error("ANNOTATION DB STARTS EMPTY: %s. Judgments made now are pushed to %s as the "
                   "first snapshot.", e, remote.describe())
