@@ -72,7 +72,7 @@ def _median_ms(fn, repeats: int) -> float:
     return statistics.median(times) * 1000
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=100_000)
     ap.add_argument("--d", type=int, default=768)
@@ -90,7 +90,11 @@ def main() -> None:
     ap.add_argument("--ivf-nprobe", type=lambda v: [int(e) for e in v.split(",")], default=[16, 32])
     ap.add_argument("--repeats", type=int, default=30)
     ap.add_argument("--seed", type=int, default=0)
-    a = ap.parse_args()
+    return ap
+
+
+def main() -> None:
+    a = build_parser().parse_args()
 
     load0 = round(os.getloadavg()[0], 2)  # the cores are shared: say how busy they were
     rng = np.random.default_rng(a.seed)

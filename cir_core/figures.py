@@ -21,12 +21,15 @@ import sys
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 from PIL import Image
 
 from .errors import CIRError, InputError
+
+if TYPE_CHECKING:
+    from .engine import Engine
 
 TARGET_COLOUR = "#1a9641"  # the green of the app's ground-truth frame
 SAME_COLOUR = "#2166ac"  # the blue of the same-character dot
@@ -61,47 +64,61 @@ def _array(img: Image.Image | np.ndarray) -> np.ndarray:
 def render(panels: Sequence[Panel], marks: bool = True, scores: bool = True, cell: float = 0.95,
            dpi: int = 200):
     """A matplotlib Figure: one block per panel, reference + edit on the left, a row per method."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    from matplotlib.figure import Figure
-    from matplotlib.patches import Circle, Rectangle
-
     if not panels:
         raise InputError("a figure needs at least one query")
-    k = max((len(c) for p in panels for _, c in p.rows if not isinstance(c, str)), default=1)
-    gap, label_w, pad = 0.06 * cell, 1.05, 0.12
-    ref_side = 1.6 * cell
-    cap_h = 0.16 if scores else 0.02
-    row_h = cell + cap_h
-    heights = []
-    for p in panels:
+    sheet = _Sheet(panels, marks, scores, cell, dpi)
+    y = sheet.pad
+    for p, h in zip(panels, sheet.heights):
+        sheet.panel(p, y)
+        y += h + 0.25
+    return sheet.fig
+
+
+class _Sheet:
+    """The figure's geometry (inches, from the top left) and its drawing steps."""
+
+    def __init__(self, panels: Sequence[Panel], marks: bool, scores: bool, cell: float, dpi: int):
+        import matplotlib
+
+        matplotlib.use("Agg", force=False)
+        from matplotlib.figure import Figure
+
+        self.marks, self.scores, self.cell = marks, scores, cell
+        self.k = max((len(c) for p in panels for _, c in p.rows if not isinstance(c, str)), default=1)
+        self.gap, label_w, self.pad = 0.06 * cell, 1.05, 0.12
+        self.ref_side = 1.6 * cell
+        self.row_h = cell + (0.16 if scores else 0.02)
+        self.heights = [self._panel_height(p) for p in panels]
+        self.width = self.pad + self.ref_side + 0.18 + label_w + self.k * cell + (self.k - 1) * self.gap + self.pad
+        self.height = self.pad + sum(self.heights) + 0.25 * (len(panels) - 1) + self.pad
+        self.grid_x = self.pad + self.ref_side + 0.18 + label_w
+        self.fig = Figure(figsize=(self.width, self.height), dpi=dpi)
+        self.fig.patch.set_facecolor("white")
+
+    def _panel_height(self, p: Panel) -> float:
         n = max(len(p.rows), 1)
         text_lines = len(textwrap.wrap(p.text, 30)) if p.text else 0
-        left_h = 0.22 + ref_side + 0.05 + 0.13 * min(text_lines, 9)
-        heights.append(max(0.22 + n * row_h + (n - 1) * gap, left_h))
-    width = pad + ref_side + 0.18 + label_w + k * cell + (k - 1) * gap + pad
-    height = pad + sum(heights) + 0.25 * (len(panels) - 1) + pad
-    fig = Figure(figsize=(width, height), dpi=dpi)
-    fig.patch.set_facecolor("white")
+        left_h = 0.22 + self.ref_side + 0.05 + 0.13 * min(text_lines, 9)
+        return max(0.22 + n * self.row_h + (n - 1) * self.gap, left_h)
 
-    def axes(x: float, y_top: float, w: float, h: float):
-        ax = fig.add_axes((x / width, (height - y_top - h) / height, w / width, h / height))
+    def axes(self, x: float, y_top: float, w: float, h: float):
+        ax = self.fig.add_axes((x / self.width, (self.height - y_top - h) / self.height, w / self.width,
+                                h / self.height))
         ax.set_xticks([])
         ax.set_yticks([])
         for s in ax.spines.values():
             s.set_visible(False)
         return ax
 
-    def text(x: float, y_top: float, s: str, **kw: Any) -> None:
-        fig.text(x / width, 1 - y_top / height, s, **kw)
+    def text(self, x: float, y_top: float, s: str, **kw: Any) -> None:
+        self.fig.text(x / self.width, 1 - y_top / self.height, s, **kw)
 
-    y = pad
-    grid_x = pad + ref_side + 0.18 + label_w
-    for p, h in zip(panels, heights):
+    def panel(self, p: Panel, y: float) -> None:
+        """The reference, the edit under it, the rank numbers and a row per method."""
+        pad, side = self.pad, self.ref_side
         if p.title:
-            text(pad, y + 0.02, p.title, fontsize=7.5, fontweight="bold", va="top")
-        ax = axes(pad, y + 0.22, ref_side, ref_side)
+            self.text(pad, y + 0.02, p.title, fontsize=7.5, fontweight="bold", va="top")
+        ax = self.axes(pad, y + 0.22, side, side)
         ax.imshow(_array(p.reference), interpolation="lanczos")
         for s in ax.spines.values():
             s.set_visible(True)
@@ -111,34 +128,38 @@ def render(panels: Sequence[Panel], marks: bool = True, scores: bool = True, cel
             lines = textwrap.wrap(p.text, 30)
             if len(lines) > 9:
                 lines = lines[:8] + [lines[8][:26] + " …"]
-            text(pad, y + 0.22 + ref_side + 0.05, "“" + "\n".join(lines) + "”", fontsize=6.2,
-                 va="top", style="italic", linespacing=1.25)
-        for j in range(k):
-            text(grid_x + j * (cell + gap) + cell / 2, y + 0.02, str(j + 1), fontsize=6.5,
-                 ha="center", va="top", color="#555555")
+            self.text(pad, y + 0.22 + side + 0.05, "“" + "\n".join(lines) + "”", fontsize=6.2,
+                      va="top", style="italic", linespacing=1.25)
+        for j in range(self.k):
+            self.text(self.grid_x + j * (self.cell + self.gap) + self.cell / 2, y + 0.02, str(j + 1),
+                      fontsize=6.5, ha="center", va="top", color="#555555")
         for r, (label, cells) in enumerate(p.rows):
-            top = y + 0.22 + r * (row_h + gap)
-            text(grid_x - 0.08, top + cell / 2, label, fontsize=7.5, ha="right", va="center",
-                 fontweight="bold")
-            if isinstance(cells, str):
-                text(grid_x, top + cell / 2, "\n".join(textwrap.wrap(cells, 24 * max(k, 2))),
-                     fontsize=6, va="center", color="#888888", style="italic")
-                continue
-            for j, c in enumerate(cells):
-                ax = axes(grid_x + j * (cell + gap), top, cell, cell)
-                ax.imshow(_array(c.image), interpolation="lanczos")
-                if marks and c.target:
-                    ax.add_patch(Rectangle((0, 0), 1, 1, transform=ax.transAxes, fill=False,
-                                           edgecolor=TARGET_COLOUR, linewidth=3.2, clip_on=False))
-                if marks and c.same_character:
-                    ax.add_patch(Circle((0.88, 0.88), 0.075, transform=ax.transAxes,
-                                        facecolor=SAME_COLOUR, edgecolor="white", linewidth=0.8))
-                if scores and c.score is not None:
-                    text(grid_x + j * (cell + gap) + cell / 2, top + cell + 0.02,
-                         f"{c.score:.3f}" + (" ✓" if marks and c.target else ""), fontsize=5.5,
-                         ha="center", va="top", color=TARGET_COLOUR if marks and c.target else "#333333")
-        y += h + 0.25
-    return fig
+            self.row(label, cells, y + 0.22 + r * (self.row_h + self.gap))
+
+    def row(self, label: str, cells: list | str, top: float) -> None:
+        """One method's results (or the reason it has none), with marks and scores."""
+        from matplotlib.patches import Circle, Rectangle
+
+        cell, gx = self.cell, self.grid_x
+        self.text(gx - 0.08, top + cell / 2, label, fontsize=7.5, ha="right", va="center", fontweight="bold")
+        if isinstance(cells, str):
+            self.text(gx, top + cell / 2, "\n".join(textwrap.wrap(cells, 24 * max(self.k, 2))),
+                      fontsize=6, va="center", color="#888888", style="italic")
+            return
+        for j, c in enumerate(cells):
+            x = gx + j * (cell + self.gap)
+            ax = self.axes(x, top, cell, cell)
+            ax.imshow(_array(c.image), interpolation="lanczos")
+            hit = self.marks and c.target
+            if hit:
+                ax.add_patch(Rectangle((0, 0), 1, 1, transform=ax.transAxes, fill=False,
+                                       edgecolor=TARGET_COLOUR, linewidth=3.2, clip_on=False))
+            if self.marks and c.same_character:
+                ax.add_patch(Circle((0.88, 0.88), 0.075, transform=ax.transAxes,
+                                    facecolor=SAME_COLOUR, edgecolor="white", linewidth=0.8))
+            if self.scores and c.score is not None:
+                self.text(x + cell / 2, top + cell + 0.02, f"{c.score:.3f}" + (" ✓" if hit else ""),
+                          fontsize=5.5, ha="center", va="top", color=TARGET_COLOUR if hit else "#333333")
 
 
 def to_image(fig) -> Image.Image:
@@ -209,7 +230,7 @@ def parse_entries(spec: Any) -> list[dict]:
     return out
 
 
-def build_panels(engine: Any, entries: Sequence[dict], methods: Sequence[str], k: int = 5,
+def build_panels(engine: Engine, entries: Sequence[dict], methods: Sequence[str], k: int = 5,
                  scoring: str = "cosine", lam: float | None = None, thumb: int = 192,
                  progress_cb: Callable[[int, int], None] | None = None) -> list[Panel]:
     """Run every entry through `engine.compare` (no progression) and lay the results out."""
@@ -244,7 +265,7 @@ def build_panels(engine: Any, entries: Sequence[dict], methods: Sequence[str], k
     return panels
 
 
-def export(engine: Any, entries: Sequence[dict], methods: Sequence[str], outputs: Sequence[str | Path],
+def export(engine: Engine, entries: Sequence[dict], methods: Sequence[str], outputs: Sequence[str | Path],
            k: int = 5, scoring: str = "cosine", lam: float | None = None, marks: bool = True,
            scores: bool = True, progress_cb: Callable[[int, int], None] | None = None) -> Exported:
     """Render and write every path in `outputs` (.png/.pdf/.json). The JSON (`Exported.spec`)

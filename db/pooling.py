@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from db.models import Query, QuerySet, RetrievedItem, Task
+
+if TYPE_CHECKING:
+    from cir_core.engine import Engine
 
 MAX_POOL_K = 50
 
@@ -46,7 +49,7 @@ def _check(name: str, k: int, overlap: int, gold_fraction: float) -> None:
         raise ValueError(f"gold fraction must be in [0, 1], got {gold_fraction}")
 
 
-def pool_query_set(session: Session, engine: Any, name: str, queries: Sequence[PoolQuery],
+def pool_query_set(session: Session, engine: Engine, name: str, queries: Sequence[PoolQuery],
                    methods: Sequence[str], scorings: Sequence[str] = ("cosine", "chord"), k: int = 10,
                    overlap: int = 1, gold_fraction: float = 0.0, seed: int = 0, source: str = "",
                    progress: Callable[[Iterable], Iterable] | None = None) -> QuerySet:
@@ -109,7 +112,7 @@ def pool_query_set(session: Session, engine: Any, name: str, queries: Sequence[P
     return qs
 
 
-def world_queries(engine: Any, n: int, skip: int = 0) -> list[PoolQuery]:
+def world_queries(engine: Engine, n: int, skip: int = 0) -> list[PoolQuery]:
     """The first `n` queries of the engine's generated-world benchmark (after `skip`), with the
     world's truth: identity = same character as the reference; edit = the item satisfies the edit
     (yes/no — the world cannot say "partial")."""
@@ -134,7 +137,7 @@ def world_queries(engine: Any, n: int, skip: int = 0) -> list[PoolQuery]:
 
 
 
-def movienet_queries(engine: Any, raw: list[dict[str, Any]]) -> list[PoolQuery]:
+def movienet_queries(engine: Engine, raw: list[dict[str, Any]]) -> list[PoolQuery]:
     """Pool queries from `load_movienet_queryset`'s dicts. Where the query's character id is
     known, identity has a truth (is that character in the candidate frame?); edit has none."""
     chars = {it.id: set(it.meta.get("character_ids") or ()) for it in engine.gallery.items}

@@ -12,7 +12,7 @@ import logging
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from sqlalchemy import select
 
@@ -20,6 +20,9 @@ from db import queue
 from db.migrate import init_db
 from db.sqlite import open_db, session_factory
 from db.models import QuerySet
+
+if TYPE_CHECKING:
+    from cir_core.engine import Engine
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +57,7 @@ class AnnotationService:
         with self.Session() as s:
             return list(s.scalars(select(QuerySet.name).order_by(QuerySet.id)))
 
-    def ensure_default_set(self, cir_engine: Any, progress: Callable | None = None) -> str | None:
+    def ensure_default_set(self, cir_engine: Engine, progress: Callable | None = None) -> str | None:
         """Pool the world demo set on first use when the DB has no query set at all (a fresh clone
         then has something to annotate). None when the gallery is not the world."""
         if self.query_sets() or getattr(cir_engine, "bench", None) is None:

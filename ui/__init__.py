@@ -8,18 +8,20 @@ progress bar while a new gallery is embedded; a later start reads the embeddings
 """
 from __future__ import annotations
 
-from typing import Any
-
+from typing import TYPE_CHECKING, Any
 
 from .common import CSS, EngineHolder, theme
 from .settings import AppConfig
+
+if TYPE_CHECKING:
+    from cir_core.engine import Engine
 
 __all__ = ["build_demo", "launch_kwargs", "EngineHolder"]
 
 MAX_UPLOAD = "25mb"
 
 
-def banner(engine: Any) -> str:
+def banner(engine: Engine) -> str:
     """One line on what the app runs: backbone, gallery, which methods load."""
     status = engine.method_status()
     marks = " · ".join(f"{'✓' if err is None else '⚠'} {_label(n)}" for n, err in status.items())
@@ -37,7 +39,7 @@ def _label(name: str) -> str:
     return method_label(name)
 
 
-def build_demo(config: AppConfig | None = None, engine: Any = None) -> Any:
+def build_demo(config: AppConfig | None = None, engine: Engine | None = None) -> Any:
     """The Blocks app. `engine` skips loading (tests inject a small one); otherwise the engine
     is built from `config` on the first page load."""
     import gradio as gr

@@ -13,7 +13,8 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
 
 import gradio as gr
 
@@ -21,6 +22,9 @@ from db.service import SKIP_REASONS, AnnotationService, QueueState
 
 from .annotate_help import GUIDELINES, guideline_examples
 from .common import EngineHolder
+
+if TYPE_CHECKING:
+    from cir_core.engine import Engine
 
 IDENTITY = (("yes", "Same character", "1"), ("no", "Different character", "2"),
             ("cant_tell", "Can't tell", "3"))
@@ -57,14 +61,14 @@ class AnnotateView:
     comment: str = ""
 
 
-def _image(engine: Any, item_id: str) -> Any:
+def _image(engine: Engine, item_id: str) -> Any:
     try:
         return engine.image(engine.row_of(item_id), IMAGE)
     except Exception:  # an item no longer in this gallery: say so in the status, show nothing
         return None
 
 
-def _view(engine: Any, st: QueueState, note: str = "") -> AnnotateView:
+def _view(engine: Engine, st: QueueState, note: str = "") -> AnnotateView:
     p = st.progress
     head = (f"Signed in as **{st.user}** · set **{st.query_set}** · **{p.done} / {p.total}** done"
             + (f" ({p.skipped} skipped)" if p.skipped else ""))
@@ -88,7 +92,7 @@ def _elapsed(state: dict) -> int:
     return max(0, int((time.time() - float(state.get("shown") or time.time())) * 1000))
 
 
-def open_view(svc: AnnotationService, engine: Any, user: str | None, set_name: str | None,
+def open_view(svc: AnnotationService, engine: Engine, user: str | None, set_name: str | None,
               position: int | None = None) -> AnnotateView:
     """The screen for `user` in `set_name` (their current task, or the one at `position`)."""
     if not user:
@@ -101,7 +105,7 @@ def open_view(svc: AnnotationService, engine: Any, user: str | None, set_name: s
     return _view(engine, svc.open(user, name, position))
 
 
-def choose_view(svc: AnnotationService, engine: Any, user: str | None, state: dict, kind: str,
+def choose_view(svc: AnnotationService, engine: Engine, user: str | None, state: dict, kind: str,
                 value: str, comment: str | None) -> AnnotateView:
     """One button press: remember the label; with both labels chosen, save and move on."""
     if not user:
@@ -125,7 +129,7 @@ def choose_view(svc: AnnotationService, engine: Any, user: str | None, state: di
     return view
 
 
-def skip_view(svc: AnnotationService, engine: Any, user: str | None, state: dict, reason: str | None) -> AnnotateView:
+def skip_view(svc: AnnotationService, engine: Engine, user: str | None, state: dict, reason: str | None) -> AnnotateView:
     if not user:
         return AnnotateView(NO_SIGN_IN, "", None, None)
     if not state or state.get("task") is None:
@@ -134,7 +138,7 @@ def skip_view(svc: AnnotationService, engine: Any, user: str | None, state: dict
     return _view(engine, st)
 
 
-def move_view(svc: AnnotationService, engine: Any, user: str | None, state: dict, step: str) -> AnnotateView:
+def move_view(svc: AnnotationService, engine: Engine, user: str | None, state: dict, step: str) -> AnnotateView:
     """'back': the previous position; 'next': the first unanswered task."""
     if not user:
         return AnnotateView(NO_SIGN_IN, "", None, None)
@@ -168,51 +172,9 @@ class ServiceHolder:
 
 def build(holder: EngineHolder, services: ServiceHolder) -> AnnotateTab:
     """Lay out the tab and wire it; returns what the page load fills."""
-    mode = auth_mode()
-    with gr.Row():
-        if mode == "hf":
-            gr.LoginButton()
-        set_dd = gr.Dropdown(label="Query set", choices=[], interactive=True, scale=2, elem_id="ann-set")
-    status = gr.Markdown(NO_SIGN_IN, elem_id="ann-status", elem_classes="status-msg")
-    edit_md = gr.Markdown("", elem_id="ann-edit")
-    with gr.Row(equal_height=True):
-        ref_img = gr.Image(label="Reference", type="pil", interactive=False, height=IMAGE,
-                           elem_id="ann-ref", buttons=[])
-        cand_img = gr.Image(label="Candidate", type="pil", interactive=False, height=IMAGE,
-                            elem_id="ann-cand", buttons=[])
-    with gr.Row():
-        id_btns = [gr.Button(f"{label}  [{key}]", elem_id=f"ann-id-{v}", size="lg") for v, label, key in IDENTITY]
-    with gr.Row():
-        ed_btns = [gr.Button(f"{label}  [{key}]", elem_id=f"ann-edit-{v}", size="lg") for v, label, key in EDIT]
-    with gr.Row(equal_height=True):
-        comment = gr.Textbox(label="Comment (optional; saved with the answer)", scale=3, max_length=2000)
-        reason = gr.Dropdown(SKIP_REASONS, value=SKIP_REASONS[0], label="Skip reason", scale=1)
-        skip_b = gr.Button("Skip  [S]", elem_id="ann-skip", scale=1)
-        back_b = gr.Button("◀ Back  [B]", elem_id="ann-back", scale=1)
-        next_b = gr.Button("Next unanswered ▶  [N]", elem_id="ann-next", scale=1)
-    with gr.Accordion("Guidelines and examples", open=False):
-        gr.Markdown(GUIDELINES)
-        examples = gr.Gallery(label="Worked examples (the generated world's ground truth)", columns=7,
-                              height="auto", allow_preview=True, elem_id="ann-examples",
-                              elem_classes="result-gallery")  # full captions below the pictures
-    state = gr.State({})
-    outs = [status, edit_md, ref_img, cand_img, comment, state, *id_btns, *ed_btns]
-
-    def render(v: AnnotateView) -> list:
-        marks = [gr.update(variant="primary" if v.identity == val else "secondary") for val, _, _ in IDENTITY]
-        marks += [gr.update(variant="primary" if v.edit_label == val else "secondary") for val, _, _ in EDIT]
-        return [v.status, v.edit, v.reference, v.candidate, v.comment, v.state, *marks]
-
-    def guarded(fn):
-        # wraps: Gradio reads the signature (through __wrapped__) to inject request and profile.
-        @functools.wraps(fn)
-        def run(*args):
-            try:
-                return render(fn(*args))
-            except (PermissionError, LookupError, ValueError) as exc:
-                gr.Warning(str(exc))
-                return [f"⚠ {exc}"] + [gr.skip()] * (len(outs) - 1)
-        return run
+    c = _layout(auth_mode())
+    outs = [c.status, c.edit_md, c.ref_img, c.cand_img, c.comment, c.state, *c.id_btns, *c.ed_btns]
+    render = _render
 
     def on_load(request: gr.Request, profile: gr.OAuthProfile | None):
         user = user_of(request, profile)
@@ -228,15 +190,71 @@ def build(holder: EngineHolder, services: ServiceHolder) -> AnnotateTab:
         dd = gr.update(choices=sets, value=sets[0] if sets else None)
         return [dd, *render(open_view(svc, eng, user, sets[0] if sets else None)), guideline_examples(eng)]
 
+    _wire(holder, services, c, outs, render)
+    return AnnotateTab([c.set_dd, *outs, c.examples], on_load)
+
+
+def _layout(mode: str) -> SimpleNamespace:
+    c = SimpleNamespace()
+    with gr.Row():
+        if mode == "hf":
+            gr.LoginButton()
+        c.set_dd = gr.Dropdown(label="Query set", choices=[], interactive=True, scale=2, elem_id="ann-set")
+    c.status = gr.Markdown(NO_SIGN_IN, elem_id="ann-status", elem_classes="status-msg")
+    c.edit_md = gr.Markdown("", elem_id="ann-edit")
+    with gr.Row(equal_height=True):
+        c.ref_img = gr.Image(label="Reference", type="pil", interactive=False, height=IMAGE,
+                             elem_id="ann-ref", buttons=[])
+        c.cand_img = gr.Image(label="Candidate", type="pil", interactive=False, height=IMAGE,
+                              elem_id="ann-cand", buttons=[])
+    with gr.Row():
+        c.id_btns = [gr.Button(f"{label}  [{key}]", elem_id=f"ann-id-{v}", size="lg") for v, label, key in IDENTITY]
+    with gr.Row():
+        c.ed_btns = [gr.Button(f"{label}  [{key}]", elem_id=f"ann-edit-{v}", size="lg") for v, label, key in EDIT]
+    with gr.Row(equal_height=True):
+        c.comment = gr.Textbox(label="Comment (optional; saved with the answer)", scale=3, max_length=2000)
+        c.reason = gr.Dropdown(SKIP_REASONS, value=SKIP_REASONS[0], label="Skip reason", scale=1)
+        c.skip_b = gr.Button("Skip  [S]", elem_id="ann-skip", scale=1)
+        c.back_b = gr.Button("◀ Back  [B]", elem_id="ann-back", scale=1)
+        c.next_b = gr.Button("Next unanswered ▶  [N]", elem_id="ann-next", scale=1)
+    with gr.Accordion("Guidelines and examples", open=False):
+        gr.Markdown(GUIDELINES)
+        c.examples = gr.Gallery(label="Worked examples (the generated world's ground truth)", columns=7,
+                                height="auto", allow_preview=True, elem_id="ann-examples",
+                                elem_classes="result-gallery")  # full captions below the pictures
+    c.state = gr.State({})
+    return c
+
+
+def _render(v: AnnotateView) -> list:
+    marks = [gr.update(variant="primary" if v.identity == val else "secondary") for val, _, _ in IDENTITY]
+    marks += [gr.update(variant="primary" if v.edit_label == val else "secondary") for val, _, _ in EDIT]
+    return [v.status, v.edit, v.reference, v.candidate, v.comment, v.state, *marks]
+
+
+def _wire(holder: EngineHolder, services: ServiceHolder, c: SimpleNamespace, outs: list, render) -> None:
+    """The answer, skip, back/next and set events; a refused or unknown action is a message."""
+
+    def guarded(fn):
+        # wraps: Gradio reads the signature (through __wrapped__) to inject request and profile.
+        @functools.wraps(fn)
+        def run(*args):
+            try:
+                return render(fn(*args))
+            except (PermissionError, LookupError, ValueError) as exc:
+                gr.Warning(str(exc))
+                return [f"⚠ {exc}"] + [gr.skip()] * (len(outs) - 1)
+        return run
+
     def pick(kind: str, value: str):
         def fn(st: dict, com: str, request: gr.Request, profile: gr.OAuthProfile | None):
             return choose_view(services.get(), holder.get(), user_of(request, profile), st, kind, value, com)
         return guarded(fn)
 
-    for (val, _, _), b in zip(IDENTITY, id_btns):
-        b.click(pick("identity", val), [state, comment], outs, api_visibility="private")
-    for (val, _, _), b in zip(EDIT, ed_btns):
-        b.click(pick("edit", val), [state, comment], outs, api_visibility="private")
+    for (val, _, _), b in zip(IDENTITY, c.id_btns):
+        b.click(pick("identity", val), [c.state, c.comment], outs, api_visibility="private")
+    for (val, _, _), b in zip(EDIT, c.ed_btns):
+        b.click(pick("edit", val), [c.state, c.comment], outs, api_visibility="private")
 
     def on_skip(st, why, request: gr.Request, profile: gr.OAuthProfile | None):
         return skip_view(services.get(), holder.get(), user_of(request, profile), st, why)
@@ -249,8 +267,7 @@ def build(holder: EngineHolder, services: ServiceHolder) -> AnnotateTab:
     def on_set(name, request: gr.Request, profile: gr.OAuthProfile | None):
         return open_view(services.get(), holder.get(), user_of(request, profile), name)
 
-    skip_b.click(guarded(on_skip), [state, reason], outs, api_visibility="private")
-    back_b.click(on_move("back"), [state], outs, api_visibility="private")
-    next_b.click(on_move("next"), [state], outs, api_visibility="private")
-    set_dd.input(guarded(on_set), [set_dd], outs, api_visibility="private")
-    return AnnotateTab([set_dd, *outs, examples], on_load)
+    c.skip_b.click(guarded(on_skip), [c.state, c.reason], outs, api_visibility="private")
+    c.back_b.click(on_move("back"), [c.state], outs, api_visibility="private")
+    c.next_b.click(on_move("next"), [c.state], outs, api_visibility="private")
+    c.set_dd.input(guarded(on_set), [c.set_dd], outs, api_visibility="private")

@@ -2,7 +2,10 @@
 world's ground truth, and the page script that maps keys to the buttons (keys shown on them)."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cir_core.engine import Engine
 
 KEYS = {"1": "ann-id-yes", "2": "ann-id-no", "3": "ann-id-cant_tell", "q": "ann-edit-yes",
         "w": "ann-edit-partial", "e": "ann-edit-no", "s": "ann-skip", "b": "ann-back", "n": "ann-next"}
@@ -54,7 +57,7 @@ HOTKEY_JS = """
 
 
 
-def guideline_examples(engine: Any, size: int = 200) -> list[tuple[Any, str]]:
+def guideline_examples(engine: Engine, size: int = 200) -> list[tuple[Any, str]]:
     """Worked examples for the guidelines from the world's first query: the reference, then each
     candidate of its hard subset with the answers the world's ground truth gives. Empty when the
     gallery is not the generated world (there is no ground truth to show)."""

@@ -2,13 +2,16 @@
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from PIL import Image, ImageDraw
 
 from cir_core.errors import CIRError
 
 from .settings import AppConfig
+
+if TYPE_CHECKING:
+    from cir_core.engine import Engine
 
 TARGET_RGB = (26, 150, 65)  # the green frame of a ground-truth target (same as cir_core.figures)
 SAME_RGB = (33, 102, 172)  # the blue dot of a result showing the reference's character
@@ -22,7 +25,7 @@ class EngineHolder:
     """Builds the engine on first use (from the page load, with a progress bar) and keeps it.
     A load failure is remembered and re-raised with its message: fix the setting and restart."""
 
-    def __init__(self, config: AppConfig, engine: Any = None,
+    def __init__(self, config: AppConfig, engine: Engine | None = None,
                  loader: Callable[..., Any] | None = None):
         self.config = config
         self.engine = engine
@@ -30,7 +33,7 @@ class EngineHolder:
         self._loader = loader
         self._lock = threading.Lock()
 
-    def get(self, progress: Any = None) -> Any:
+    def get(self, progress: Any = None) -> Engine:
         if self.engine is not None:
             return self.engine
         with self._lock:
@@ -82,7 +85,7 @@ def hit_caption(hit: Any) -> str:
     return " · ".join(parts)
 
 
-def gallery_items(engine: Any, hits: list, size: int = THUMB) -> list[tuple[Image.Image, str]]:
+def gallery_items(engine: Engine, hits: list, size: int = THUMB) -> list[tuple[Image.Image, str]]:
     return [(mark(engine.thumbnail(h.row, size), h.is_target, h.same_character), hit_caption(h))
             for h in hits]
 

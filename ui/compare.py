@@ -10,14 +10,15 @@ the tab), never a stack trace.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
 
 import gradio as gr
 from gradio.data_classes import FileData
 
 from cir_core.engine import MAX_K, MAX_STEPS, MAX_TEXT_CHARS, MAX_UPLOAD_PIXELS
 from cir_core.errors import CIRError
-from cir_core.methods import method_label, split_baseline
+from cir_core.methods import method_label
 from cir_core.scoring import DEFAULT_LAMBDA
 
 from .common import LEGEND, EngineHolder
@@ -27,6 +28,9 @@ from .reference import (NO_REFERENCE, PAGE_SIZE, PICK_THUMB, example_items, page
                         select_from_page, upload_view)
 from .results import (CompareView, _uploaded, column_header, compare_api, compare_view,  # noqa: F401
                       details, empty_headers, progression_header, status_line, timings_line)
+
+if TYPE_CHECKING:
+    from cir_core.engine import Engine
 
 
 @dataclass
@@ -49,89 +53,102 @@ def _warn(msg: str) -> None:
 
 
 def build(holder: EngineHolder, cfg: AppConfig) -> CompareTab:
+    """The Compare tab: layout (reference, edit, results), then its events."""
     names = cfg.method_names()
-    columns, baseline = split_baseline(names)
-
+    c = SimpleNamespace()  # every component, by name: filled by the layout, read by the wiring
     with gr.Row(equal_height=False):
         with gr.Column(scale=5, min_width=420):
-            gr.Markdown("### 1 · Reference")
-            with gr.Tabs():
-                with gr.Tab("Gallery", id="ref-gallery"):
-                    with gr.Row():
-                        search = gr.Textbox(placeholder="Search id, character or caption (e.g. Ada beach)",
-                                            show_label=False, scale=4, container=False, elem_id="ref-search")
-                        search_btn = gr.Button("Search", scale=1, size="sm")
-                    browser = gr.Gallery(show_label=False, columns=6, rows=4, height=470,
-                                         allow_preview=False, object_fit="cover", elem_id="ref-browser",
-                                         buttons=[], interactive=False)
-                    with gr.Row():
-                        prev_btn = gr.Button("◀ Prev", size="sm", scale=1)
-                        page_label = gr.Markdown("", elem_classes="small-note")
-                        next_btn = gr.Button("Next ▶", size="sm", scale=1)
-                with gr.Tab("Upload", id="ref-upload"):
-                    upload = gr.File(label="Reference image (PNG, JPEG, WebP, BMP; at most "
-                                     f"{MAX_UPLOAD_PIXELS // 1_000_000} megapixels)", file_types=["image"],
-                                     type="filepath", elem_id="ref-upload-file")
-                    gr.Markdown("An upload is encoded once and shared by every method. It has no "
-                                "ground truth; choosing a gallery image or an example replaces it.",
-                                elem_classes="small-note")
-                with gr.Tab("Examples", id="ref-examples"):
-                    gr.Markdown("World test queries with their edits: click one to load both.",
-                                elem_classes="small-note")
-                    examples = gr.Gallery(show_label=False, columns=3, height=420, allow_preview=False,
-                                          object_fit="cover", elem_id="ref-examples-gallery", buttons=[],
-                                          interactive=False)
+            _reference_panel(c)
         with gr.Column(scale=4, min_width=380):
-            gr.Markdown("### 2 · Edit")
-            with gr.Row(equal_height=True):
-                preview = gr.Image(label="Reference", show_label=False, height=190, width=190, interactive=False,
-                                   buttons=[], elem_id="ref-preview", scale=0, min_width=190)
-                with gr.Column(scale=1):
-                    ref_id = gr.Textbox(label="Reference id", placeholder="click a gallery image",
-                                        elem_id="ref-id", max_lines=1)
-                    ref_info = gr.Markdown("", elem_classes="ref-info")
-            edit = gr.Textbox(label="Edit (one or more sentences)", lines=3, max_lines=8,
-                              placeholder="Make the square blue. Move the character to the left.",
-                              elem_id="edit-text", max_length=MAX_TEXT_CHARS)
-            with gr.Row():
-                k = gr.Slider(1, min(MAX_K, 20), value=8, step=1, label="Top-k", elem_id="k-slider")
-                scoring = gr.Radio(["Cosine", "Chord"], value="Cosine", label="Scoring",
-                                   info="Chord adds λ·cos(q − q∅, v − v_r)", elem_id="scoring")
-            with gr.Row():
-                own_lambda = gr.Checkbox(value=True, label="Each method's own λ", scale=1)
-                lam = gr.Slider(0.0, 1.0, value=DEFAULT_LAMBDA, step=0.01, label="λ (Chord)",
-                                interactive=False, scale=2)
-            run = gr.Button("Compare", variant="primary", elem_id="compare-btn")
-            status = gr.Markdown("", elem_classes="status-msg", elem_id="compare-status")
-            timings = gr.Markdown("", elem_classes="timings", elem_id="compare-timings")
+            _edit_panel(c)
+    _results_panel(c, names)
+    _wire_reference(holder, c)
+    _wire_compare(holder, c, names)
+    return CompareTab(c.ref_id, c.upload, c.edit, c.k, c.scoring, c.own_lambda, c.lam,
+                      [c.browser, c.page_label, c.rows_state, c.page_state, c.examples, c.example_ids,
+                       c.ref_id, c.edit, c.preview, c.ref_info], lambda engine: _load(engine))
 
+
+def _reference_panel(c: SimpleNamespace) -> None:
+    gr.Markdown("### 1 · Reference")
+    with gr.Tabs():
+        with gr.Tab("Gallery", id="ref-gallery"):
+            with gr.Row():
+                c.search = gr.Textbox(placeholder="Search id, character or caption (e.g. Ada beach)",
+                                      show_label=False, scale=4, container=False, elem_id="ref-search")
+                c.search_btn = gr.Button("Search", scale=1, size="sm")
+            c.browser = gr.Gallery(show_label=False, columns=6, rows=4, height=470, allow_preview=False,
+                                   object_fit="cover", elem_id="ref-browser", buttons=[], interactive=False)
+            with gr.Row():
+                c.prev_btn = gr.Button("◀ Prev", size="sm", scale=1)
+                c.page_label = gr.Markdown("", elem_classes="small-note")
+                c.next_btn = gr.Button("Next ▶", size="sm", scale=1)
+        with gr.Tab("Upload", id="ref-upload"):
+            c.upload = gr.File(label="Reference image (PNG, JPEG, WebP, BMP; at most "
+                               f"{MAX_UPLOAD_PIXELS // 1_000_000} megapixels)", file_types=["image"],
+                               type="filepath", elem_id="ref-upload-file")
+            gr.Markdown("An upload is encoded once and shared by every method. It has no "
+                        "ground truth; choosing a gallery image or an example replaces it.",
+                        elem_classes="small-note")
+        with gr.Tab("Examples", id="ref-examples"):
+            gr.Markdown("World test queries with their edits: click one to load both.", elem_classes="small-note")
+            c.examples = gr.Gallery(show_label=False, columns=3, height=420, allow_preview=False,
+                                    object_fit="cover", elem_id="ref-examples-gallery", buttons=[],
+                                    interactive=False)
+    c.rows_state, c.page_state, c.example_ids = gr.State([]), gr.State(0), gr.State([])
+
+
+def _edit_panel(c: SimpleNamespace) -> None:
+    gr.Markdown("### 2 · Edit")
+    with gr.Row(equal_height=True):
+        c.preview = gr.Image(label="Reference", show_label=False, height=190, width=190, interactive=False,
+                             buttons=[], elem_id="ref-preview", scale=0, min_width=190)
+        with gr.Column(scale=1):
+            c.ref_id = gr.Textbox(label="Reference id", placeholder="click a gallery image",
+                                  elem_id="ref-id", max_lines=1)
+            c.ref_info = gr.Markdown("", elem_classes="ref-info")
+    c.edit = gr.Textbox(label="Edit (one or more sentences)", lines=3, max_lines=8,
+                        placeholder="Make the square blue. Move the character to the left.",
+                        elem_id="edit-text", max_length=MAX_TEXT_CHARS)
+    with gr.Row():
+        c.k = gr.Slider(1, min(MAX_K, 20), value=8, step=1, label="Top-k", elem_id="k-slider")
+        c.scoring = gr.Radio(["Cosine", "Chord"], value="Cosine", label="Scoring",
+                             info="Chord adds λ·cos(q − q∅, v − v_r)", elem_id="scoring")
+    with gr.Row():
+        c.own_lambda = gr.Checkbox(value=True, label="Each method's own λ", scale=1)
+        c.lam = gr.Slider(0.0, 1.0, value=DEFAULT_LAMBDA, step=0.01, label="λ (Chord)", interactive=False,
+                          scale=2)
+    c.run = gr.Button("Compare", variant="primary", elem_id="compare-btn")
+    c.status = gr.Markdown("", elem_classes="status-msg", elem_id="compare-status")
+    c.timings = gr.Markdown("", elem_classes="timings", elem_id="compare-timings")
+
+
+def _results_panel(c: SimpleNamespace, names: list[str]) -> None:
     gr.Markdown(f"### 3 · Top-k per method\n<div class='small-note'>\n\n{LEGEND}\n\n</div>")
-    col_heads, col_gals = [], []
+    c.col_heads, c.col_gals = [], []
     with gr.Row(equal_height=False, elem_id="result-columns"):
         for n in names:
             with gr.Column(min_width=180, elem_classes="result-col"):
-                col_heads.append(gr.Markdown(f"**{method_label(n)}**\n\n&nbsp;", elem_classes="col-head"))
-                col_gals.append(gr.Gallery(show_label=False, columns=2, object_fit="contain", height="auto",
-                                           elem_classes="result-gallery", buttons=[], interactive=False,
-                                           elem_id=f"col-{n}", visible=False))
-    prog_head = gr.Markdown("### PACE progression\n<div class='small-note'>\n\nOne row per "
-                            "accumulated sentence: 1; 1–2; 1–3; …\n\n</div>", elem_id="prog-head")
-    step_mds, step_gals = [], []
+                c.col_heads.append(gr.Markdown(f"**{method_label(n)}**\n\n&nbsp;", elem_classes="col-head"))
+                c.col_gals.append(gr.Gallery(show_label=False, columns=2, object_fit="contain", height="auto",
+                                             elem_classes="result-gallery", buttons=[], interactive=False,
+                                             elem_id=f"col-{n}", visible=False))
+    c.prog_head = gr.Markdown("### Progression\n<div class='small-note'>\n\nOne row per accumulated "
+                              "sentence: 1; 1–2; 1–3; …\n\n</div>", elem_id="prog-head")
+    c.step_mds, c.step_gals = [], []
     for i in range(MAX_STEPS):
         with gr.Row(equal_height=True, elem_classes="prog-row"):
-            step_mds.append(gr.Markdown("", visible=False, elem_classes="step-label", min_width=200,
-                                        scale=1))
-            step_gals.append(gr.Gallery(show_label=False, columns=8, rows=1, visible=False, height="auto",
-                                        object_fit="contain", buttons=[], interactive=False, scale=5,
-                                        elem_id=f"prog-step-{i + 1}", elem_classes="prog-gallery"))
+            c.step_mds.append(gr.Markdown("", visible=False, elem_classes="step-label", min_width=200, scale=1))
+            c.step_gals.append(gr.Gallery(show_label=False, columns=8, rows=1, visible=False, height="auto",
+                                          object_fit="contain", buttons=[], interactive=False, scale=5,
+                                          elem_id=f"prog-step-{i + 1}", elem_classes="prog-gallery"))
     with gr.Accordion("Raw result (JSON): ids, scores, marks, timings", open=False):
-        details_json = gr.JSON(show_label=False)
+        c.details_json = gr.JSON(show_label=False)
 
-    rows_state = gr.State([])
-    page_state = gr.State(0)
-    example_ids = gr.State([])
 
-    # -- handlers (thin: engine + the pure functions above) -----------------------------------
+def _wire_reference(holder: EngineHolder, c: SimpleNamespace) -> None:
+    """Browsing, searching, picking, uploading and typing a reference."""
+
     def on_page(search_text: str, page: int, delta: int):
         try:
             items, label, shown, page = page_view(holder.get(), search_text, int(page) + delta)
@@ -140,14 +157,11 @@ def build(holder: EngineHolder, cfg: AppConfig) -> CompareTab:
             return gr.skip(), f"⚠ {exc}", gr.skip(), gr.skip()
         return items, label, shown, page
 
-    search.submit(lambda s: on_page(s, 0, 0), [search], [browser, page_label, rows_state, page_state],
-                  api_visibility="private")
-    search_btn.click(lambda s: on_page(s, 0, 0), [search], [browser, page_label, rows_state, page_state],
-                     api_visibility="private")
-    prev_btn.click(lambda s, p: on_page(s, p, -1), [search, page_state],
-                   [browser, page_label, rows_state, page_state], api_visibility="private")
-    next_btn.click(lambda s, p: on_page(s, p, +1), [search, page_state],
-                   [browser, page_label, rows_state, page_state], api_visibility="private")
+    page_out = [c.browser, c.page_label, c.rows_state, c.page_state]
+    c.search.submit(lambda s: on_page(s, 0, 0), [c.search], page_out, api_visibility="private")
+    c.search_btn.click(lambda s: on_page(s, 0, 0), [c.search], page_out, api_visibility="private")
+    c.prev_btn.click(lambda s, p: on_page(s, p, -1), [c.search, c.page_state], page_out, api_visibility="private")
+    c.next_btn.click(lambda s, p: on_page(s, p, +1), [c.search, c.page_state], page_out, api_visibility="private")
 
     def on_pick(rows: list[int], evt: gr.SelectData):
         try:
@@ -157,7 +171,7 @@ def build(holder: EngineHolder, cfg: AppConfig) -> CompareTab:
             return gr.skip(), gr.skip(), gr.skip(), gr.skip()
         return ref, img, info, None
 
-    browser.select(on_pick, [rows_state], [ref_id, preview, ref_info, upload], api_visibility="private")
+    c.browser.select(on_pick, [c.rows_state], [c.ref_id, c.preview, c.ref_info, c.upload], api_visibility="private")
 
     def on_example(ids: list[str], evt: gr.SelectData):
         try:
@@ -167,8 +181,8 @@ def build(holder: EngineHolder, cfg: AppConfig) -> CompareTab:
             return gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
         return ref, text, img, info, None
 
-    examples.select(on_example, [example_ids], [ref_id, edit, preview, ref_info, upload],
-                    api_visibility="private")
+    c.examples.select(on_example, [c.example_ids], [c.ref_id, c.edit, c.preview, c.ref_info, c.upload],
+                      api_visibility="private")
 
     def on_upload(path: str | None):
         if not path:
@@ -180,7 +194,7 @@ def build(holder: EngineHolder, cfg: AppConfig) -> CompareTab:
             return None, gr.skip(), gr.skip(), f"⚠ {exc}. The previous reference is kept."
         return gr.skip(), "", img, info
 
-    upload.upload(on_upload, [upload], [upload, ref_id, preview, ref_info], api_visibility="private")
+    c.upload.upload(on_upload, [c.upload], [c.upload, c.ref_id, c.preview, c.ref_info], api_visibility="private")
 
     def on_ref_id(ref: str):
         if not (ref or "").strip():
@@ -192,9 +206,13 @@ def build(holder: EngineHolder, cfg: AppConfig) -> CompareTab:
             return gr.skip(), gr.skip(), f"⚠ {exc}"
         return img, info, None
 
-    ref_id.submit(on_ref_id, [ref_id], [preview, ref_info, upload], api_visibility="private")
-    own_lambda.change(lambda own: gr.update(interactive=not own), [own_lambda], [lam],
-                      api_visibility="private")
+    c.ref_id.submit(on_ref_id, [c.ref_id], [c.preview, c.ref_info, c.upload], api_visibility="private")
+    c.own_lambda.change(lambda own: gr.update(interactive=not own), [c.own_lambda], [c.lam],
+                        api_visibility="private")
+
+
+def _wire_compare(holder: EngineHolder, c: SimpleNamespace, names: list[str]) -> None:
+    """The Compare button (and Enter in the edit box), and the JSON endpoint `/compare`."""
 
     def on_compare(ref: str, up: str | None, text: str, kk: float, sc: str, own: bool, lm: float,
                    progress=gr.Progress()):
@@ -206,26 +224,14 @@ def build(holder: EngineHolder, cfg: AppConfig) -> CompareTab:
             view = compare_view(engine, ref, up, text, int(kk), sc, own, lm, names)
         if view.error:
             _warn(view.error)
-        out: list[Any] = [view.status, view.timings]
-        out += [h for h, _ in view.columns]
-        out += [gr.update(value=g, visible=bool(g)) for _, g in view.columns]
-        out.append(view.progression_header if view.progression_header else gr.skip())
-        for i in range(MAX_STEPS):
-            shown = i < len(view.steps)
-            out.append(gr.update(value=view.steps[i][0] if shown else "", visible=shown))
-        for i in range(MAX_STEPS):
-            shown = i < len(view.steps)
-            out.append(gr.update(value=view.steps[i][1] if shown else [], visible=shown,
-                                 columns=max(int(kk), 1)))
-        out.append(view.details)
-        return out
+        return view_updates(view, int(kk))
 
-    compare_inputs = [ref_id, upload, edit, k, scoring, own_lambda, lam]
-    compare_outputs = [status, timings, *col_heads, *col_gals, prog_head, *step_mds, *step_gals, details_json]
+    inputs = [c.ref_id, c.upload, c.edit, c.k, c.scoring, c.own_lambda, c.lam]
+    outputs = [c.status, c.timings, *c.col_heads, *c.col_gals, c.prog_head, *c.step_mds, *c.step_gals,
+               c.details_json]
     # The button's event feeds ~35 components; programs use the JSON endpoint below instead.
-    run.click(on_compare, compare_inputs, compare_outputs, api_name="compare_view",
-              api_visibility="undocumented")
-    edit.submit(on_compare, compare_inputs, compare_outputs, api_visibility="private")
+    c.run.click(on_compare, inputs, outputs, api_name="compare_view", api_visibility="undocumented")
+    c.edit.submit(on_compare, inputs, outputs, api_visibility="private")
 
     def compare(reference_id: str = "", edit: str = "", k: int = 8, scoring: str = "cosine",
                 lam: float | None = None, reference_image: FileData | None = None) -> dict:
@@ -237,15 +243,26 @@ def build(holder: EngineHolder, cfg: AppConfig) -> CompareTab:
 
     gr.api(compare, api_name="compare")
 
-    def load(engine: Any) -> list:
-        items, label, shown, page = page_view(engine, "", 0)
-        ex_items, ex_ids = example_items(engine)
-        first = [gr.skip()] * 4
-        if ex_ids:
-            ref, text, img, info = select_example(engine, ex_ids, 0)
-            first = [ref, text, img, info]
-        return [items, label, shown, page, ex_items, ex_ids, *first]
 
-    return CompareTab(ref_id, upload, edit, k, scoring, own_lambda, lam,
-                      [browser, page_label, rows_state, page_state, examples, example_ids,
-                       ref_id, edit, preview, ref_info], load)
+def view_updates(view: CompareView, k: int) -> list[Any]:
+    """The values of the Compare outputs (status, timings, columns, progression, JSON) for a view."""
+    out: list[Any] = [view.status, view.timings]
+    out += [h for h, _ in view.columns]
+    out += [gr.update(value=g, visible=bool(g)) for _, g in view.columns]
+    out.append(view.progression_header if view.progression_header else gr.skip())
+    steps = [(view.steps[i] if i < len(view.steps) else None) for i in range(MAX_STEPS)]
+    out += [gr.update(value=s[0] if s else "", visible=s is not None) for s in steps]
+    out += [gr.update(value=s[1] if s else [], visible=s is not None, columns=max(k, 1)) for s in steps]
+    out.append(view.details)
+    return out
+
+
+def _load(engine: Engine) -> list:
+    """The tab's values once the engine is up: the first gallery page, the examples, the first one."""
+    items, label, shown, page = page_view(engine, "", 0)
+    ex_items, ex_ids = example_items(engine)
+    first = [gr.skip()] * 4
+    if ex_ids:
+        ref, text, img, info = select_example(engine, ex_ids, 0)
+        first = [ref, text, img, info]
+    return [items, label, shown, page, ex_items, ex_ids, *first]

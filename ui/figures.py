@@ -6,7 +6,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import gradio as gr
 
@@ -17,6 +17,9 @@ from cir_core.scoring import DEFAULT_LAMBDA
 
 from .common import EngineHolder
 from .settings import AppConfig
+
+if TYPE_CHECKING:
+    from cir_core.engine import Engine
 
 CURRENT = "The current Compare query"
 LISTED = "World query ids or a JSON list"
@@ -40,7 +43,7 @@ class FigureView:
     error: str | None = None
 
 
-def export_view(engine: Any, source: str, listed: str, ref_id: str | None, upload: str | None,
+def export_view(engine: Engine, source: str, listed: str, ref_id: str | None, upload: str | None,
                 edit: str | None, methods: list[str], k: int = 5, scoring: str = "cosine",
                 own_lambda: bool = True, lam: float = DEFAULT_LAMBDA, marks: bool = True,
                 scores: bool = True, out_dir: str | Path | None = None,
@@ -118,7 +121,7 @@ def build(holder: EngineHolder, cfg: AppConfig, compare: Any):
                           compare.scoring, compare.own_lambda, compare.lam, marks, scores],
               [preview, files, status], api_name="export_figure")
 
-    def load(engine: Any) -> list:
+    def load(engine: Engine) -> list:
         avail = set(engine.available_methods())
         choices = [(method_label(n) + ("" if n in avail else " (unavailable)"), n) for n in names]
         value = [n for n in names if n in avail and n != baseline] or [n for n in names if n in avail]

@@ -4,18 +4,21 @@ wires them."""
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cir_core.errors import CIRError
 
 from .common import fmt_ms
+
+if TYPE_CHECKING:
+    from cir_core.engine import Engine, Reference
 
 PAGE_SIZE = 24
 PICK_THUMB = 128
 NO_REFERENCE = "Choose a reference first: click a gallery image, upload one, or pick an example query."
 
 
-def page_view(engine: Any, search: str, page: int) -> tuple[list, str, list[int], int]:
+def page_view(engine: Engine, search: str, page: int) -> tuple[list, str, list[int], int]:
     """One page of the reference browser: (thumbnails, label, rows shown, page clamped)."""
     rows = engine.search(search or "")
     pages = max(1, math.ceil(len(rows) / PAGE_SIZE))
@@ -32,7 +35,7 @@ def page_view(engine: Any, search: str, page: int) -> tuple[list, str, list[int]
     return items, label, shown, page
 
 
-def reference_info(engine: Any, ref: Any) -> str:
+def reference_info(engine: Engine, ref: Reference) -> str:
     if ref.row is None:
         return (f"**{ref.label}** · encoded in {fmt_ms(ref.encode_ms)}\n\n"
                 "Character unknown (uploaded image): no identity or ground-truth marks.")
@@ -41,13 +44,13 @@ def reference_info(engine: Any, ref: Any) -> str:
     return f"**{ref.item_id}**{who}" + (f"\n\n<small>{cap}</small>" if cap else "")
 
 
-def reference_view(engine: Any, ref_id: str) -> tuple[Any, str]:
+def reference_view(engine: Engine, ref_id: str) -> tuple[Any, str]:
     """(preview image, info markdown) for gallery item `ref_id`; raises InputError if unknown."""
     ref = engine.reference_from_id(ref_id)
     return engine.thumbnail(ref.row, 256), reference_info(engine, ref)
 
 
-def select_from_page(engine: Any, rows: list[int], index: int) -> tuple[str, Any, str]:
+def select_from_page(engine: Engine, rows: list[int], index: int) -> tuple[str, Any, str]:
     """A click on thumbnail `index` of the current page: (reference id, preview, info)."""
     if not rows or not 0 <= int(index) < len(rows):
         raise CIRError("That thumbnail is no longer on this page; pick again.")
@@ -55,13 +58,13 @@ def select_from_page(engine: Any, rows: list[int], index: int) -> tuple[str, Any
     return (ref_id, *reference_view(engine, ref_id))
 
 
-def upload_view(engine: Any, path: str | None) -> tuple[Any, str]:
+def upload_view(engine: Engine, path: str | None) -> tuple[Any, str]:
     """Validate and encode an upload now (so errors show at once): (preview, info)."""
     ref = engine.reference_from_upload(path)
     return ref.image, reference_info(engine, ref)
 
 
-def example_items(engine: Any) -> tuple[list, list[str]]:
+def example_items(engine: Engine) -> tuple[list, list[str]]:
     items, ids = [], []
     for q in engine.example_queries():
         _, row = engine.query(q.query_id)
@@ -71,14 +74,14 @@ def example_items(engine: Any) -> tuple[list, list[str]]:
     return items, ids
 
 
-def select_example(engine: Any, ids: list[str], index: int) -> tuple[str, str, Any, str]:
+def select_example(engine: Engine, ids: list[str], index: int) -> tuple[str, str, Any, str]:
     """(reference id, edit text, preview, info) of example query number `index`."""
     q, row = engine.query(ids[int(index)])
     ref_id = engine.item_id(row)
     return (ref_id, q.text, *reference_view(engine, ref_id))
 
 
-def resolve_reference(engine: Any, ref_id: str | None, upload: str | None) -> Any:
+def resolve_reference(engine: Engine, ref_id: str | None, upload: str | None) -> Any:
     """An upload wins (choosing a gallery image clears it); else the gallery id."""
     if upload:
         return engine.reference_from_upload(upload)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gradio as gr
 
@@ -15,6 +15,9 @@ from cir_core.scoring import DEFAULT_LAMBDA
 
 from .common import fmt_ms, gallery_items
 from .reference import resolve_reference
+
+if TYPE_CHECKING:
+    from cir_core.engine import Engine
 
 
 @dataclass
@@ -41,7 +44,7 @@ def empty_headers(names: list[str]) -> list[tuple[str, list]]:
     return [(f"**{method_label(n)}**\n\n&nbsp;", []) for n in names]
 
 
-def compare_view(engine: Any, ref_id: str | None, upload: str | None, edit: str | None, k: int = 8,
+def compare_view(engine: Engine, ref_id: str | None, upload: str | None, edit: str | None, k: int = 8,
                  scoring: str = "cosine", own_lambda: bool = True, lam: float = DEFAULT_LAMBDA,
                  names: list[str] | None = None) -> CompareView:
     """Run one Compare request and render it to values; every user error becomes `status`."""
@@ -107,7 +110,7 @@ def details(res: CompareResult, render_ms: float) -> dict:
     return d
 
 
-def compare_api(engine: Any, reference_id: str | None, edit: str | None, k: int = 8,
+def compare_api(engine: Engine, reference_id: str | None, edit: str | None, k: int = 8,
                 scoring: str = "cosine", lam: float | None = None, upload: str | None = None) -> dict:
     """The JSON API: `CompareResult.to_dict()`, or {"error": message} for a user error."""
     try:
