@@ -158,11 +158,11 @@ def test_build_demo_composes_tabs():
 def test_api_upload_must_come_from_the_upload_folder():
     import gradio as gr
 
-    from ui.compare import _uploaded
+    from ui.compare import uploaded_path
 
-    assert _uploaded(None) is None
+    assert uploaded_path(None) is None
     with pytest.raises(gr.Error, match="uploaded file"):
-        _uploaded({"path": "/etc/hostname"})
+        uploaded_path({"path": "/etc/hostname"})
 
 
 def test_engine_load_failure_is_a_message():

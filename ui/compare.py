@@ -26,7 +26,7 @@ from .settings import AppConfig
 from .reference import (NO_REFERENCE, PAGE_SIZE, PICK_THUMB, example_items, page_view,  # noqa: F401
                         reference_info, reference_view, resolve_reference, select_example,
                         select_from_page, upload_view)
-from .results import (CompareView, _uploaded, column_header, compare_api, compare_view,  # noqa: F401
+from .results import (CompareView, uploaded_path, column_header, compare_api, compare_view,  # noqa: F401
                       details, empty_headers, progression_header, status_line, timings_line)
 
 if TYPE_CHECKING:
@@ -239,7 +239,7 @@ def _wire_compare(holder: EngineHolder, c: SimpleNamespace, names: list[str]) ->
         ids, scores, ground-truth / same-character marks or the reason a method is unavailable),
         the per-sentence progression and the timings. The reference is a gallery id, or an
         uploaded image (reference_image, e.g. gradio_client.handle_file(path)), which wins."""
-        return compare_api(holder.get(), reference_id, edit, k, scoring, lam, _uploaded(reference_image))
+        return compare_api(holder.get(), reference_id, edit, k, scoring, lam, uploaded_path(reference_image))
 
     gr.api(compare, api_name="compare")
 

@@ -120,7 +120,7 @@ def compare_api(engine: Engine, reference_id: str | None, edit: str | None, k: i
         return {"error": str(exc)}
 
 
-def _uploaded(file: Any) -> str | None:
+def uploaded_path(file: Any) -> str | None:
     """The server path of an API upload; only files in Gradio's upload folder are accepted, so a
     client cannot make the server open an arbitrary path."""
     if file is None:

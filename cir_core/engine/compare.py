@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -16,9 +16,6 @@ from ..scoring import ScoreOpts, rank
 from ..text import split_sentences
 from .common import MAX_K, MAX_STEPS
 from .results import CompareResult, Hit, MethodResult, Progression, Reference, Step
-
-if TYPE_CHECKING:
-    from .core import Engine
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +61,7 @@ class CompareMixin:
                              "'Make the square blue.'")
         return text, sentences
 
-    def compare(self: "Engine", reference: Reference, edit: str, k: int = 8, scoring: str = "cosine",
+    def compare(self, reference: Reference, edit: str, k: int = 8, scoring: str = "cosine",
                 lam: float | None = None, methods: Sequence[str] | None = None,
                 progression: bool = True, variant: str = "empty") -> CompareResult:
         """Every method's top-k for (reference, edit), and the per-sentence progression.
@@ -91,7 +88,7 @@ class CompareMixin:
                              sorted(targets), results, prog, {key: round(v, 2) for key, v in timings.items()})
 
     # -- validation --------------------------------------------------------------------------------
-    def _request(self: "Engine", reference: Reference, edit: str, k: int, opts: ScoreOpts,
+    def _request(self, reference: Reference, edit: str, k: int, opts: ScoreOpts,
                  methods: Sequence[str] | None, progression: bool) -> Request:
         text, sentences = self.check_edit(edit)
         if not 1 <= int(k) <= MAX_K:
@@ -104,7 +101,7 @@ class CompareMixin:
         v_r = np.asarray(reference.embedding, np.float32)[None]
         return Request(reference, text, sentences, k, opts, names, prog, v_r)
 
-    def progression_method(self: "Engine", names: Sequence[str]) -> tuple[str, Method, str] | None:
+    def progression_method(self, names: Sequence[str]) -> tuple[str, Method, str] | None:
         """(name, method, why-not-native note) for the progression: the first of `names` that has
         a native progression (its own step states) and loads, else the first that loads (its
         progression recomposes each prefix)."""
@@ -122,7 +119,7 @@ class CompareMixin:
         return (loaded[0][0], loaded[0][1], why) if loaded else None
 
     # -- stage 1: encode ---------------------------------------------------------------------------
-    def _encode(self: "Engine", req: Request) -> None:
+    def _encode(self, req: Request) -> None:
         """Every text the frozen text tower will be asked for, in one batch (the reference was
         encoded already for an upload; a gallery item is a cache read)."""
         texts = [req.text, "", *req.sentences]
@@ -131,7 +128,7 @@ class CompareMixin:
         self.text_memo.prefetch(list(dict.fromkeys(texts)))
 
     # -- stage 2: compose --------------------------------------------------------------------------
-    def _compose(self: "Engine", req: Request) -> list[MethodResult]:
+    def _compose(self, req: Request) -> list[MethodResult]:
         """Every method's query and q_∅; a method that fails keeps its error in its own column."""
         results = []
         for name in req.names:
@@ -154,7 +151,7 @@ class CompareMixin:
             req.jobs.append(Job(res, q, q0, res.lam))
         return results
 
-    def _compose_progression(self: "Engine", req: Request) -> Progression | None:
+    def _compose_progression(self, req: Request) -> Progression | None:
         """The progression's step queries (the method's own states, or one recomposed prefix per
         step), at most MAX_STEPS."""
         if req.progression is None:
@@ -173,7 +170,7 @@ class CompareMixin:
             out.note = f"progression failed: {type(exc).__name__}: {exc}"
         return out
 
-    def _q_empty(self: "Engine", name: str, method: Method, reference: Reference, v_r: np.ndarray) -> np.ndarray:
+    def _q_empty(self, name: str, method: Method, reference: Reference, v_r: np.ndarray) -> np.ndarray:
         """q_∅ of `method` for this reference, remembered per (method, reference): it depends on
         the reference only, so trying several edits on one reference computes it once."""
         key = None if reference.key is None else (name, reference.key)
@@ -190,7 +187,7 @@ class CompareMixin:
         return q0
 
     # -- stage 3: search, stage 4: present -----------------------------------------------------------
-    def _search(self: "Engine", req: Request, targets: set[int], known_gt: bool) -> None:
+    def _search(self, req: Request, targets: set[int], known_gt: bool) -> None:
         """Every query of the request ranked in one `rank` call (one shortlist pass over the
         gallery for all of them, each with its own q_∅ and λ), then marked for display."""
         if not req.jobs:
@@ -213,7 +210,7 @@ class CompareMixin:
             else:
                 job.owner.steps = [Step(i + 1, sent, h) for i, (sent, h) in enumerate(zip(req.sentences, hits))]
 
-    def _hits(self: "Engine", ids: np.ndarray, scores: np.ndarray, targets: set[int], known_gt: bool,
+    def _hits(self, ids: np.ndarray, scores: np.ndarray, targets: set[int], known_gt: bool,
               ref_char: str | None) -> list[Hit]:
         out = []
         for r, (i, s) in enumerate(zip(ids.tolist(), scores.tolist()), 1):

@@ -38,9 +38,8 @@ def unregister_method(name: str) -> None:
 
 
 def list_methods() -> list[str]:
-    """Registered method names, baselines first, in registration order."""
-    from cir_core import methods  # noqa: F401  (importing the package registers everything)
-
+    """Registered method names, baselines first, in registration order. (Importing this module
+    imports its package first, whose __init__ registers the built-in methods.)"""
     return list(_REGISTRY)
 
 

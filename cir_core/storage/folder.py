@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from ..fileio import sha256_file
-from . import NotCached, NotFound, Revision, StorageError, Unreachable, matches
+from .base import NotCached, NotFound, Revision, StorageError, Unreachable, matches
 
 
 def _tree_digest(files: dict[str, str], parent: str) -> str:

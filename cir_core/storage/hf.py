@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-from . import NotCached, NotFound, Revision, StorageError, Unreachable
+from .base import NotCached, NotFound, Revision, StorageError, Unreachable
 
 
 class HFStore:

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from cir_core.storage import FolderStore, HFStore, Store
+from cir_core.storage import Store, store_for
 
 from .core import SnapshotError
 
@@ -45,15 +45,14 @@ class Remote:
 
 def folder_remote(root: str | Path) -> Remote:
     """A folder standing in for the Hub (`CIR_DB_REPO=file:///abs/path`)."""
-    root = Path(root)
-    return Remote(FolderStore(root, root / ".cache"), FOLDER_REPO)
+    return remote_from_spec(f"file://{Path(root)}")
 
 
 def remote_from_spec(spec: str, token: str | None = None) -> Remote:
     """`file:///abs/folder` -> a folder remote; `owner/name` -> that Hub dataset repo (created
     private on first push), with `token` or $HF_TOKEN."""
     if spec.startswith("file://"):
-        return folder_remote(Path(spec[len("file://"):]))
+        return Remote(store_for(spec), FOLDER_REPO)
     if not spec or spec.count("/") != 1 or not all(spec.split("/")):
         raise SnapshotError(f"CIR_DB_REPO must look like 'owner/name', got {spec!r}")
-    return Remote(HFStore(token=token if token is not None else os.environ.get("HF_TOKEN")), spec)
+    return Remote(store_for(spec, token if token is not None else os.environ.get("HF_TOKEN")), spec)

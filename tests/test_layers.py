@@ -1,0 +1,130 @@
+"""The house's layers, read from the code (ast, nothing executed): no import circles, and the
+arrows DESIGN.md allows — cir_core imports nothing of the project outside itself, db imports the
+library only, training the library only, and nothing imports the app's UI but app.py."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("cir_core", "ui", "db", "training", "bench")
+# package -> the project packages it may import (besides itself)
+ALLOWED = {"cir_core": set(), "db": {"cir_core"}, "training": {"cir_core"}, "ui": {"cir_core", "db"},
+           "bench": {"cir_core", "db", "training"}, "app": {"ui", "db", "cir_core"}}
+
+
+def modules() -> dict[str, Path]:
+    """Every project module by dotted name (a package by its __init__)."""
+    out = {"app": ROOT / "app.py"}
+    for pkg in PACKAGES:
+        for path in (ROOT / pkg).rglob("*.py"):
+            rel = path.relative_to(ROOT).with_suffix("")
+            parts = list(rel.parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            out[".".join(parts)] = path
+    return out
+
+
+def imports(name: str, path: Path, known: set[str]) -> set[str]:
+    """The project modules `name` imports anywhere in its file (lazy imports included)."""
+    is_pkg = path.name == "__init__.py"
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                pkg = name.split(".") if is_pkg else name.split(".")[:-1]
+                pkg = pkg[:len(pkg) - (node.level - 1)]
+                base = ".".join(pkg + ([base] if base else []))
+            # `from X import y`: y itself when it is a module, else X
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names]
+        else:
+            continue
+        for t in targets:
+            while t and t not in known:  # `import a.b.c` names a.b.c; fall back to its package
+                t = t.rpartition(".")[0]
+            if t and t != name:
+                found.add(t)
+    return found
+
+
+def graph() -> dict[str, set[str]]:
+    mods = modules()
+    return {m: imports(m, p, set(mods)) for m, p in mods.items()}
+
+
+def cycles(g: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in g.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(g):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_the_graph_sees_the_project():
+    g = graph()
+    assert len(g) > 100 and "cir_core.engine.core" in g and "cir_core.methods" in g["cir_core.engine.core"]
+    assert "db.sqlite" in g["db.migrate"] and "ui.settings" in g["app"]
+
+
+def test_no_import_cycles():
+    assert cycles(graph()) == []
+
+
+def test_a_cycle_would_be_found():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_layers():
+    bad = []
+    for mod, deps in graph().items():
+        top = mod.split(".")[0]
+        for d in deps:
+            other = d.split(".")[0]
+            if other != top and other not in ALLOWED[top]:
+                bad.append(f"{mod} -> {d}")
+    assert bad == []
+
+
+def test_nothing_but_the_app_imports_the_ui():
+    users = {m for m, deps in graph().items() if any(d.split(".")[0] == "ui" for d in deps)}
+    assert {m.split(".")[0] for m in users} <= {"ui", "app"}
+
+
+def test_no_module_imports_a_private_name_of_another():
+    mods = modules()
+    bad = []
+    for name, path in mods.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").split(".")[0] in
+                                                     {*PACKAGES, "app"}):
+                bad += [f"{name}: {a.name}" for a in node.names
+                        if a.name.startswith("_") and not a.name.startswith("__")]
+    assert bad == []
