@@ -106,10 +106,10 @@ def main() -> None:
     import os
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from cir_core.settings import EngineConfig as AppConfig
+    from cir_core.settings import EngineConfig
     from cir_core.engine import Engine, load_engine
 
-    world = load_engine(AppConfig(world_queries=a.world_queries))  # the app's default setup
+    world = load_engine(EngineConfig(world_queries=a.world_queries))  # the app's default setup
     img = world.image(world.bench.reference_idx[0], 256)
     if not a.skip_world:
         print(json.dumps(run(world, f"world-test-{a.world_queries}", img, a.k, a.repeats)), flush=True)
