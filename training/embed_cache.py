@@ -36,7 +36,12 @@ from cir_core.text import split_sentences
 from cir_core.world import EDIT_TYPES, query_stream, render
 from cir_core.world.render import RENDER_VERSION
 
+from .registry import Trainer, register_trainer
+
 FORMAT_VERSION = 1
+# Not a trainer but a build step: the frozen embeddings DiCE, PACE and PACT's targets train on.
+register_trainer(Trainer("embed-cache", "training.embed_cache", args=("--n", "20000", "--threads", "1"),
+                         stage=1))
 ARRAYS = ("ref_img", "tgt_img", "texts", "ref_caption", "edit", "target_caption", "neg_idx",
           "neg_off", "sent_idx", "sent_off", "edit_type", "ref_key", "tgt_key")
 

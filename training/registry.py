@@ -6,13 +6,15 @@
 An entry says which module trains it (`python -m MODULE --config CONFIG`), which registered method
 its checkpoint is (`cir_core.methods`), its paper-scale config for the GPU smoke check, its
 `TrainTask` class and the data its batches read (so the smoke check can stand synthetic data in).
-A new trainer registers an entry here (or at run time, with `register_trainer`); nothing else
-changes.
+Each trainer module registers its own entries (`register_trainer(Trainer(...))` at import); the
+registry imports every module of the `training` package once, on first use, so a new trainer is
+one file and a config: nothing else changes.
 """
 from __future__ import annotations
 
 import argparse
 import importlib
+import pkgutil
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -32,6 +34,7 @@ class Trainer:
     run_dir: str | None = None  # its resumable run folder (build_assets --fresh deletes it)
     scale: Callable[[int], dict[str, Any]] | None = None  # settings that fit the recipe to N steps
     smoke: bool = True  # in gpu_smoke's default set (False: same network and loop as another)
+    stage: int = 2  # build order: 0 the backbone, 1 what is built from it, 2 the methods
 
     def main(self, argv: list[str]) -> Any:
         return importlib.import_module(self.module).main(argv)
@@ -43,11 +46,13 @@ class Trainer:
 
 
 _TRAINERS: dict[str, Trainer] = {}
+_discovered = False
 
 
 def register_trainer(t: Trainer) -> Trainer:
-    if t.name in _TRAINERS and _TRAINERS[t.name] != t:
-        raise ValueError(f"trainer {t.name!r} registered twice")
+    """Add `t` (the same module registering again, e.g. once as `__main__`, just replaces it)."""
+    if t.name in _TRAINERS and _TRAINERS[t.name].module != t.module:
+        raise ValueError(f"trainer {t.name!r} registered twice ({_TRAINERS[t.name].module}, {t.module})")
     _TRAINERS[t.name] = t
     return t
 
@@ -56,37 +61,29 @@ def unregister_trainer(name: str) -> None:
     _TRAINERS.pop(name, None)
 
 
+def _discover() -> None:
+    """Import every module of the training package once: each registers its own trainers."""
+    global _discovered
+    if _discovered:
+        return
+    _discovered = True
+    package = importlib.import_module(__package__)
+    for m in sorted(m.name for m in pkgutil.iter_modules(package.__path__)):
+        importlib.import_module(f"{__package__}.{m}")
+
+
 def list_trainers() -> list[str]:
-    """Trainer names in build order (each after what it needs)."""
-    return list(_TRAINERS)
+    """Trainer names in build order: by stage, then in registration order."""
+    _discover()
+    order = list(_TRAINERS)
+    return sorted(order, key=lambda n: (_TRAINERS[n].stage, order.index(n)))
 
 
 def get_trainer(name: str) -> Trainer:
+    _discover()
     if name not in _TRAINERS:
         raise KeyError(f"unknown trainer {name!r}; registered: {', '.join(_TRAINERS)}")
     return _TRAINERS[name]
-
-
-def _pact_phases(steps: int) -> dict[str, int]:
-    """PACT's two phases in the paper's proportion (333 : 1000)."""
-    ident = max(1, round(steps / 4)) if steps > 1 else steps
-    return {"identity_steps": ident, "joint_steps": steps - ident}
-
-
-for _t in (
-    Trainer("backbone", "training.train_backbone", f"{CONFIGS}/backbone_tiny.json", run_dir="runs/backbone"),
-    Trainer("embed-cache", "training.embed_cache", args=("--n", "20000", "--threads", "1")),
-    Trainer("dice", "training.train_dice", f"{CONFIGS}/dice_tiny.json", "dice", f"{CONFIGS}/dice_vitl14.json",
-            "DiCETask", "embed-cache", run_dir="runs/dice"),
-    Trainer("pace", "training.train_pace", f"{CONFIGS}/pace_tiny.json", "pace", f"{CONFIGS}/pace_vitl14.json",
-            "PACETask", "embed-cache", run_dir="runs/pace"),
-    Trainer("pact", "training.train_pact", f"{CONFIGS}/pact_tiny.json", "pact", f"{CONFIGS}/pact_vitl14.json",
-            "PACTTask", "caption-stream", run_dir="runs/pact", scale=_pact_phases),
-    Trainer("compose-only", "training.train_pact", f"{CONFIGS}/compose_only_tiny.json", "compose-only",
-            f"{CONFIGS}/compose_only_vitl14.json", "PACTTask", "caption-stream", run_dir="runs/compose-only",
-            scale=_pact_phases, smoke=False),
-):
-    register_trainer(_t)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -94,14 +91,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("what", nargs="?", choices=("list", "module", "config", "gpu-config", "method"), default="list")
     ap.add_argument("name", nargs="?")
     a = ap.parse_args(argv)
+    # Under `python -m training.registry` this file runs as __main__; the trainers register in
+    # the module `training.registry`, so ask that one.
+    reg = importlib.import_module("training.registry")
     if a.what == "list":
-        for n in list_trainers():
-            t = get_trainer(n)
+        for n in reg.list_trainers():
+            t = reg.get_trainer(n)
             print(f"{n:14} {t.module:26} {t.config or '-':40} method={t.method or '-'}")
         return 0
     if not a.name:
         ap.error(f"{a.what} needs a trainer name")
-    t = get_trainer(a.name)
+    t = reg.get_trainer(a.name)
     value = {"module": t.module, "config": t.config, "gpu-config": t.gpu_config, "method": t.method}[a.what]
     if value is None:
         ap.error(f"trainer {a.name!r} has no {a.what}")

@@ -25,6 +25,7 @@ from cir_core.world import apply_edit, caption, possible_edits, render, sample_s
 from cir_core.world.spec import N_IDENTITIES, Scene
 
 from .loop import LoopConfig, parse_cli, run
+from .registry import CONFIGS, Trainer, register_trainer
 
 
 
@@ -48,6 +49,9 @@ class BackboneSettings(LoopConfig):
 
 
 DEFAULTS = BackboneSettings()
+register_trainer(Trainer("backbone", "training.train_backbone", f"{CONFIGS}/backbone_tiny.json",
+                         run_dir="runs/backbone", stage=0))
+
 MEAN = torch.tensor((0.48145466, 0.4578275, 0.40821073)).view(3, 1, 1)
 STD = torch.tensor((0.26862954, 0.26130258, 0.27577711)).view(3, 1, 1)
 PROBE_OPS = ("background", "char_move", "char_face", "colour", "size", "shape", "move")

@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from cir_core.methods.dice import DiCE, DiCEConfig, DiCENet
 
 from .heads import CachedHeadTask, EMAWrapper, HeadSettings, cli, np_rng
+from .registry import CONFIGS, Trainer, register_trainer
 
 
 @dataclass
@@ -48,6 +49,8 @@ class DiCESettings(HeadSettings, DiCEConfig):
 
 
 DEFAULTS = DiCESettings()
+register_trainer(Trainer("dice", "training.train_dice", f"{CONFIGS}/dice_tiny.json", "dice", f"{CONFIGS}/dice_vitl14.json",
+                         "DiCETask", "embed-cache", run_dir="runs/dice"))
 
 
 def dice_losses(z_hat: torch.Tensor, z_img: torch.Tensor, z_txt: torch.Tensor, z_t: torch.Tensor,

@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from cir_core.methods.pace import PACE, PACEConfig, PACENet, final_state
 
 from .heads import CachedHeadTask, EMAWrapper, HeadSettings, cli, np_rng
+from .registry import CONFIGS, Trainer, register_trainer
 
 
 @dataclass
@@ -51,6 +52,8 @@ class PACESettings(HeadSettings, PACEConfig):
 
 
 DEFAULTS = PACESettings()
+register_trainer(Trainer("pace", "training.train_pace", f"{CONFIGS}/pace_tiny.json", "pace", f"{CONFIGS}/pace_vitl14.json",
+                         "PACETask", "embed-cache", run_dir="runs/pace"))
 
 
 @torch.no_grad()

@@ -37,6 +37,7 @@ from cir_core.methods.pact_model import PACTComposer, PACTConfig
 from .heads import LAMBDA_GRID, ValBench
 from .loop import LoopConfig, lr_factor, parse_cli, run
 from .pact_data import CacheSource, StreamSource
+from .registry import CONFIGS, Trainer, register_trainer
 
 OBJECTIVES = ("full", "compose", "preserve", "compose+visual")
 @dataclass
@@ -83,6 +84,20 @@ class PACTSettings(LoopConfig, PACTConfig):
 
 
 DEFAULTS = PACTSettings()
+
+
+def scale_pact_phases(steps: int) -> dict[str, int]:
+    """PACT's two phases in the paper's proportion (333 : 1000), for a run of `steps`."""
+    ident = max(1, round(steps / 4)) if steps > 1 else steps
+    return {"identity_steps": ident, "joint_steps": steps - ident}
+
+
+register_trainer(Trainer("pact", "training.train_pact", f"{CONFIGS}/pact_tiny.json", "pact", f"{CONFIGS}/pact_vitl14.json",
+                         "PACTTask", "caption-stream", run_dir="runs/pact", scale=scale_pact_phases))
+register_trainer(Trainer("compose-only", "training.train_pact", f"{CONFIGS}/compose_only_tiny.json", "compose-only",
+                         f"{CONFIGS}/compose_only_vitl14.json", "PACTTask", "caption-stream",
+                         run_dir="runs/compose-only", scale=scale_pact_phases, smoke=False))
+
 REPORTED = ("R@1", "R@10", "identity@1", "edit@1")
 
 
