@@ -102,19 +102,31 @@ def _broadcast(x: np.ndarray, b: int, name: str) -> np.ndarray:
     raise InputError(f"{name} has {x.shape[0]} rows but the query has {b}")
 
 
-def _gallery(gallery: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def gallery_norms(gallery: np.ndarray) -> np.ndarray:
+    """The rows' norms (N,), floored at 1e-12: compute once for a fixed gallery and pass them to
+    the scoring functions (`norms=`) to skip a pass over the gallery per request."""
+    g = np.asarray(gallery, dtype=np.float32)
+    return np.maximum(np.sqrt(np.einsum("ij,ij->i", g, g)), 1e-12)
+
+
+def _gallery(gallery: np.ndarray, norms: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
     g = np.asarray(gallery, dtype=np.float32)
     if g.ndim != 2 or g.shape[0] == 0:
         raise InputError(f"gallery must have shape (N, D) with N >= 1, got {g.shape}")
-    norms = np.sqrt(np.einsum("ij,ij->i", g, g))
-    return g, np.maximum(norms, 1e-12)
+    if norms is None:
+        return g, gallery_norms(g)
+    norms = np.asarray(norms, np.float32)
+    if norms.shape != (g.shape[0],):
+        raise InputError(f"norms must have shape ({g.shape[0]},), got {norms.shape}")
+    return g, norms
 
 
-def cosine_scores(q: np.ndarray, gallery: np.ndarray) -> np.ndarray:
-    """Cosine similarity (B, N) between query rows and gallery rows (neither assumed unit norm)."""
-    g, gn = _gallery(gallery)
+def cosine_scores(q: np.ndarray, gallery: np.ndarray, norms: np.ndarray | None = None) -> np.ndarray:
+    """Cosine similarity (B, N) between query rows and gallery rows (neither assumed unit norm),
+    C-contiguous per query. `norms`: the gallery's precomputed `gallery_norms`."""
+    g, gn = _gallery(gallery, norms)
     qn = _normalise(_rows(q, "query", g.shape[1]))
-    return (g @ qn.T / gn[:, None]).T
+    return qn @ g.T / gn[None, :]
 
 
 def chord_scores(
@@ -125,15 +137,18 @@ def chord_scores(
     lam: float | np.ndarray = DEFAULT_LAMBDA,
     variant: str = "empty",
     eps: float = 1e-6,
+    norms: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Chord scores (B, N). The direction term is 0 where ||v_c - v_r|| < eps or ||d|| < eps.
+    """Chord scores (B, N), C-contiguous per query. The direction term is 0 where
+    ||v_c - v_r|| < eps or ||d|| < eps.
 
     `q_empty` and `v_ref` may be a single row shared by all B queries; `q_empty` is unused (may be
-    None) for variant "reference". `lam` is one λ or one per query (B,).
+    None) for variant "reference". `lam` is one λ or one per query (B,). `norms`: the gallery's
+    precomputed `gallery_norms`.
     """
     if variant not in VARIANTS:
         raise InputError(f"unknown Chord variant {variant!r}; expected one of {VARIANTS}")
-    g, gn = _gallery(gallery)
+    g, gn = _gallery(gallery, norms)
     dim = g.shape[1]
     qn = _normalise(_rows(q, "query", dim))
     b = qn.shape[0]
@@ -143,40 +158,41 @@ def chord_scores(
         cols = np.concatenate([qn, qe, vr])  # (3B, D)
     else:
         cols = np.concatenate([qn, vr])  # G.d only needs G.q and G.v_r here
-    prod = g @ cols.T  # (N, 3B) or (N, 2B): the one pass over the gallery
-    prod /= gn[:, None]  # rows of the unit-normalised gallery, without copying it
-    gq, gr = prod[:, :b], prod[:, -b:]
+    prod = cols @ g.T  # (3B, N) or (2B, N): the one pass over the gallery
+    prod /= gn[None, :]  # columns of the unit-normalised gallery, without copying it
+    gq, gr = prod[:b], prod[-b:]
     d = qn - (qe if variant == "empty" else vr)
-    g_d = gq - prod[:, b : 2 * b] if variant == "empty" else gq - gr  # v_c . d
-    num = g_d - np.einsum("bd,bd->b", vr, d)[None, :]  # (v_c - v_r) . d
+    g_d = gq - prod[b : 2 * b] if variant == "empty" else gq - gr  # v_c . d
+    num = g_d - np.einsum("bd,bd->b", vr, d)[:, None]  # (v_c - v_r) . d
     dist2 = np.maximum(2.0 - 2.0 * gr, 0.0)  # ||v_c - v_r||^2 with unit rows
     dnorm = np.linalg.norm(d, axis=1)  # (B,)
 
-    rows, qs = np.nonzero(dist2 < _NEAR_DIST2)
+    qs, rows = np.nonzero(dist2 < _NEAR_DIST2)
     for c in range(0, rows.size, 4096):  # chunked: a gallery of near-duplicates stays bounded
         r, qi = rows[c : c + 4096], qs[c : c + 4096]
         diff = g[r].astype(np.float64) / gn[r, None] - vr[qi].astype(np.float64)
-        dist2[r, qi] = np.einsum("nd,nd->n", diff, diff)
-        num[r, qi] = np.einsum("nd,nd->n", diff, d[qi].astype(np.float64))
+        dist2[qi, r] = np.einsum("nd,nd->n", diff, diff)
+        num[qi, r] = np.einsum("nd,nd->n", diff, d[qi].astype(np.float64))
 
     dist = np.sqrt(dist2)
-    ok = (dist >= eps) & (dnorm >= eps)[None, :]
+    ok = (dist >= eps) & (dnorm >= eps)[:, None]
     direction = np.zeros_like(num)
-    np.divide(num, dist * dnorm[None, :], out=direction, where=ok)
-    lam_b = np.broadcast_to(np.asarray(lam, np.float32), (b,))[None, :]
-    return (gq + lam_b * direction).T.astype(np.float32, copy=False)
+    np.divide(num, dist * dnorm[:, None], out=direction, where=ok)
+    lam_b = np.broadcast_to(np.asarray(lam, np.float32), (b,))[:, None]
+    return (gq + lam_b * direction).astype(np.float32, copy=False)
 
 
 def score_matrix(q: np.ndarray, q_empty: np.ndarray | None, v_ref: np.ndarray | None,
                  gallery: np.ndarray, scoring: str = "cosine", lam: float | np.ndarray | None = None,
-                 variant: str = "empty") -> np.ndarray:
+                 variant: str = "empty", norms: np.ndarray | None = None) -> np.ndarray:
     """Exact (B, N) scores of B queries against a gallery: cosine, or Chord with `lam` (one λ or
     one per query; None: DEFAULT_LAMBDA)."""
     if scoring == "cosine":
-        return cosine_scores(q, gallery)
+        return cosine_scores(q, gallery, norms)
     if scoring != "chord":
         raise InputError(f"unknown scoring {scoring!r}; expected one of {SCORINGS}")
-    return chord_scores(q, q_empty, v_ref, gallery, DEFAULT_LAMBDA if lam is None else lam, variant)
+    return chord_scores(q, q_empty, v_ref, gallery, DEFAULT_LAMBDA if lam is None else lam, variant,
+                        norms=norms)
 
 
 @dataclass
@@ -205,6 +221,7 @@ def rank(
     index: "Index | None" = None,
     shortlist: int | None = None,
     cols: np.ndarray | None = None,
+    norms: np.ndarray | None = None,
 ) -> Ranking:
     """Top-k gallery rows per query (ties to the lower row, `topk`).
 
@@ -214,6 +231,7 @@ def rank(
     `q_empty`, `v_ref` and `lam` take one row / value per query or one shared by all. `exclude`
     (B,) holds each query's reference row to drop (-1: none). `k` is clipped to the rankable rows.
     `cols` (B, S) gallery rows (-1: padding) whose exact scores are returned too (exact path only).
+    `norms`: the gallery's precomputed `gallery_norms` (a fixed gallery pays for them once).
     """
     g = np.asarray(gallery, dtype=np.float32)
     if g.ndim != 2 or g.shape[0] == 0:
@@ -230,11 +248,12 @@ def rank(
     if k < 1:
         raise InputError("nothing left to rank once the reference is excluded")
     lams = np.broadcast_to(np.asarray(DEFAULT_LAMBDA if lam is None else lam, np.float32), (b,))
+    gn = _gallery(g, norms)[1]
 
     def score(rows: np.ndarray | None, qi: slice) -> np.ndarray:
-        sub = g if rows is None else g[rows]
+        sub, sub_n = (g, gn) if rows is None else (g[rows], gn[rows])
         return score_matrix(qn[qi], _pick(q_empty, qi, b), _pick(v_ref, qi, b), sub, scoring,
-                            lams[qi], variant)
+                            lams[qi], variant, sub_n)
 
     if index is None:
         if shortlist is not None:
@@ -291,9 +310,10 @@ def shortlist_rows(gallery: np.ndarray, index: "Index", q: np.ndarray, size: int
     if index.kind != "flat":
         return index.search(q, size)[1]
     sims = q @ gallery.T  # (B, N): rows contiguous for the partition (~4x faster)
-    if size >= sims.shape[1]:
-        return np.broadcast_to(np.arange(sims.shape[1]), sims.shape).copy()
-    return np.argpartition(-sims, size - 1, axis=1)[:, :size]
+    n = sims.shape[1]
+    if size >= n:
+        return np.broadcast_to(np.arange(n), sims.shape).copy()
+    return np.argpartition(sims, n - size, axis=1)[:, n - size:]  # no negated copy
 
 
 def _exclude(exclude: np.ndarray | None, b: int, n: int) -> np.ndarray:

@@ -3,6 +3,11 @@
 Exact and deterministic: the result equals a full stable sort of each row by descending score,
 i.e. ties go to the lower gallery row, also across the k-th place, so a hand-made score matrix
 has one right answer and two code paths that score alike rank alike.
+
+Fast: one `argpartition` per row for the best k+2 (the input is never negated or copied), a sort
+of those few, and a proof that no tie crosses the cut — the (k+1)-th best is strictly below the
+k-th (one extra slot also absorbs an excluded row). Only a row where that proof fails (a tie at
+the cut) pays for the slower exact selection.
 """
 from __future__ import annotations
 
@@ -11,37 +16,58 @@ import numpy as np
 from .errors import InputError
 
 
-def topk(scores: np.ndarray, k: int, exclude: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def topk(scores: np.ndarray, k: int, exclude: np.ndarray | None = None,
+         check: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """(scores (Q, k'), rows (Q, k') int64), best first, for a (Q, N) score matrix.
 
     `exclude` (Q,) holds one row per query that must not appear (-1: none), e.g. the reference.
-    k' = min(k, rankable rows). The input is never modified."""
+    k' = min(k, rankable rows). The input is never modified. `check=False` skips the input
+    validation (shape, excluded rows) for callers that built the matrix themselves."""
     s = np.asarray(scores)
     if s.ndim != 2 or s.shape[0] == 0 or s.shape[1] == 0:
         raise InputError(f"scores must be a non-empty (Q, N) array, got shape {s.shape}")
     if not np.issubdtype(s.dtype, np.floating):
         s = s.astype(np.float64)
+    q, n = s.shape
+    ex = np.full(q, -1, np.int64) if exclude is None else np.asarray(exclude, dtype=np.int64).reshape(-1)
+    if check and (ex.shape != (q,) or ((ex < -1) | (ex >= n)).any()):
+        raise InputError(f"exclude must be ({q},) rows in [-1, {n}), got {ex.shape}")
+    k = min(int(k), n - int((ex >= 0).any()))
+    if k < 1:
+        raise InputError("nothing to rank once the reference is excluded")
+    if k + 2 >= n:
+        return _exact(s, k, ex)
+    m = k + 2
+    part = np.argpartition(s, n - m, axis=1)[:, n - m:]  # the best m, unordered
+    vals = np.take_along_axis(s, part, 1)
+    if np.isnan(vals).any():  # NaN sorts above everything, so a NaN anywhere lands here
+        raise InputError("scores contain NaN")
+    order = np.lexsort((part, -vals), axis=1)  # by score descending, then by row
+    part, vals = np.take_along_axis(part, order, 1), np.take_along_axis(vals, order, 1)
+    keep = part != ex[:, None]
+    keep[keep.all(1), -1] = False  # no excluded row among them: drop the worst, keep m - 1
+    part, vals = part[keep].reshape(q, m - 1), vals[keep].reshape(q, m - 1)
+    out_s, out_i = vals[:, :k], part[:, :k]
+    tied = vals[:, k] >= vals[:, k - 1]  # the next best equals the k-th: a tie may cross the cut
+    if tied.any():
+        rows = np.nonzero(tied)[0]
+        out_s, out_i = out_s.copy(), out_i.copy()
+        out_s[rows], out_i[rows] = _exact(s[rows], k, ex[rows])
+    return out_s, out_i.astype(np.int64)
+
+
+def _exact(s: np.ndarray, k: int, ex: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The slow exact selection: excluded rows to -inf (a copy), the k-th value, everything above
+    it and the lowest of the rows equal to it (O(Q·N), several passes)."""
+    s = s.copy()
+    rows = np.nonzero(ex >= 0)[0]
+    s[rows, ex[rows]] = -np.inf
     if np.isnan(s).any():
         raise InputError("scores contain NaN")
     q, n = s.shape
-    n_rank = n
-    if exclude is not None:
-        ex = np.asarray(exclude, dtype=np.int64).reshape(-1)
-        if ex.shape != (q,) or ((ex < -1) | (ex >= n)).any():
-            raise InputError(f"exclude must be ({q},) rows in [-1, {n}), got {ex.shape}")
-        rows = np.nonzero(ex >= 0)[0]
-        if len(rows):
-            s = s.copy()
-            s[rows, ex[rows]] = -np.inf
-            n_rank = n - 1
-    k = min(int(k), n_rank)
-    if k < 1:
-        raise InputError("nothing to rank once the reference is excluded")
     if k >= n:
         ids = np.argsort(-s, axis=1, kind="stable")[:, :k]
     else:
-        # The k-th best value per row; keep everything above it and, of the rows equal to it, the
-        # lowest ones, so ties at the cut resolve like a full stable sort would (exact, O(Q·N)).
         kth = -np.partition(-s, k - 1, axis=1)[:, k - 1:k]
         above, tied = s > kth, s == kth
         room = k - above.sum(1, keepdims=True)

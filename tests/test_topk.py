@@ -41,3 +41,23 @@ def test_topk_bad_input_is_an_input_error():
         topk(np.array([[np.nan, 1.0]]), 1)
     with pytest.raises(InputError):
         topk(np.zeros((1, 1)), 1, np.array([0]))  # nothing left once the reference is excluded
+
+
+def test_topk_fast_path_equals_a_full_stable_sort_on_floats_and_ties():
+    """The partition path (k + 2 < N) against the definition, with exclusions and planted ties."""
+    rng = np.random.default_rng(1)
+    for _ in range(200):
+        q, n = int(rng.integers(1, 5)), int(rng.integers(5, 300))
+        s = rng.standard_normal((q, n)).astype(np.float32)
+        if rng.random() < 0.5:  # plant ties around the cut
+            s[:, rng.integers(0, n, size=n // 3)] = s[0, 0]
+        ex = rng.integers(-1, n, size=q)
+        k = int(rng.integers(1, n))
+        full = s.astype(np.float64).copy()
+        rows = np.nonzero(ex >= 0)[0]
+        full[rows, ex[rows]] = -np.inf
+        k_ = min(k, n - int((ex >= 0).any()))
+        want = np.argsort(-full, 1, kind="stable")[:, :k_]
+        got_s, got_i = topk(s, k, ex)
+        np.testing.assert_array_equal(got_i, want)
+        np.testing.assert_array_equal(got_s, np.take_along_axis(s, want, 1))
