@@ -33,6 +33,7 @@ class Request:
     progression: tuple[str, Method, str] | None  # (name, method, why not a native one)
     v_r: np.ndarray  # (1, D)
     jobs: list["Job"] = field(default_factory=list)
+    steps: list[np.ndarray] | None = None  # the progression, when its method's column computed it
 
 
 @dataclass
@@ -137,8 +138,7 @@ class CompareMixin:
             try:
                 m = self.method(name)
                 t = time.perf_counter()
-                q = m.compose(req.v_r, [req.text])
-                q0 = self._q_empty(name, m, req.reference, req.v_r)
+                q, q0 = self._queries(name, m, req)
                 res.compose_ms = (time.perf_counter() - t) * 1000
             except CIRError as exc:
                 res.error = str(exc)
@@ -151,9 +151,25 @@ class CompareMixin:
             req.jobs.append(Job(res, q, q0, res.lam))
         return results
 
+    def _queries(self, name: str, m: Method, req: Request) -> tuple[np.ndarray, np.ndarray]:
+        """(q, q_∅) with as few forwards as the method allows: q_∅ from the cache when this
+        reference was seen, else with q in one pass (`compose_pair`); the progression's method
+        gives its steps with q (`compose_with_steps`: PACE's q is its last state)."""
+        q0 = self._cached_q_empty(name, req.reference)
+        if req.progression is not None and req.progression[0] == name:
+            q, req.steps = m.compose_with_steps(req.v_r, req.text, req.sentences[:MAX_STEPS])
+        elif q0 is None:
+            q, q0 = m.compose_pair(req.v_r, req.text)
+        else:
+            q = m.compose(req.v_r, [req.text])
+        if q0 is None:
+            q0 = m.compose_empty(req.v_r)
+        self._remember_q_empty(name, req.reference, q0)
+        return q, q0
+
     def _compose_progression(self, req: Request) -> Progression | None:
         """The progression's step queries (the method's own states, or one recomposed prefix per
-        step), at most MAX_STEPS."""
+        step), at most MAX_STEPS; computed with the method's column when it has one."""
         if req.progression is None:
             return None
         name, m, why = req.progression
@@ -161,8 +177,11 @@ class CompareMixin:
         out = Progression(name, method_label(name), native,
                           progression_note(name, native, why, len(req.sentences)), [], len(req.sentences))
         try:
-            steps = np.stack([np.asarray(x, np.float32) for x in m.progression(req.v_r[0], req.sentences[:MAX_STEPS])])
-            req.jobs.append(Job(out, steps, self._q_empty(name, m, req.reference, req.v_r), req.opts.lam_for(m)))
+            steps = req.steps if req.steps is not None else m.progression(req.v_r[0], req.sentences[:MAX_STEPS])
+            q0 = self._cached_q_empty(name, req.reference)
+            q0 = q0 if q0 is not None else m.compose_empty(req.v_r)
+            req.jobs.append(Job(out, np.stack([np.asarray(x, np.float32) for x in steps]), q0,
+                                req.opts.lam_for(m)))
         except CIRError as exc:
             out.note = str(exc)
         except Exception as exc:
@@ -170,26 +189,30 @@ class CompareMixin:
             out.note = f"progression failed: {type(exc).__name__}: {exc}"
         return out
 
-    def _q_empty(self, name: str, method: Method, reference: Reference, v_r: np.ndarray) -> np.ndarray:
-        """q_∅ of `method` for this reference, remembered per (method, reference): it depends on
+    def _cached_q_empty(self, name: str, reference: Reference) -> np.ndarray | None:
+        """q_∅ of method `name` for this reference if a request computed it already: it depends on
         the reference only, so trying several edits on one reference computes it once."""
-        key = None if reference.key is None else (name, reference.key)
+        if reference.key is None:
+            return None
         with self._q_lock:
-            if key is not None and key in self._q_empty_cache:
-                self._q_empty_cache.move_to_end(key)
-                return self._q_empty_cache[key]
-        q0 = method.compose_empty(v_r)
-        if key is not None:
-            with self._q_lock:
-                self._q_empty_cache[key] = q0
-                while len(self._q_empty_cache) > 512:
-                    self._q_empty_cache.popitem(last=False)
-        return q0
+            q0 = self._q_empty_cache.get((name, reference.key))
+            if q0 is not None:
+                self._q_empty_cache.move_to_end((name, reference.key))
+            return q0
+
+    def _remember_q_empty(self, name: str, reference: Reference, q0: np.ndarray) -> None:
+        if reference.key is None:
+            return
+        with self._q_lock:
+            self._q_empty_cache[(name, reference.key)] = q0
+            while len(self._q_empty_cache) > 512:
+                self._q_empty_cache.popitem(last=False)
 
     # -- stage 3: search, stage 4: present -----------------------------------------------------------
     def _search(self, req: Request, targets: set[int], known_gt: bool) -> None:
-        """Every query of the request ranked in one `rank` call (one shortlist pass over the
-        gallery for all of them, each with its own q_∅ and λ), then marked for display."""
+        """Every query of the request ranked in one `rank` call, each with its own q_∅ and λ:
+        exact over the whole gallery (one product for all of them), or, behind an approximate
+        index (HNSW, IVF), each query's cosine shortlist re-scored exactly. Then marked."""
         if not req.jobs:
             return
         sizes = [len(j.queries) for j in req.jobs]
@@ -199,7 +222,7 @@ class CompareMixin:
         t = time.perf_counter()
         got = rank(np.concatenate([j.queries for j in req.jobs]), q_empty, req.v_r, self.embeddings,
                    req.k, req.opts.scoring, lams, req.opts.variant, exclude=exclude,
-                   index=self.index if len(self.embeddings) > _exact_max(req.k) else None, norms=self.norms)
+                   index=None if self.index.kind == "flat" else self.index, norms=self.norms)
         share = (time.perf_counter() - t) * 1000 / len(req.jobs)
         ref_char, row = req.reference.character, 0
         for job, n in zip(req.jobs, sizes):
@@ -220,14 +243,6 @@ class CompareMixin:
             out.append(Hit(r, i, self.item_id(i), float(s), (i in targets) if known_gt else None, ch,
                            None if ref_char is None or ch is None else ch == ref_char))
         return out
-
-
-def _exact_max(k: int) -> int:
-    """Galleries up to the shortlist size are scored exactly in full; larger ones go through the
-    index's cosine shortlist, re-scored exactly."""
-    from ..scoring import DEFAULT_SHORTLIST
-
-    return max(DEFAULT_SHORTLIST, k) + 1
 
 
 def progression_note(name: str, native: bool, why: str, n_sentences: int) -> str:

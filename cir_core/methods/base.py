@@ -123,6 +123,17 @@ class Method(ABC):
         ref = self._check_ref(ref)
         return self.compose(ref, [""] * len(ref))
 
+    def compose_pair(self, ref: np.ndarray, text: str) -> tuple[np.ndarray, np.ndarray]:
+        """(q, q_∅), each (1, D), for one reference and one edit: what a request needs when q_∅ is
+        not cached yet. Methods whose two queries can share one forward override it."""
+        return self.compose(ref, [text]), self.compose_empty(ref)
+
+    def compose_with_steps(self, ref: np.ndarray, text: str,
+                           sentences: Sequence[str]) -> tuple[np.ndarray, list[np.ndarray]]:
+        """(q (1, D), the progression's step queries) for one reference: the request's query and
+        its progression. Methods whose q is their last step state override it to compute once."""
+        return self.compose(ref, [text]), self.progression(ref, sentences)
+
     def progression(self, ref: np.ndarray, sentences: Sequence[str]) -> list[np.ndarray]:
         """Queries after sentence 1, 1–2, …, 1–n for one reference (D,): a list of (D,) arrays.
         The default recomposes each prefix; methods with step state override it."""

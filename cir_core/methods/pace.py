@@ -116,6 +116,15 @@ class PACE(TrainedMethod):
         """[q_0, q_1, …, q_n] for one reference (D,) and one edit text: (D,) unit vectors."""
         return self._run_steps(ref, text, split_sentences(text))
 
+    def compose_with_steps(self, ref: np.ndarray, text: str,
+                           sentences: Sequence[str]) -> tuple[np.ndarray, list[np.ndarray]]:
+        """q and the progression from one run of the accumulator when the progression covers every
+        sentence of the text (q is then its last state); else as the base class."""
+        if [s for s in sentences if s.strip()] != split_sentences(text):
+            return super().compose_with_steps(ref, text, sentences)
+        steps = self.steps(ref, text)  # [q_0, ..., q_n]
+        return steps[-1][None].astype(np.float32), steps[1:]
+
     def progression(self, ref: np.ndarray, sentences: Sequence[str]) -> list[np.ndarray]:
         """[q_1, …, q_n]: the query after each sentence (q_0 sees the sentences joined)."""
         sentences = [s for s in sentences if s.strip()]

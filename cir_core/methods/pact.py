@@ -20,7 +20,7 @@ from cir_core.config import git_commit
 from cir_core.errors import CheckpointError
 
 from .base import Method, normalise, read_method_config, register_method
-from .pact_model import EMPTY_PROMPT, PROMPT, PACTComposer, PACTConfig
+from .pact_model import EMPTY_PROMPT, PROMPT, PACTComposer, PACTConfig, edit_prompt
 
 WEIGHTS = "model.safetensors"
 FORMAT_VERSION = 1
@@ -64,6 +64,16 @@ class PACT(Method):
         if not len(ref):
             return np.zeros((0, self.backbone.dim), np.float32)
         return normalise(self._queries(ref, [""] * len(ref), empty=True))
+
+    @torch.no_grad()
+    def compose_pair(self, ref: np.ndarray, text: str) -> tuple[np.ndarray, np.ndarray]:
+        """q and q_∅ in one forward of the LoRA tower (two prompt rows, one reference)."""
+        ref = self._check_ref(ref)[:1]
+        dev = next(self.composer.parameters()).device
+        r = torch.from_numpy(np.ascontiguousarray(np.repeat(ref, 2, 0))).to(dev)
+        tokens = self.composer.tokenize_prompts([edit_prompt(text), EMPTY_PROMPT]).to(dev)
+        q = normalise(self.composer(r, tokens).float().cpu().numpy())
+        return q[:1], q[1:]
 
     # -- checkpoints --------------------------------------------------------------------------
     def save(self, folder: str | os.PathLike, metrics: dict | None = None, **extra: Any) -> Path:

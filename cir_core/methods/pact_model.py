@@ -122,8 +122,11 @@ class PACTComposer(nn.Module):
 
     def tokenize(self, edits: Sequence[str], empty: bool = False) -> torch.Tensor:
         """Prompt tokens (B, L) for `edits` (or q_∅'s prompt when `empty`), padding trimmed."""
-        prompts = [EMPTY_PROMPT] * len(edits) if empty else [edit_prompt(e) for e in edits]
-        return trim(self.tokenizer(prompts))
+        return self.tokenize_prompts([EMPTY_PROMPT] * len(edits) if empty else [edit_prompt(e) for e in edits])
+
+    def tokenize_prompts(self, prompts: Sequence[str]) -> torch.Tensor:
+        """Tokens (B, L) of finished prompts (each holding `$`), trailing padding trimmed."""
+        return trim(self.tokenizer(list(prompts)))
 
     def placeholder_positions(self, tokens: torch.Tensor) -> torch.Tensor:
         """Index of the first `$` token in each row; BackboneError if a row has none."""
