@@ -148,6 +148,13 @@ class Backbone:
                 bar.update(len(chunk))
         return np.ascontiguousarray(np.concatenate(out), dtype=np.float32)
 
+    @gpu
+    def encode_image_batch(self, x: torch.Tensor) -> np.ndarray:
+        """L2-normalised embeddings (N, dim) float32 of an already preprocessed batch."""
+        with torch.inference_mode():
+            feats = self.model.encode_image(x.to(self.device, non_blocking=True)).float()
+            return np.ascontiguousarray(torch.nn.functional.normalize(feats, dim=-1).cpu().numpy(), np.float32)
+
     @gpu  # ZeroGPU's @spaces.GPU on a Space (cir_core.spaces_compat); the identity elsewhere
     def encode_images(self, images: Sequence[ImageInput], batch_size: int = 64,
                       progress: bool = False) -> np.ndarray:

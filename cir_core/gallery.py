@@ -21,6 +21,7 @@ from PIL import Image
 from .errors import GalleryError, ImageLoadError
 from .fileio import atomic_write, read_table
 from .imageio import load_image
+from .ingest import GalleryRows, batches
 
 IMAGE_EXTS = (".jpg", ".jpeg", ".png", ".webp", ".bmp")
 ImageFn = Callable[["GalleryItem", "int | None"], Image.Image]
@@ -171,6 +172,7 @@ class EmbeddingCache:
     # Intermediate saves while encoding, so a killed ingest resumes: at least this many seconds
     # apart, and at least 10x the last save's duration apart (<= ~10% overhead on huge galleries).
     checkpoint_s = 60.0
+    threads = 1  # decoding threads running ahead of the forward (cir_core.ingest)
 
     def __init__(self, root: str | os.PathLike):
         self.root = Path(root).expanduser()
@@ -213,13 +215,21 @@ class EmbeddingCache:
             bar = tqdm(total=len(todo), unit="image", desc=f"embedding {gallery.name}")
         if progress_cb:
             progress_cb(0, len(todo))
-        last_save, save_cost = time.monotonic(), 0.0
-        for start in range(0, len(todo), batch_size):
-            chunk = todo[start : start + batch_size]
-            images = [self._image(gallery, int(i)) for i in chunk]
-            out[chunk] = backbone.encode_images(images, batch_size=batch_size, progress=False)
+        last_save, save_cost, n_done = time.monotonic(), 0.0, 0
+        chunks = [[int(i) for i in todo[s : s + batch_size]] for s in range(0, len(todo), batch_size)]
+        # A backbone that takes preprocessed batches gets them, prepared ahead with the decoding;
+        # any other (a test's stand-in) gets the decoded images through encode_images.
+        tensors = hasattr(backbone, "encode_image_batch")
+        rows = GalleryRows(gallery, backbone.preprocess if tensors else None,
+                           draft=getattr(backbone, "image_size", None))
+        for chunk, x, errors in batches(rows, chunks, workers=self.threads):  # decoding runs ahead
+            if errors:
+                i, msg = errors[0]
+                raise ImageLoadError(f"gallery {gallery.name!r} item {gallery.items[i].id!r}: {msg}")
+            out[chunk] = backbone.encode_image_batch(x) if tensors else \
+                backbone.encode_images(x, batch_size=batch_size, progress=False)
             done[chunk] = True
-            n_done = start + len(chunk)
+            n_done += len(chunk)
             if bar is not None:
                 bar.update(len(chunk))
             if progress_cb:
@@ -232,13 +242,6 @@ class EmbeddingCache:
             bar.close()
         self._save(folder, keys, out)
         return out
-
-    @staticmethod
-    def _image(gallery: Gallery, i: int) -> Image.Image:
-        try:
-            return gallery.load_image(i, size=None)
-        except ImageLoadError as exc:
-            raise ImageLoadError(f"gallery {gallery.name!r} item {gallery.items[i].id!r}: {exc}") from None
 
     @staticmethod
     def _save(folder: Path, keys: list[str], emb: np.ndarray) -> None:

@@ -63,9 +63,11 @@ def _open(src: ImageSource, name: str) -> Image.Image:
     return Image.open(path)
 
 
-def load_image(src: ImageSource, max_pixels: int = DEFAULT_MAX_PIXELS) -> Image.Image:
+def load_image(src: ImageSource, max_pixels: int = DEFAULT_MAX_PIXELS, draft: int | None = None) -> Image.Image:
     """Load ``src`` (path, raw bytes or PIL image) as an RGB image with EXIF orientation applied.
 
+    ``draft``: the side the caller will resize to; a JPEG is then decoded at the smallest DCT
+    scale (1/2, 1/4, 1/8) that still covers it, which is much cheaper for large photos.
     Raises ``ImageLoadError`` naming the source if it is missing, not an image, corrupt,
     truncated, or larger than ``max_pixels`` (checked from the header, before decoding).
     """
@@ -79,6 +81,8 @@ def load_image(src: ImageSource, max_pixels: int = DEFAULT_MAX_PIXELS) -> Image.
                 f"cannot load image {name}: {width}x{height} = {width * height:,} pixels "
                 f"exceeds the limit of {max_pixels:,}"
             )
+        if draft and img.format == "JPEG":
+            img.draft("RGB", (draft, draft))
         img.load()  # force the full decode here so truncation surfaces as our error
         out = _to_rgb(ImageOps.exif_transpose(img))
         if out is not img:  # multi-frame formats keep their file open otherwise

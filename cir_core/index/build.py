@@ -121,8 +121,8 @@ def build(gallery: str, backbone: Any, pretrained: str | None, out: str | os.Pat
                 on_shard(shard)
 
         paths = [it.path for it in src.items]
-        embed_shards(bb.model, bb.preprocess, paths, [bounds[s] for s in todo], bb.dim, device, batch_size,
-                     workers, done, progress=progress, desc=f"embedding [rank {rank}/{world}]")
+        embed_shards(bb, paths, [bounds[s] for s in todo], batch_size, workers, done, progress=progress,
+                     desc=f"embedding [rank {rank}/{world}]")
         _barrier(device)  # rank 0 merges only once every rank has written its shards
         if rank != 0:
             return None

@@ -16,10 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 from ..fileio import atomic_write
-from ..imageio import load_image
+from ..ingest import FileRows, batches
 
 log = logging.getLogger(__name__)
 
@@ -70,45 +69,10 @@ def read_shard(path: Path, backbone_id: str, fingerprints: Sequence[str], dim: i
     return Shard(start, stop, rows, emb, [(int(r), str(m)) for r, m in head.get("errors", [])])
 
 
-class ImageRows(torch.utils.data.Dataset):
-    """Row i -> (i, preprocessed tensor or None, error message); runs in the loader's workers."""
-
-    def __init__(self, paths: Sequence[str | None], preprocess: Callable[[Any], torch.Tensor]):
-        self.paths, self.preprocess = list(paths), preprocess
-
-    def __len__(self) -> int:
-        return len(self.paths)
-
-    def __getitem__(self, i: int) -> tuple[int, torch.Tensor | None, str]:
-        path = self.paths[i]
-        try:
-            if path is None:
-                raise ValueError("item has no file path")
-            return i, self.preprocess(load_image(path)), ""
-        except Exception as exc:  # any undecodable file is skipped and reported, never fatal
-            return i, None, f"{type(exc).__name__}: {exc}".splitlines()[0]
-
-
-def collate(batch: list[tuple[int, torch.Tensor | None, str]]) -> tuple[list[int], torch.Tensor | None,
-                                                                      list[tuple[int, str]]]:
-    """(rows that loaded, their stacked tensors or None, [(row, error)])."""
-    ok = [(i, t) for i, t, _ in batch if t is not None]
-    errors = [(i, e) for i, t, e in batch if t is None]
-    return [i for i, _ in ok], (torch.stack([t for _, t in ok]) if ok else None), errors
-
-
-def _one_thread(_: int) -> None:
-    # Workers only decode and resize; torch's default thread pool per worker would oversubscribe.
-    torch.set_num_threads(1)
-
-
 def embed_shards(
-    model: torch.nn.Module,
-    preprocess: Callable[[Any], torch.Tensor],
+    backbone: Any,
     paths: Sequence[str | None],
     todo: Sequence[tuple[int, int]],
-    dim: int,
-    device: str,
     batch_size: int,
     workers: int,
     on_shard: Callable[[Shard], None],
@@ -120,34 +84,32 @@ def embed_shards(
     same batches whatever else is being done (a one-process and a sharded run agree)."""
     from tqdm.auto import tqdm
 
-    batches = [list(range(b, min(b + batch_size, stop))) for start, stop in todo
-               for b in range(start, stop, batch_size)]
-    if not batches:
+    batch_rows = [list(range(b, min(b + batch_size, stop))) for start, stop in todo
+                  for b in range(start, stop, batch_size)]
+    if not batch_rows:
         return
-    loader = torch.utils.data.DataLoader(
-        ImageRows(paths, preprocess), batch_sampler=batches, num_workers=workers, collate_fn=collate,
-        worker_init_fn=_one_thread if workers else None, pin_memory=device.startswith("cuda"),
-        persistent_workers=False)
+    dim, device = int(backbone.dim), str(backbone.device)
+    rows = FileRows(paths, backbone.preprocess, draft=backbone.image_size)
+    loader = batches(rows, batch_rows, workers, processes=True, pin_memory=device.startswith("cuda"))
     bounds = iter(todo)
     start, stop = next(bounds)
-    rows: list[np.ndarray] = []
+    done_rows: list[np.ndarray] = []
     embs: list[np.ndarray] = []
     errors: list[tuple[int, str]] = []
     total = sum(stop_ - start_ for start_, stop_ in todo)
-    with torch.inference_mode(), tqdm(total=total, unit="image", desc=desc, disable=not progress) as bar:
+    with tqdm(total=total, unit="image", desc=desc, disable=not progress) as bar:
         for ids, x, errs in loader:
             for row, msg in errs:
                 (bar.write if progress else log.warning)(f"skipped {paths[row]!r}: {msg}")
             errors += errs
             if x is not None:
-                feats = model.encode_image(x.to(device, non_blocking=True)).float()
-                embs.append(torch.nn.functional.normalize(feats, dim=-1).cpu().numpy())
-                rows.append(np.asarray(ids, np.int64))
+                embs.append(backbone.encode_image_batch(x))
+                done_rows.append(np.asarray(ids, np.int64))
             bar.update(len(ids) + len(errs))
             last = max(ids + [r for r, _ in errs])
             if last == stop - 1:  # batches come in order, and a shard's last batch holds its last row
-                on_shard(Shard(start, stop, np.concatenate(rows) if rows else np.zeros(0, np.int64),
+                on_shard(Shard(start, stop, np.concatenate(done_rows) if done_rows else np.zeros(0, np.int64),
                                np.concatenate(embs) if embs else np.zeros((0, dim), np.float32),
                                sorted(errors)))
-                rows, embs, errors = [], [], []
+                done_rows, embs, errors = [], [], []
                 start, stop = next(bounds, (-1, -1))
