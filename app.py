@@ -19,4 +19,5 @@ persistence = start_persistence(config.db, config.db_repo)
 demo = build_demo(config)
 
 if __name__ == "__main__":
+    demo.cir_holder.warm_up()  # backbone, gallery, index: built while the server starts
     demo.launch(**launch_kwargs(config))

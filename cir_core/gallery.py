@@ -174,8 +174,11 @@ class EmbeddingCache:
     checkpoint_s = 60.0
     threads = 1  # decoding threads running ahead of the forward (cir_core.ingest)
 
-    def __init__(self, root: str | os.PathLike):
+    def __init__(self, root: str | os.PathLike, shipped: str | os.PathLike | None = None):
+        """`root`: the cache; `shipped`: a folder of read-only `<gallery>.npz` embeddings shipped
+        with the code (`write_shipped`), a head start for a cold cache (the app's first start)."""
         self.root = Path(root).expanduser()
+        self.shipped = Path(shipped) if shipped else None
 
     def folder(self, gallery: Gallery, backbone: Any) -> Path:
         return self.root / hashlib.sha1(backbone.id.encode()).hexdigest()[:16] / _safe_name(gallery.name)
@@ -196,6 +199,8 @@ class EmbeddingCache:
         folder = self.folder(gallery, backbone)
         keys = [gallery.fingerprint(i) for i in range(len(gallery))]
         old = self._load(folder, backbone)
+        if self.shipped is not None and not set(keys) <= old.keys():
+            old = {**read_shipped(self.shipped / shipped_name(gallery), backbone), **old}
         out = np.zeros((len(keys), int(backbone.dim)), np.float32)
         done = np.zeros(len(keys), bool)
         for i, k in enumerate(keys):
@@ -268,3 +273,31 @@ class EmbeddingCache:
         ):
             return {}
         return dict(zip(keys, emb.astype(np.float32, copy=False)))
+
+
+def shipped_name(gallery: Gallery) -> str:
+    """The file name a gallery's shipped embeddings go under."""
+    return f"{_safe_name(gallery.name)}.npz"
+
+
+def write_shipped(path: str | os.PathLike, keys: Sequence[str], emb: np.ndarray, backbone: Any) -> Path:
+    """Embeddings to ship with the code: float16 rows keyed by item fingerprints, with the
+    backbone's id (which includes its weights' hash), so a mismatch is detected, not used."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, lambda f: np.savez_compressed(
+        f, keys=np.asarray(list(keys)), emb=np.asarray(emb, np.float16),
+        backbone=np.asarray(str(backbone.id))), True)
+    return path
+
+
+def read_shipped(path: Path, backbone: Any) -> dict[str, np.ndarray]:
+    """fingerprint -> row of a shipped file, or {} when it is absent, unreadable or for another
+    backbone (its rows are then encoded as usual)."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            if str(z["backbone"]) != backbone.id or z["emb"].shape[1:] != (int(backbone.dim),):
+                return {}
+            return dict(zip(z["keys"].tolist(), z["emb"].astype(np.float32)))
+    except (OSError, ValueError, KeyError, EOFError):
+        return {}

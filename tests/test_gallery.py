@@ -215,3 +215,24 @@ def test_cache_checkpoints_so_a_killed_ingest_resumes(tmp_path):
     out = cache.embed(g, bb, batch_size=2)
     assert bb.encoded == 3  # the first batch (2 rows) was checkpointed before the kill
     np.testing.assert_allclose(out, FakeBackbone().encode_images([g.load_image(i) for i in range(5)]))
+
+
+def test_shipped_embeddings_give_a_cold_cache_a_head_start_only_when_they_match(tmp_path, folder):
+    from cir_core.gallery import read_shipped, shipped_name, write_shipped
+
+    g = Gallery.from_folder(folder)
+    bb = FakeBackbone()
+    emb = EmbeddingCache(tmp_path / "first").embed(g, bb)
+    keys = [g.fingerprint(i) for i in range(len(g))]
+    shipped = tmp_path / "shipped"
+    write_shipped(shipped / shipped_name(g), keys, emb, bb)
+    fresh = FakeBackbone()
+    got = EmbeddingCache(tmp_path / "cold", shipped=shipped).embed(g, fresh)
+    assert fresh.encoded == 0  # nothing encoded: every row came from the shipped file (float16)
+    np.testing.assert_allclose(got, emb, atol=2e-3)
+    other = FakeBackbone(id="fake@2")  # another backbone: the shipped rows do not apply
+    assert read_shipped(shipped / shipped_name(g), other) == {}
+    EmbeddingCache(tmp_path / "cold2", shipped=shipped).embed(g, other)
+    assert other.encoded == len(g)
+    (shipped / shipped_name(g)).write_bytes(b"not an npz")  # unreadable: ignored, not fatal
+    assert read_shipped(shipped / shipped_name(g), bb) == {}

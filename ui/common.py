@@ -55,6 +55,19 @@ class EngineHolder:
                 raise type(self.error)(f"The workbench could not start: {self.error}")
             return self.engine
 
+    def warm_up(self) -> threading.Thread:
+        """Start building the engine now, in the background (the app's first page load then
+        finds it ready or waits for it); failures are kept for `get` to report."""
+        def build() -> None:
+            try:
+                self.get()
+            except CIRError:
+                pass  # remembered in self.error; the page shows it
+
+        t = threading.Thread(target=build, name="engine-warm-up", daemon=True)
+        t.start()
+        return t
+
 
 def mark(img: Image.Image, target: bool | None, same: bool | None) -> Image.Image:
     """A copy of `img` with the ground-truth frame and the same-character dot drawn on it."""

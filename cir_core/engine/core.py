@@ -59,7 +59,7 @@ def load_engine(cfg: EngineConfig, progress_cb: Callable[[int, int], None] | Non
     (only items not in the cache are encoded: a restart encodes nothing). An index folder from
     `python -m cir_core.index build` as the gallery is used as it is: nothing encoded or indexed."""
     from ..backbone import load_backbone
-    from ..config import cache_dir
+    from ..config import ASSETS_DIR, cache_dir
 
     notes = []
     spec = cfg.backbone
@@ -80,7 +80,10 @@ def load_engine(cfg: EngineConfig, progress_cb: Callable[[int, int], None] | Non
     else:
         gallery, bench = open_gallery(cfg.gallery, cfg.world_queries, backbone.image_size)
         root = Path(cfg.cache_dir).expanduser() if cfg.cache_dir else cache_dir()
-        emb = EmbeddingCache(root).embed(gallery, backbone, progress_cb=progress_cb)
+        # The shipped embeddings of the default world gallery: a clean clone's first start
+        # encodes nothing (they are used only where the backbone and every fingerprint match).
+        emb = EmbeddingCache(root, shipped=ASSETS_DIR / "embeddings").embed(gallery, backbone,
+                                                                            progress_cb=progress_cb)
     names = cfg.method_names()
     ckpts = resolve_checkpoints(cfg.checkpoints, names, overrides=cfg.method_checkpoints)
     if ckpts.error:

@@ -8,7 +8,7 @@ from a `Scene`, so every query has an exact ground truth: two images match when 
 from __future__ import annotations
 
 import random
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 
 SHAPES = ("circle", "square", "triangle", "star", "cross")
 COLOURS = ("red", "orange", "yellow", "green", "blue", "purple", "white", "black")
@@ -112,7 +112,13 @@ class Scene:
                 raise ValueError(f"invalid scene: {msg}")
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """`dataclasses.asdict(self)`, written out: fingerprints of every gallery item are built
+        from it, and asdict's generic recursion made that ~1 s of an app start."""
+        c = self.character
+        return {"background": self.background,
+                "character": {"identity": c.identity, "position": c.position, "facing": c.facing},
+                "objects": tuple({"shape": o.shape, "colour": o.colour, "size": o.size, "position": o.position}
+                                 for o in self.objects)}
 
     @staticmethod
     def from_dict(d: dict) -> "Scene":

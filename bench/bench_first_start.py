@@ -1,0 +1,76 @@
+"""A clean clone's first start: from `python app.py` to the first Compare answer of the README
+walk-through (the first gallery reference, the README's edit), in a fresh embedding cache.
+
+Each repeat starts `python app.py` with an empty CIR_CACHE_DIR, waits for the port, then asks
+`/compare` (gradio_client, the app's JSON API) and times the whole: interpreter start, imports,
+the engine (backbone, world gallery, shipped embeddings, index), the server, the request.
+Prints one JSON line with each run's seconds, the median and the spread.
+
+    python bench/bench_first_start.py [--repeats 5]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+EDIT = "Make the square blue. Move the character to the left."
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def once(reference: str) -> dict:
+    from gradio_client import Client
+
+    port = free_port()
+    with tempfile.TemporaryDirectory() as cache:
+        env = {**os.environ, "CIR_CACHE_DIR": cache, "HF_HUB_OFFLINE": "1", "GRADIO_ANALYTICS_ENABLED": "False"}
+        t0 = time.monotonic()
+        proc = subprocess.Popen([sys.executable, "app.py", "--host", "127.0.0.1", "--port", str(port)], cwd=ROOT,
+                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            while True:
+                try:
+                    with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                        break
+                except OSError:
+                    if proc.poll() is not None:
+                        raise RuntimeError(f"app.py exited with {proc.returncode}")
+                    time.sleep(0.05)
+            listening = time.monotonic() - t0
+            res = Client(f"http://127.0.0.1:{port}/", verbose=False).predict(
+                reference, EDIT, 8, "cosine", None, None, api_name="/compare")
+            answered = time.monotonic() - t0
+            assert all(m["error"] is None for m in res["methods"]), res
+            encoded = sum(1 for _ in Path(cache).rglob("embeddings.npy"))
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+    return {"listening_s": round(listening, 2), "first_answer_s": round(answered, 2), "cache_files": encoded}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--reference", default="test/000000", help="the first gallery image (a demo query)")
+    a = ap.parse_args()
+    runs = [once(a.reference) for _ in range(a.repeats)]
+    answers = sorted(r["first_answer_s"] for r in runs)
+    print(json.dumps({"bench": "first_start", "repeats": a.repeats, "runs": runs,
+                      "first_answer_s": {"median": answers[len(answers) // 2], "min": answers[0], "max": answers[-1]},
+                      "goal_s": 10, "load_avg_1m": round(os.getloadavg()[0], 2), "date": time.strftime("%Y-%m-%d")}))
+
+
+if __name__ == "__main__":
+    main()
