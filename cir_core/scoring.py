@@ -126,7 +126,9 @@ def cosine_scores(q: np.ndarray, gallery: np.ndarray, norms: np.ndarray | None =
     C-contiguous per query. `norms`: the gallery's precomputed `gallery_norms`."""
     g, gn = _gallery(gallery, norms)
     qn = _normalise(_rows(q, "query", g.shape[1]))
-    return qn @ g.T / gn[None, :]
+    scores = qn @ g.T
+    scores /= gn[None, :]  # in place: no second (B, N) array
+    return scores
 
 
 def chord_scores(
