@@ -1,8 +1,10 @@
 """PACT / compose-only: pseudo-word placement, LoRA, checkpoints, and the trainer (tiny, CPU)."""
 import cir_core  # noqa: F401  (first: sets OMP_WAIT_POLICY before torch loads OpenMP)
 import json
+import os
 import random
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -275,3 +277,43 @@ def test_phase_lrs(tiny_backbone, tmp_path):
     task.before_step(3, opt)
     lrs = {g["name"]: g["lr"] for g in opt.param_groups}
     assert lrs == {"mapper": 3e-5, "lora": 1e-5} and task.model.composer.lora_parameters()[0].requires_grad
+
+
+@pytest.mark.slow  # three fresh processes import torch: ~30 s on 2 CPU cores
+@pytest.mark.skipif(os.environ.get("CIR_SKIP_TORCHRUN") == "1", reason="CIR_SKIP_TORCHRUN=1")
+def test_torchrun_two_processes_match_one_with_the_same_global_batch(train_cache, train_cache_root, tmp_path):
+    """PACT under DDP (gloo, 2 CPU processes, each composing half of every batch against the whole
+    batch's keys; a fresh DDP when phase 2 unfreezes the LoRA factors) trains the same weights as
+    one process with the same global batch."""
+    import subprocess
+    import sys
+
+    import torch.distributed
+    from safetensors.torch import load_file
+
+    if not torch.distributed.is_available() or not torch.distributed.is_gloo_available():
+        pytest.skip("torch.distributed with gloo is unavailable")
+    root = Path(__file__).resolve().parents[1]
+    # no dropout: its masks are random per process, so only a deterministic model can match
+    settings = {**SMALL, **FAST, "mapper_dropout": 0.0, "lora_dropout": 0.0, "backbone": "cir-tiny-vit",
+                "data": "cache", "n_train": 48,
+                "cache_root": str(train_cache_root), "batch_size": 8, "replay_batch": 4, "identity_steps": 2,
+                "joint_steps": 3, "identity_warmup": 0, "joint_warmup": 0, "val_queries": 4,
+                "val_cache_root": str(tmp_path / "val"), "eval_every": 1000, "ckpt_every": 1000, "threads": 1,
+                "device": "cpu", "precision": "fp32"}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    weights = {}
+    for name, launcher in (("one", []), ("two", ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"])):
+        cfg = tmp_path / f"{name}.json"
+        cfg.write_text(json.dumps({**settings, "out_dir": str(tmp_path / name),
+                                   "export_dir": str(tmp_path / name / "export")}))
+        cmd = [sys.executable, *launcher, "-m", "training.train_pact", "--config", str(cfg)]
+        done = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=400)
+        assert done.returncode == 0, done.stderr[-3000:]
+        weights[name] = load_file(str(tmp_path / name / "last" / "model.safetensors"))
+    assert weights["one"].keys() == weights["two"].keys()
+    moved = False
+    for k, v in weights["one"].items():
+        np.testing.assert_allclose(weights["two"][k].numpy(), v.numpy(), atol=2e-5, err_msg=k)
+        moved |= k.endswith(".B") and bool(v.abs().sum() > 0)  # LoRA's B starts at zero
+    assert moved  # the LoRA factors trained in phase 2, in both runs

@@ -86,6 +86,24 @@ class TrainEmbeddings:
         return f"TrainEmbeddings(n={self.n}, dim={self.dim}, texts={len(self.texts)}, folder={self.folder})"
 
     @property
+    def has_ref_captions(self) -> bool:
+        """Every query has a reference caption (the world's and ITT caches do; CIRR's do not)."""
+        return bool(self.meta.get("ref_captions", True))
+
+    @property
+    def has_target_captions(self) -> bool:
+        return bool(self.meta.get("target_captions", True))
+
+    @property
+    def has_target_images(self) -> bool:
+        """Every query has a target image (the world's, CIRR's, FashionIQ's; not ITT's)."""
+        return bool(self.meta.get("target_images", True))
+
+    @property
+    def source(self) -> str:
+        return str(self.meta.get("source", "world"))
+
+    @property
     def n_sentences(self) -> np.ndarray:
         return np.diff(self.sent_off)
 
@@ -114,7 +132,7 @@ def _render_pair(args: tuple) -> tuple:
     return render(ref, size, rs), render(tgt, size, ts)
 
 
-def _encode_by_length(backbone, texts: list[str]) -> np.ndarray:
+def encode_texts_by_length(backbone, texts: list[str]) -> np.ndarray:
     """encode_texts in length order: the text tower trims padding per batch, so batching
     sentences with sentences and captions with captions halves the cost."""
     order = np.argsort([len(t) for t in texts], kind="stable")
@@ -168,7 +186,7 @@ def build_train_cache(backbone, n: int, seed: int = 0, root: Path | None = None,
                 fields["tgt_key"].append(scene_hash(q.target.key()))
             new = list(text_ids)[n_known:]  # dicts keep insertion order: the texts first seen now
             if new:
-                text_rows.append(_encode_by_length(backbone, new))
+                text_rows.append(encode_texts_by_length(backbone, new))
             bar.update(len(qs))
             bar.set_postfix(texts=len(text_ids))
     finally:
@@ -203,9 +221,16 @@ def build_train_cache(backbone, n: int, seed: int = 0, root: Path | None = None,
     return TrainEmbeddings(folder)
 
 
-def load_train_cache(backbone, n: int, seed: int = 0, root: Path | None = None,
-                     **build_kw) -> TrainEmbeddings:
-    """The cache for (backbone, n, seed), built first if it does not exist yet."""
+def load_train_cache(backbone, n: int, seed: int = 0, root: Path | None = None, data: str = "world",
+                     image_root: str | None = None, **build_kw) -> TrainEmbeddings:
+    """The cache for (backbone, n, seed) of the world's training stream (`data="world"`), or of
+    the first `n` triplets of a real source (`itt:FILE`, `cirr:ROOT`, `fashioniq:ROOT`,
+    `lcirr:ROOT`; `training.real_cache`), built first if it does not exist yet."""
+    if data != "world":
+        from .real_cache import build_real_cache
+
+        return build_real_cache(data, backbone, image_root, n, root, workers=build_kw.get("workers", 0) or 2,
+                                progress=build_kw.get("progress", True))
     return build_train_cache(backbone, n, seed, root, **build_kw)
 
 

@@ -143,9 +143,11 @@ class HeadSettings(LoopConfig):
     backbone: str = "local-dir:assets/backbone/cir-tiny-vit"
     pretrained: str | None = None
     backbone_device: str | None = None  # default: cuda when available
-    n_train: int = 20000
+    data: str = "world"  # or itt:FILE, cirr:ROOT, fashioniq:ROOT, lcirr:ROOT (training/triplets.py)
+    image_root: str | None = None  # itt: where its image paths start (default: the file's folder)
+    n_train: int = 20000  # the world's first n queries; a real source's first n triplets
     data_seed: int = 0
-    render_workers: int = 0
+    render_workers: int = 0  # world: render processes; real data: image-decoding processes
     cache_root: str | None = None
     batch_size: int = 512
     ema: float = 0.9995
@@ -199,7 +201,8 @@ def load_inputs(cfg: HeadSettings, backbone: Any = None):
         dev = cfg.backbone_device or ("cuda" if torch.cuda.is_available() else "cpu")
         backbone = load_backbone(cfg.backbone, cfg.pretrained, device=dev)
     root = Path(cfg.cache_root) if cfg.cache_root else None
-    cache = load_train_cache(backbone, cfg.n_train, cfg.data_seed, root, workers=cfg.render_workers)
+    cache = load_train_cache(backbone, cfg.n_train, cfg.data_seed, root, data=cfg.data,
+                             image_root=cfg.image_root, workers=cfg.render_workers)
     return backbone, cache
 
 

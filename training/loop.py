@@ -62,6 +62,8 @@ class TrainTask(Protocol):
     def validate(self) -> dict[str, float]: ...
     def export(self, out_dir: Path, metrics: dict[str, float]) -> None: ...
     # optional: before_step(self, step: int, optimizer) -> None, called after the lr is set
+    # optional: global_batches = True: every process gets the same rng (one batch for all of them,
+    # which the task splits by `self.rank` / `self.world`, set by the loop) instead of its own
 
 
 def seed_everything(seed: int) -> None:
@@ -134,10 +136,9 @@ def run(task: TrainTask, cfg: LoopConfig, resume: bool = True) -> dict[str, floa
     for g in opt.param_groups:
         g["base_lr"] = g["lr"]
     start, history = _resume(out, task, opt) if resume else (0, [])
-    model = task.model
-    if world > 1:
-        model = torch.nn.parallel.DistributedDataParallel(
-            task.model, device_ids=[local] if dev.startswith("cuda") else None)
+    if getattr(task, "global_batches", False):  # the task splits one shared batch by rank itself
+        task.rank, task.world = rank, world
+    model, wrapped_for = task.model, None
     t0, metrics = time.time(), {}
     bar = tqdm(range(start, cfg.steps), initial=start, total=cfg.steps, disable=rank != 0,
                desc=Path(cfg.out_dir).name, dynamic_ncols=True)
@@ -146,10 +147,16 @@ def run(task: TrainTask, cfg: LoopConfig, resume: bool = True) -> dict[str, floa
             g["lr"] = g["base_lr"] * lr_factor(step, cfg)
         if hasattr(task, "before_step"):  # e.g. PACT's phases: freeze a group by zeroing its lr
             task.before_step(step, opt)
+        if world > 1:  # a fresh DDP whenever the set of trainable parameters changes (PACT's phases)
+            trainable = frozenset(n for n, p in task.model.named_parameters() if p.requires_grad)
+            if trainable != wrapped_for:
+                model, wrapped_for = torch.nn.parallel.DistributedDataParallel(
+                    task.model, device_ids=[local] if dev.startswith("cuda") else None), trainable
         model.train()
         logs: dict[str, float] = {}
         for micro in range(cfg.grad_accum):
-            rng = random.Random(f"{cfg.seed}:{step}:{micro}:{rank}")
+            shared = getattr(task, "global_batches", False)  # one batch for all processes, or one each
+            rng = random.Random(f"{cfg.seed}:{step}:{micro}" + ("" if shared else f":{rank}"))
             batch = task.batch(step, rank, rng)
             with torch.autocast("cuda", dtype=torch.bfloat16, enabled=use_bf16):
                 loss, logs = task.loss(model, batch)

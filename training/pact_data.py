@@ -67,15 +67,19 @@ class StreamSource:
 
 
 class CacheSource:
-    """Rows of the embed cache: the first `n_train` queries of the same stream, encoded once per
-    backbone and shared with DiCE/PACE (same data, no per-step encoding)."""
+    """Rows of an embed cache: the first `n_train` queries of the same stream (`data="world"`),
+    encoded once per backbone and shared with DiCE/PACE (same data, no per-step encoding), or the
+    first `n_train` ITT triplets of a real source (`data="itt:FILE"`)."""
 
     def __init__(self, backbone: Any, n_train: int, data_seed: int = 0, root: str | None = None,
-                 workers: int = 0):
+                 workers: int = 0, data: str = "world", image_root: str | None = None):
         from .embed_cache import load_train_cache
 
-        self.cache = load_train_cache(backbone, n_train, data_seed, Path(root) if root else None,
-                                      workers=workers)
+        self.cache = load_train_cache(backbone, n_train, data_seed, Path(root) if root else None, data=data,
+                                      image_root=image_root, workers=workers)
+        if not self.cache.has_target_captions:
+            raise SystemExit(f"PACT trains on (image, edit, target caption) triplets; data={data!r} has no "
+                             "target captions: use itt:FILE (training/build_itt makes one from captions)")
         self.texts = json.loads((self.cache.folder / "texts.json").read_text())
 
     def draw(self, rng: random.Random, b: int, captions: bool) -> tuple:

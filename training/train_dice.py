@@ -86,14 +86,16 @@ class DiCETask(CachedHeadTask):
         self.method = DiCE(self.backbone, {"arch": arch.to_dict()})  # evaluation copy, receives EMA weights
 
     def batch(self, step: int, rank: int, rng: random.Random) -> dict[str, torch.Tensor]:
+        """A batch of cache rows. On image-target data (CIRR, FashionIQ: no captions) the target is
+        the target image and the reference's "caption" view is its image (docs/METHODS.md)."""
         c, bs = self.cache, self.cfg.batch_size
         idx = np_rng(rng).choice(len(c), size=min(bs, len(c)), replace=False)
-        tids = c.target_caption[idx]
-        return {"z_img": torch.from_numpy(c.image("ref", idx)),
-                "z_txt": torch.from_numpy(c.text(c.ref_caption[idx])),
-                "z_e": torch.from_numpy(c.text(c.edit[idx])),
-                "z_t": torch.from_numpy(c.text(tids)),
-                "same": torch.from_numpy(tids[:, None] == tids[None, :])}
+        keys = c.target_caption[idx] if c.has_target_captions else c.tgt_key[idx]
+        z_t = c.text(keys) if c.has_target_captions else c.image("tgt", idx)
+        z_txt = c.text(c.ref_caption[idx]) if c.has_ref_captions else c.image("ref", idx)
+        return {"z_img": torch.from_numpy(c.image("ref", idx)), "z_txt": torch.from_numpy(z_txt),
+                "z_e": torch.from_numpy(c.text(c.edit[idx])), "z_t": torch.from_numpy(z_t),
+                "same": torch.from_numpy(keys[:, None] == keys[None, :])}
 
     def loss(self, model, batch) -> tuple[torch.Tensor, dict[str, float]]:
         dev = next(self.model.parameters()).device

@@ -103,6 +103,9 @@ def info_nce(q: torch.Tensor, targets: torch.Tensor, tau: float, same: torch.Ten
 class PACETask(CachedHeadTask):
     def __init__(self, cfg: PACESettings, backbone: Any = None):
         self.setup(cfg, backbone)
+        if not self.cache.has_target_images:
+            raise SystemExit(f"PACE trains on (reference, text, target image) triplets; data={cfg.data!r} has no "
+                             "target images (ITT has captions only): use cirr:ROOT, fashioniq:ROOT or lcirr:ROOT")
         self.arch = PACEConfig.from_dict(cfg.to_dict())
         torch.manual_seed(cfg.seed)
         self.model = EMAWrapper(PACENet(self.backbone.dim, self.arch), cfg.ema)

@@ -19,7 +19,6 @@ queries of the same stream, encoded once): the same data, about twice as fast on
 from __future__ import annotations
 
 import json
-import os
 import random
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -74,7 +73,8 @@ class PACTSettings(LoopConfig, PACTConfig):
     val_queries: int = 200
     lambda_grid: list = field(default_factory=lambda: list(LAMBDA_GRID))
     val_lambda: float = 0.34  # the λ of the periodic validation line (the export chooses its own)
-    data: str = "stream"  # stream | cache
+    data: str = "stream"  # stream | cache (the world's stream, rendered each batch / encoded once) | itt:FILE
+    image_root: str | None = None  # itt: where its image paths start (default: the file's folder)
     n_train: int = 20000
     data_seed: int = 0
     render_workers: int = 0
@@ -110,30 +110,36 @@ class PACTTrainModule(nn.Module):
         self.log_scale = nn.Parameter(torch.tensor(float(np.log(1 / temperature))), requires_grad=learn)
 
     def forward(self, batch: dict, objective: str, w: dict) -> tuple[torch.Tensor, dict[str, float]]:
+        """The loss of this process's rows (`batch["rows"]`; every row without DDP) against the
+        whole batch's keys (every v_r, every caption): under DDP, the average over processes of
+        these per-process means is the one-process loss of the whole batch."""
         dev = self.log_scale.device
         b = {k: v.to(dev) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
         scale = self.log_scale.exp().clamp(max=100)
-        ref = b["ref"]
+        ref, rows = b["ref"], b["rows"]
 
-        def identity(n: int) -> torch.Tensor:  # q_∅ of the first n refs retrieves v_r among all
-            q0 = F.normalize(self.composer(ref[:n], b["empty_tokens"][:n]), dim=-1)
-            return F.cross_entropy(scale * q0 @ ref.T, torch.arange(n, device=dev))
+        def identity(sel: torch.Tensor, total: int) -> torch.Tensor:
+            """q_∅ of rows `sel` (this process's share of `total` rows) retrieves its v_r among all:
+            the sum over the share / (total / world), whose mean over processes is the mean."""
+            if not len(sel):
+                return torch.zeros((), device=dev)
+            q0 = F.normalize(self.composer(ref[sel], b["empty_tokens"][sel]), dim=-1)
+            return F.cross_entropy(scale * q0 @ ref.T, sel, reduction="sum") / (total / b["world"])
 
         if b["phase"] == 1:
-            loss = identity(len(ref))
+            loss = identity(rows, len(ref))
             return loss, {"loss": loss.item(), "identity": loss.item()}
-        q = F.normalize(self.composer(ref, b["tokens"]), dim=-1)
-        labels = torch.arange(len(q), device=dev)
+        q = F.normalize(self.composer(ref[rows], b["tokens"][rows]), dim=-1)
         terms: dict[str, torch.Tensor] = {}
         if objective in ("full", "compose", "compose+visual"):
-            logits = (scale * q @ b["captions"].T).masked_fill(b["caption_mask"], float("-inf"))
-            terms["compose"] = F.cross_entropy(logits, labels)
+            logits = (scale * q @ b["captions"].T).masked_fill(b["caption_mask"][rows], float("-inf"))
+            terms["compose"] = F.cross_entropy(logits, rows)
         if objective in ("full", "preserve"):
-            terms["preserve"] = w["preserve"] * F.cross_entropy(scale * q @ ref.T, labels)
+            terms["preserve"] = w["preserve"] * F.cross_entropy(scale * q @ ref.T, rows)
             if w["replay_n"] > 0:
-                terms["replay"] = w["replay"] * identity(min(w["replay_n"], len(ref)))
+                terms["replay"] = w["replay"] * identity(b["replay"], b["n_replay"])
         if objective == "compose+visual":
-            terms["visual"] = w["visual"] * (1 - (q * ref).sum(-1)).mean()
+            terms["visual"] = w["visual"] * (1 - (q * ref[rows]).sum(-1)).mean()
         loss = sum(terms.values())
         return loss, {"loss": loss.item(), **{k: v.item() for k, v in terms.items()}}
 
@@ -154,14 +160,15 @@ class PACTTask:
             torch.manual_seed(cfg.seed)
             composer = PACTComposer(self.backbone, self.arch)
         self.model = PACTTrainModule(composer, x.temperature, x.learn_temperature)
-        if x.data == "cache":
-            self.source = CacheSource(self.backbone, x.n_train, x.data_seed, x.cache_root, x.render_workers)
+        if x.data == "cache" or ":" in x.data:  # a real source: CacheSource says if it lacks captions
+            self.source = CacheSource(self.backbone, x.n_train, x.data_seed, x.cache_root, x.render_workers,
+                                      "world" if x.data == "cache" else x.data, x.image_root)
         elif x.data == "stream":
             # frozen encodes in bf16 where the loop trains in bf16 (ViT-L images: most of a step)
             bf16 = str(self.backbone.device).startswith("cuda") and cfg.precision in ("auto", "bf16")
             self.source = StreamSource(self.backbone, x.render_workers, bf16)
         else:
-            raise SystemExit(f"data must be 'stream' or 'cache', got {x.data!r}")
+            raise SystemExit(f"data must be 'stream', 'cache' or 'itt:FILE', got {x.data!r}")
         self.weights = {"preserve": x.preserve_weight, "replay": x.replay_weight,
                         "visual": x.visual_weight, "replay_n": x.replay_batch}
         self._val: ValBench | None = None
@@ -195,14 +202,25 @@ class PACTTask:
             p.requires_grad_(phase == 2)
 
     # -- data -----------------------------------------------------------------------------------
+    global_batches = True  # the loop gives every process the same rng: one batch, split by rows
+
     def batch(self, step: int, rank: int, rng: random.Random) -> dict:
-        """B training queries drawn from `rng` alone (see pact_data), with their frozen embeddings
-        (v_r, and in phase 2 the target + negative captions through the original tower, no LoRA)."""
+        """The whole batch of B training queries, drawn from `rng` alone (see pact_data), with
+        their frozen embeddings (v_r, and in phase 2 the target + negative captions through the
+        original tower, no LoRA); `rows`: the ones this process composes (its 1/world share),
+        `replay`: its share of the identity replay microbatch (the batch's first `replay_batch`)."""
         phase = self.phase(step)
         captions = phase == 2 and self.cfg.objective != "preserve"
-        refs, edits, caps, cap_ids = self.source.draw(rng, self.cfg.batch_size, captions)
+        world = getattr(self, "world", 1)
+        bs = self.cfg.batch_size
+        if bs % world:
+            raise SystemExit(f"batch_size {bs} must be a multiple of the number of processes ({world})")
+        refs, edits, caps, cap_ids = self.source.draw(rng, bs, captions)
         c = self.model.composer
-        out = {"phase": phase, "ref": torch.from_numpy(refs),
+        local = np.arange(rank * bs // world, (rank + 1) * bs // world)
+        n_replay = min(self.weights["replay_n"], bs)
+        out = {"phase": phase, "ref": torch.from_numpy(refs), "rows": torch.from_numpy(local), "world": world,
+               "replay": torch.from_numpy(local[local < n_replay]), "n_replay": n_replay,
                "empty_tokens": c.tokenize([""] * len(refs), empty=True)}
         if phase == 2:
             out["tokens"] = c.tokenize(edits)
@@ -273,9 +291,8 @@ class PACTTask:
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
-        raise SystemExit("train_pact runs on one device (its phase switch changes which "
-                         "parameters take gradients, which DDP does not allow)")
+    """`python -m training.train_pact` or `torchrun --nproc_per_node N -m training.train_pact`:
+    under torchrun `batch_size` is the global batch, split evenly over the processes."""
     cfg, resume, args = parse_cli(DEFAULTS, argv, __doc__)
     total = cfg.identity_steps + cfg.joint_steps
     explicit = any(o.startswith("steps=") for o in args.overrides) or (
