@@ -6,7 +6,8 @@ import pytest
 
 from cir_core.text import split_sentences
 from cir_core.world import EDIT_TYPES, query_stream, render
-from training.embed_cache import build_train_cache, cache_key, load_train_cache, scene_hash
+from training.embed_cache import build_train_cache, cache_key, scene_hash
+from training.train_data import load_train_cache
 
 ATOL = 3e-3  # float16 storage
 

@@ -221,19 +221,6 @@ def build_train_cache(backbone, n: int, seed: int = 0, root: Path | None = None,
     return TrainEmbeddings(folder)
 
 
-def load_train_cache(backbone, n: int, seed: int = 0, root: Path | None = None, data: str = "world",
-                     image_root: str | None = None, **build_kw) -> TrainEmbeddings:
-    """The cache for (backbone, n, seed) of the world's training stream (`data="world"`), or of
-    the first `n` triplets of a real source (`itt:FILE`, `cirr:ROOT`, `fashioniq:ROOT`,
-    `lcirr:ROOT`; `training.real_cache`), built first if it does not exist yet."""
-    if data != "world":
-        from .real_cache import build_real_cache
-
-        return build_real_cache(data, backbone, image_root, n, root, workers=build_kw.get("workers", 0) or 2,
-                                progress=build_kw.get("progress", True))
-    return build_train_cache(backbone, n, seed, root, **build_kw)
-
-
 def main(argv: list[str] | None = None) -> None:
     from cir_core.backbone import DEFAULT_MODEL, load_backbone
 

@@ -195,7 +195,7 @@ def load_inputs(cfg: HeadSettings, backbone: Any = None):
     """(backbone, train cache) from a head's settings (`backbone` given: reuse it)."""
     from cir_core.backbone import load_backbone
 
-    from .embed_cache import load_train_cache
+    from .train_data import load_train_cache
 
     if backbone is None:
         dev = cfg.backbone_device or ("cuda" if torch.cuda.is_available() else "cpu")

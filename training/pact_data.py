@@ -73,7 +73,7 @@ class CacheSource:
 
     def __init__(self, backbone: Any, n_train: int, data_seed: int = 0, root: str | None = None,
                  workers: int = 0, data: str = "world", image_root: str | None = None):
-        from .embed_cache import load_train_cache
+        from .train_data import load_train_cache
 
         self.cache = load_train_cache(backbone, n_train, data_seed, Path(root) if root else None, data=data,
                                       image_root=image_root, workers=workers)
