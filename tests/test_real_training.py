@@ -110,3 +110,21 @@ def test_pact_trains_from_an_itt_file_and_refuses_cirr(itt_file, cirr_root, tiny
     run(task, cfg, resume=False)
     saved = json.loads((tmp_path / "i" / "export" / "config.json").read_text())
     assert saved["training"]["data"] == f"itt:{itt_file}"
+
+
+def test_lambda_chosen_on_a_real_val_split(cirr_root, tiny_backbone, tmp_path):
+    """val=cirr:ROOT: Chord λ is chosen on CIRR's own val split, scored by its evaluator."""
+    from _bench_fixtures import write_cirr as wc
+    from training import train_dice
+    from training.loop import run
+
+    val_names = [f"dev-{i}-0-img0" for i in range(8)]
+    wc(cirr_root, "val", val_names, [cirr_query(i, val_names[i], val_names[(i + 3) % 8], "more", val_names[:4])
+                                     for i in range(4)])
+    cfg = _cfg(train_dice, tmp_path, f"cirr:{cirr_root}", val=f"cirr:{cirr_root}", val_cache_root=str(tmp_path / "v"))
+    task = train_dice.DiCETask(cfg, tiny_backbone)
+    run(task, cfg, resume=False)
+    saved = json.loads((tmp_path / "export" / "config.json").read_text())
+    search = saved["metrics"]["lambda_search"]
+    # 8 gallery images: R@10 is not defined, so the next criterion (R@5) chooses
+    assert search["benchmark"] == "cirr" and search["criterion"] == "R@5" and search["n_queries"] == 4

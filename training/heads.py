@@ -78,44 +78,64 @@ def np_rng(rng: random.Random) -> np.random.Generator:
     return np.random.default_rng(rng.getrandbits(64))
 
 
-class ValBench:
-    """`n` queries of the world's val split, scored by the world benchmark itself (the eval CLI's
-    code); gallery embeddings cached on disk. The test split is never touched."""
+CRITERIA = ("R@10", "avg R@10", "mAP@10", "mean R@1", "R@5", "R@1")  # λ's criterion: the first reported
 
-    def __init__(self, backbone: Any, n: int, cache_root: Path | None = None, progress: bool = False):
+
+class ValBench:
+    """A labelled validation split, scored by its benchmark's own code (the eval CLI's): the
+    world's val split (`n` queries; the default) or a real one (`spec="cirr:ROOT"`, `lcirr:ROOT`,
+    `fashioniq:ROOT`, `circo:ROOT`, ...); gallery embeddings cached on disk. The test split is
+    never touched."""
+
+    def __init__(self, backbone: Any, n: int, cache_root: Path | None = None, progress: bool = False,
+                 spec: str = "world"):
         from cir_core.benchmarks import load_benchmark
         from cir_core.evaluation import embed
 
-        self.bench = load_benchmark("world", split="val", n_queries=n, image_size=backbone.image_size)
-        self.gallery = embed(self.bench.gallery(backbone.image_size), backbone, cache_root, progress)
+        name, _, root = spec.partition(":")
+        self.world = name == "world"
+        self.bench = (load_benchmark("world", split="val", n_queries=n, image_size=backbone.image_size)
+                      if self.world else load_benchmark(name, root, "val"))
+        self.emb = {k: embed(g, backbone, cache_root, progress) for k, g in self.bench.galleries().items()}
+        self.gallery = self.emb.get("gallery")
         self.n_queries = self.bench.n_queries()
 
-    def queries(self, method) -> Composed:
-        return self.bench.compose(method, self.gallery)
+    def queries(self, method) -> Composed | None:
+        """The world's queries composed once (a λ sweep reuses them); None: composed per scoring."""
+        return self.bench.compose(method, self.gallery) if self.world else None
 
-    def metrics(self, method, composed: Composed, lam: float | None) -> tuple[dict, dict]:
-        """(metrics, R@10 per edit type) for cosine (lam None) or Chord(lam)."""
+    def metrics(self, method, composed: Composed | None, lam: float | None) -> tuple[dict, dict]:
+        """(metrics, R@10 per edit type on the world) for cosine (lam None) or Chord(lam)."""
         opts = ScoreOpts("cosine") if lam is None else ScoreOpts("chord", lam)
-        res = self.bench.score(method, composed, self.gallery, opts)
-        return {k: round(float(v), 4) for k, v in res.metrics.items()}, res.extra["breakdown"]
+        res = (self.bench.score(method, composed, self.gallery, opts) if self.world
+               else self.bench.evaluate_method(method, self.emb, opts))
+        return {k: round(float(v), 4) for k, v in res.metrics.items()}, res.extra.get("breakdown", {})
+
+    def criterion(self, metrics: dict) -> str:
+        found = [c for c in CRITERIA if c in metrics]
+        if not found:
+            raise SystemExit(f"validation benchmark {self.bench.name} reports none of {CRITERIA}: {list(metrics)}")
+        return found[0]
 
     def report(self, method, lam: float | None = None) -> dict[str, float]:
-        """The periodic validation line: cosine metrics, R@10 per type, Chord(λ) R@1/R@10."""
+        """The periodic validation line: cosine metrics, R@10 per type, Chord(λ) at the criterion."""
         c = self.queries(method)
         cos, by_type = self.metrics(method, c, None)
         chord, _ = self.metrics(method, c, method.chord_lambda if lam is None else lam)
-        return {**{f"val_{k}": cos[k] for k in REPORTED}, **{f"val_{k}": v for k, v in by_type.items()},
-                "val_chord_R@1": chord["R@1"], "val_chord_R@10": chord["R@10"]}
+        key = self.criterion(cos)
+        return {**{f"val_{k}": cos[k] for k in REPORTED if k in cos}, **{f"val_{k}": v for k, v in by_type.items()},
+                **({"val_chord_R@1": chord["R@1"]} if "R@1" in chord else {}), f"val_chord_{key}": chord[key]}
 
     def select_lambda(self, method, grid: Sequence[float] = LAMBDA_GRID) -> tuple[float, dict]:
-        """Chord λ with the best val R@10 (ties: higher R@1, then closer to DEFAULT_LAMBDA);
-        PACT Table 14."""
+        """Chord λ with the best val R@10 (or the benchmark's nearest criterion; ties: higher R@1,
+        then closer to DEFAULT_LAMBDA); PACT Table 14."""
         c = self.queries(method)
         table = {float(l): self.metrics(method, c, float(l))[0] for l in grid}
-        best = max(table, key=lambda l: (table[l]["R@10"], table[l]["R@1"], -abs(l - DEFAULT_LAMBDA)))
-        return best, {"split": "val", "n_queries": self.n_queries, "criterion": "R@10",
-                      "R@10": {f"{l:g}": table[l]["R@10"] for l in table},
-                      "R@1": {f"{l:g}": table[l]["R@1"] for l in table}}
+        key = self.criterion(next(iter(table.values())))
+        best = max(table, key=lambda l: (table[l][key], table[l].get("R@1", 0.0), -abs(l - DEFAULT_LAMBDA)))
+        return best, {"split": "val", "benchmark": self.bench.name, "n_queries": self.n_queries, "criterion": key,
+                      key: {f"{l:g}": table[l][key] for l in table},
+                      **({"R@1": {f"{l:g}": table[l]["R@1"] for l in table}} if "R@1" in table[best] else {})}
 
 
 def export_method(method, wrapper: EMAWrapper, val: ValBench | None, dest: Path, cfg: LoopConfig,
@@ -151,6 +171,7 @@ class HeadSettings(LoopConfig):
     cache_root: str | None = None
     batch_size: int = 512
     ema: float = 0.9995
+    val: str = "world"  # the λ / validation split: the world's val, or a real benchmark (cirr:ROOT, ...)
     val_queries: int = 500
     val_cache_root: str | None = None
     lambda_grid: list = field(default_factory=lambda: list(LAMBDA_GRID))
@@ -167,7 +188,8 @@ class CachedHeadTask:
         """Backbone, train cache and val split (before the subclass builds its net)."""
         self.cfg = cfg
         self.backbone, self.cache = load_inputs(cfg, backbone)
-        self.val = ValBench(self.backbone, cfg.val_queries, cfg.val_cache_root) if cfg.val_queries else None
+        self.val = (ValBench(self.backbone, cfg.val_queries, cfg.val_cache_root, spec=cfg.val)
+                    if cfg.val_queries or cfg.val != "world" else None)
         self.last_logs: dict[str, float] = {}  # the final step's losses go into config.json
 
     def param_groups(self, cfg: LoopConfig) -> list[dict]:

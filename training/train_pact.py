@@ -70,6 +70,7 @@ class PACTSettings(LoopConfig, PACTConfig):
     preserve_weight: float = 1.0
     replay_weight: float = 1.0
     visual_weight: float = 1.0
+    val: str = "world"  # the λ / validation split: the world's val, or a real benchmark (cirr:ROOT, ...)
     val_queries: int = 200
     lambda_grid: list = field(default_factory=lambda: list(LAMBDA_GRID))
     val_lambda: float = 0.34  # the λ of the periodic validation line (the export chooses its own)
@@ -243,7 +244,7 @@ class PACTTask:
         every method's λ is chosen the same way."""
         if self._val is None:
             root = Path(self.cfg.val_cache_root) if self.cfg.val_cache_root else None
-            self._val = ValBench(self.backbone, self.cfg.val_queries, root)
+            self._val = ValBench(self.backbone, self.cfg.val_queries, root, spec=self.cfg.val)
         return self._val
 
     def _method(self, chord_lambda: float):
@@ -260,7 +261,7 @@ class PACTTask:
 
     def validate(self) -> dict[str, float]:
         by = self._scores(self.cfg.val_lambda)
-        return {f"val_{s}_{k}": round(m[k], 4) for s, m in by.items() for k in REPORTED}
+        return {f"val_{s}_{k}": round(m[k], 4) for s, m in by.items() for k in REPORTED if k in m}
 
     def export(self, out_dir: Path, metrics: dict[str, float]) -> None:
         """Choose Chord λ on val (ValBench's rule), then write the checkpoint to `export_dir`.
@@ -281,7 +282,7 @@ class PACTTask:
         m.save(dest, {**metrics, "val_cosine": final["cos"], "val_chord": final["chord"]},
                objective=self.cfg.objective, lambda_search=search, training=recipe)
         print(json.dumps({"exported": str(dest), "chord_lambda": lam,
-                          **{f"val_{s}_{k}": final[s][k] for s in final for k in REPORTED}}))
+                          **{f"val_{s}_{k}": final[s][k] for s in final for k in REPORTED if k in final[s]}}))
 
     def default_export(self, out_dir: Path) -> Path:
         """assets/methods/<name> for the two shipped methods; the run folder for other ablations."""
