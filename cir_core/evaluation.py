@@ -96,6 +96,15 @@ def format_table(report: dict) -> str:
 
 
 def format_progressions(report: dict) -> list[str]:
-    """One line per (method, scoring) whose benchmark measured a per-sentence progression."""
-    return [f"progression {name}/{sc}: " + ", ".join(f"{k}={v}" for k, v in extra["progression"].items())
-            for name, by in report["extra"].items() for sc, extra in by.items() if extra.get("progression")]
+    """One line per (method, scoring[, protocol]) whose benchmark measured a per-sentence
+    progression (a benchmark may report several protocols, each a dict of its own)."""
+    lines = []
+    for name, by in report["extra"].items():
+        for sc, extra in by.items():
+            prog = extra.get("progression") or {}
+            parts = prog.items() if prog and all(isinstance(v, dict) for v in prog.values()) else [(None, prog)]
+            for protocol, values in parts:
+                if values:
+                    tag = f"{name}/{sc}" + (f" [{protocol}]" if protocol else "")
+                    lines.append(f"progression {tag}: " + ", ".join(f"{k}={v}" for k, v in values.items()))
+    return lines

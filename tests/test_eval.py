@@ -6,6 +6,7 @@ import numpy as np
 from cir_core import eval as ev
 from cir_core.benchmarks.world import WorldBench
 from cir_core.evaluation import evaluate
+from cir_core.scoring import ScoreOpts
 
 METRICS = ["R@1", "R@5", "R@10", "R@50", "Rs@1", "Rs@2", "Rs@3", "mAP@5", "mAP@10", "mAP@25", "mAP@50",
            "identity@1", "edit@1"]
@@ -72,10 +73,13 @@ def test_cli_writes_json(tmp_path, monkeypatch, capsys):
 def test_progression_report(tiny_backbone, small_bench, tmp_path):
     rep, _ = evaluate(world(small_bench, progression=True), tiny_backbone, ["sum"], scorings=("cosine",),
                       cache=tmp_path / "cache", progress=False)
-    p = rep["extra"]["sum"]["cosine"]["progression"]
+    prog = rep["extra"]["sum"]["cosine"]["progression"]
+    assert set(prog) == {"prefix"}  # the sum baseline has no step states of its own
+    p = prog["prefix"]
     n_multi = sum(len(q.sentences) > 1 for q in small_bench.queries)
     assert p["queries"] == n_multi > 0
     assert 0 <= p["rank_improved"] <= p["rank_improved_or_held"] <= 1
+    assert 0 <= p["every_step_improved_or_held"] <= p["step_improved_or_held"] <= 1
 
 
 def test_cli_checkpoint_flag_is_validated(capsys):
@@ -91,3 +95,23 @@ def test_cli_creates_output_folders_before_loading_anything(tmp_path, monkeypatc
     assert dump.is_file() and len(dump.read_text().splitlines()) == 6
     (tmp_path / "file").write_text("x")
     assert ev.main(["--backbone", "local-dir:/never/loaded", "--dump-rankings", str(tmp_path / "file" / "rk.jsonl")]) == 2
+
+
+def test_a_native_progression_is_reported_under_both_protocols(tiny_backbone, small_bench, tmp_path):
+    """PACE-like states (q0 from the whole text) and the prefix protocol (q0 from sentences 1..k)
+    differ at the first step and agree at the last."""
+    from _cir_fakes import FakePACE, fake_trained_methods
+
+    with fake_trained_methods():
+        bench = world(small_bench, progression=True)
+        from cir_core.evaluation import embed
+
+        g = embed(bench.gallery(64), tiny_backbone, tmp_path / "cache", False)
+        m = FakePACE(tiny_backbone)
+        rep = bench.progression_report(m, g, ScoreOpts())
+    assert set(rep) == {"prefix", "states"}
+    assert rep["prefix"]["queries"] == rep["states"]["queries"] > 0
+    q = next(q for q in small_bench.queries if len(q.sentences) > 1)
+    ref = g[small_bench.reference_idx[small_bench.queries.index(q)]]
+    prefix, states = m.prefix_queries(ref, list(q.sentences)), m.progression(ref, list(q.sentences))
+    assert not np.allclose(prefix[0], states[0])  # states' q0 saw every sentence

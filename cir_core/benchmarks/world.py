@@ -108,23 +108,34 @@ class WorldBench:
             groups.setdefault("R@10[novel]" if q.novel else "R@10[seen]", []).append(h)
         return {k: round(float(np.mean(v)), 4) for k, v in sorted(groups.items())}
 
-    def progression_report(self, method: Method, g: np.ndarray, opts: ScoreOpts) -> dict[str, float]:
-        """Does retrieval sharpen as sentences accumulate? Over multi-sentence queries: R@10 after
-        the first sentence and after all of them, and the share of queries whose target rank
-        improves (or holds) from step 1 to step n. Uses the method's own progression (a native
-        one's step states; other methods recompose each prefix)."""
+    def progression_report(self, method: Method, g: np.ndarray, opts: ScoreOpts) -> dict[str, dict]:
+        """Does retrieval sharpen as sentences accumulate? Over multi-sentence queries, per
+        protocol: `prefix` (every method, PACE included, given only sentences 1..k: comparable
+        across methods) and, for a method with its own step states, `states` (its states on the
+        full text: PACE's q₀ already sees every sentence)."""
+        out = {"prefix": self._progression(method, g, opts, method.prefix_queries)}
+        if method.native_progression:
+            out["states"] = self._progression(method, g, opts, method.progression)
+        return out
+
+    def _progression(self, method: Method, g: np.ndarray, opts: ScoreOpts, steps) -> dict[str, float]:
         rows = [i for i, q in enumerate(self.world.queries) if len(q.sentences) > 1]
         if not rows:
             return {}
         t, qs = self.truth, self.world.queries
         width = max(len(qs[i].sentences) for i in rows)
-        ranks = prefix_ranks(lambda j: np.stack(method.progression(g[t["ref"][rows[j]]], list(qs[rows[j]].sentences))),
+        n = np.array([len(qs[i].sentences) for i in rows])
+        ranks = prefix_ranks(lambda j: np.stack(steps(g[t["ref"][rows[j]]], list(qs[rows[j]].sentences))),
                              method, g, t["ref"][rows], t["target"][rows], opts, width)
         first, last = ranks[:, 0], ranks[:, -1]
+        live = np.arange(1, width)[None, :] < n[:, None]  # transitions k -> k+1 that exist
+        held = ranks[:, 1:] <= ranks[:, :-1]
         return {"queries": len(rows), "R@10_first_sentence": round(float((first < 10).mean()), 4),
                 "R@10_all_sentences": round(float((last < 10).mean()), 4),
                 "rank_improved": round(float((last < first).mean()), 4),
                 "rank_improved_or_held": round(float((last <= first).mean()), 4),
+                "step_improved_or_held": round(float(held[live].mean()), 4),
+                "every_step_improved_or_held": round(float((held | ~live).all(1).mean()), 4),
                 "median_rank_first": float(np.median(first)), "median_rank_last": float(np.median(last))}
 
 

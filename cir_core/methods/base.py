@@ -136,7 +136,13 @@ class Method(ABC):
 
     def progression(self, ref: np.ndarray, sentences: Sequence[str]) -> list[np.ndarray]:
         """Queries after sentence 1, 1–2, …, 1–n for one reference (D,): a list of (D,) arrays.
-        The default recomposes each prefix; methods with step state override it."""
+        The default recomposes each prefix; methods with step state (`native_progression`)
+        override it with their own states."""
+        return self.prefix_queries(ref, sentences)
+
+    def prefix_queries(self, ref: np.ndarray, sentences: Sequence[str]) -> list[np.ndarray]:
+        """The query of each prefix: sentences 1..k composed from scratch, k = 1..n — what every
+        method would answer if it had been given only those sentences (comparable across methods)."""
         ref = self._check_ref(ref)[:1]
         prefixes = [" ".join(sentences[:k]) for k in range(1, len(sentences) + 1)]
         if not prefixes:
