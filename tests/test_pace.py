@@ -155,3 +155,24 @@ def test_refuses_another_dimension(tiny_backbone, tmp_path):
     assert cfg["embed_dim"] == tiny_backbone.dim and "hidden_mult" in cfg["arch"]
     with pytest.raises(CheckpointError, match="dimension"):
         PACE.from_checkpoint(SimpleNamespace(dim=64, id="small@x", device="cpu"), folder)
+
+
+def test_mining_over_the_whole_gallery_equals_a_bank_of_every_image(head_cfg, tiny_backbone):
+    """bank_size=0 mines every training image (seed 002); step by step it equals the one-shot
+    definition on a bank holding them all."""
+    from training.train_pace import DEFAULTS, PACETask, mine_hard_negatives
+
+    task = PACETask(head_cfg(DEFAULTS, bank_size=0), tiny_backbone)
+    b = task.batch(0, 0, random.Random(0))
+    assert "bank" not in b
+    bank, keys = task.whole_bank()
+    assert len(bank) == 2 * len(task.cache)
+    states = task.model(b["v_r"], b["text"], b["sents"], b["n"]).detach()
+    idx, valid = mine_hard_negatives(states, b["n"], b["v_t"], bank, keys, b["t_key"], 8, 64)
+    scores = torch.einsum("bkd,md->bkm", states, bank)
+    pos = torch.einsum("bkd,bd->bk", states, b["v_t"])
+    for r in range(len(idx)):
+        for j in idx[r][valid[r]].tolist():
+            assert keys[j] != b["t_key"][r]
+            assert (scores[r, : int(b["n"][r]) + 1, j] > pos[r, : int(b["n"][r]) + 1]).any()
+    task.loss(task.model, b)  # the loss runs on the whole bank

@@ -186,7 +186,7 @@ def build_task(trainer: str, backbone: Any, args: argparse.Namespace, dev: str, 
     ov = {"steps": steps, "device": dev, "out_dir": str(out / trainer), "eval_every": steps + 1,
           "ckpt_every": steps + 1, "log_every": max(1, steps // 20), "threads": int(args.threads),
           "batch_size": batch, "backbone": args.model, "pretrained": None, "render_workers": 0,
-          "val_queries": 0, "data": {"embed-cache": "world", "caption-stream": "stream"}[t.data],
+          "val_queries": 0, "val": "world", "data": {"embed-cache": "world", "caption-stream": "stream"}[t.data],
           **(t.scale(steps) if t.scale else {})}
     if not dev.startswith("cuda"):
         ov["precision"] = "auto"  # fp32: the configs ask for bf16 autocast, which is CUDA's

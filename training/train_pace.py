@@ -45,7 +45,7 @@ class PACESettings(HeadSettings, PACEConfig):
     ema: float = 0.999
     long_fraction: float = 0.6
     tau: float = 0.05
-    bank_size: int = 8192
+    bank_size: int = 8192  # 0: the whole training gallery (every reference and target), as seed 002
     mine_per_step: int = 8
     mine_cap: int = 64
     step_loss: float = 0.0
@@ -68,18 +68,19 @@ def mine_hard_negatives(states: torch.Tensor, n: torch.Tensor, positives: torch.
     the positive's key (the same scene) are never returned."""
     states, positives, bank = states.float(), positives.float(), bank.float()
     B, K1, _ = states.shape
-    scores = torch.einsum("bkd,md->bkm", states, bank)  # (B, K+1, M)
-    pos = torch.einsum("bkd,bd->bk", states, positives)
-    above = scores > pos[..., None]
-    above &= (torch.arange(K1, device=n.device)[None] <= n[:, None])[..., None]
-    if bank_keys is not None and pos_keys is not None:
-        above &= (bank_keys[None, :] != pos_keys[:, None])[:, None, :]
-    masked = scores.masked_fill(~above, float("-inf"))
-    top_v, top_i = masked.topk(min(per_step, bank.shape[0]), dim=-1)  # (B, K+1, m)
-    hits = torch.zeros(B, bank.shape[0], device=bank.device)
-    hits.scatter_add_(1, top_i.flatten(1), torch.isfinite(top_v).flatten(1).float())
-    final = scores[torch.arange(B, device=n.device), n]  # q_n's scores rank the union
-    v, idx = final.masked_fill(hits == 0, float("-inf")).topk(min(cap, bank.shape[0]), dim=-1)
+    M = bank.shape[0]
+    same = (bank_keys[None, :] == pos_keys[:, None]) if bank_keys is not None and pos_keys is not None else None
+    hits = torch.zeros(B, M, device=bank.device)
+    final = torch.empty(B, M, device=bank.device)
+    for k in range(K1):  # one step at a time: (B, M) scores, whatever the bank's size
+        scores = states[:, k] @ bank.T
+        final[n == k] = scores[n == k]  # q_n's scores rank the union
+        above = (scores > (states[:, k] * positives).sum(-1, keepdim=True)) & (k <= n)[:, None]
+        if same is not None:
+            above &= ~same
+        top_v, top_i = scores.masked_fill(~above, float("-inf")).topk(min(per_step, M), dim=-1)
+        hits.scatter_add_(1, top_i, torch.isfinite(top_v).float())
+    v, idx = final.masked_fill(hits == 0, float("-inf")).topk(min(cap, M), dim=-1)
     return idx, torch.isfinite(v)
 
 
@@ -127,16 +128,25 @@ class PACETask(CachedHeadTask):
         sents = np.zeros((len(idx), int(n.max()), c.dim), np.float32)
         for r, i in enumerate(idx):
             sents[r, :n[r]] = c.sentences(int(i))
-        m = min(cfg.bank_size, 2 * len(c))
-        pick = g.choice(2 * len(c), m, replace=False)  # rows < N: references, else targets
-        ref_rows, tgt_rows = pick[pick < len(c)], pick[pick >= len(c)] - len(c)
-        bank = np.concatenate([c.image("ref", ref_rows), c.image("tgt", tgt_rows)])
-        keys = np.concatenate([c.ref_key[ref_rows], c.tgt_key[tgt_rows]])
         tkey = c.tgt_key[idx]
         t = lambda a: torch.from_numpy(np.ascontiguousarray(a))  # noqa: E731
-        return {"v_r": t(c.image("ref", idx)), "text": t(c.text(c.edit[idx])), "sents": t(sents),
-                "n": t(n.astype(np.int64)), "v_t": t(c.image("tgt", idx)), "t_key": t(tkey),
-                "bank": t(bank), "bank_keys": t(keys), "same": t(tkey[:, None] == tkey[None, :])}
+        out = {"v_r": t(c.image("ref", idx)), "text": t(c.text(c.edit[idx])), "sents": t(sents),
+               "n": t(n.astype(np.int64)), "v_t": t(c.image("tgt", idx)), "t_key": t(tkey),
+               "same": t(tkey[:, None] == tkey[None, :])}
+        if 0 < cfg.bank_size < 2 * len(c):  # a random bank each step; else the whole gallery (loss)
+            pick = g.choice(2 * len(c), cfg.bank_size, replace=False)  # rows < N: references, else targets
+            ref_rows, tgt_rows = pick[pick < len(c)], pick[pick >= len(c)] - len(c)
+            out["bank"] = t(np.concatenate([c.image("ref", ref_rows), c.image("tgt", tgt_rows)]))
+            out["bank_keys"] = t(np.concatenate([c.ref_key[ref_rows], c.tgt_key[tgt_rows]]))
+        return out
+
+    def whole_bank(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Every training image (references and targets) and its scene key, built once."""
+        if getattr(self, "_bank", None) is None:
+            c, every = self.cache, np.arange(len(self.cache))
+            self._bank = (torch.from_numpy(np.concatenate([c.image("ref", every), c.image("tgt", every)])),
+                          torch.from_numpy(np.concatenate([c.ref_key, c.tgt_key])))
+        return self._bank
 
     def loss(self, model, batch) -> tuple[torch.Tensor, dict[str, float]]:
         dev = next(self.model.parameters()).device
@@ -144,9 +154,10 @@ class PACETask(CachedHeadTask):
         cfg = self.cfg
         tau = cfg.tau
         states = model(b["v_r"], b["text"], b["sents"], b["n"]).float()  # (B, K+1, D)
-        idx, valid = mine_hard_negatives(states.detach(), b["n"], b["v_t"], b["bank"], b["bank_keys"],
-                                         b["t_key"], cfg.mine_per_step, cfg.mine_cap)
-        hard = b["bank"][idx]  # (B, C, D)
+        bank, keys = (b["bank"], b["bank_keys"]) if "bank" in b else (t.to(dev) for t in self.whole_bank())
+        idx, valid = mine_hard_negatives(states.detach(), b["n"], b["v_t"], bank, keys, b["t_key"],
+                                         cfg.mine_per_step, cfg.mine_cap)
+        hard = bank[idx]  # (B, C, D)
         q_n = final_state(states, b["n"])
         main = info_nce(q_n, b["v_t"], tau, b["same"], hard, valid)
         total, logs = main, {"nce": main.item(), "hard": valid.float().sum(1).mean().item()}
