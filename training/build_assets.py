@@ -6,7 +6,9 @@ The steps are `training.registry`'s trainers, in order: the tiny open_clip backb
 the world → assets/backbone/cir-tiny-vit/; the embed cache (frozen embeddings of 20k training
 queries, not shipped, that DiCE, PACE and PACT's targets train on); then every method →
 assets/methods/<name>/ (config.json + model.safetensors), each with its Chord λ chosen on val.
-Each step resumes from its run folder unless --fresh is given.
+Each step resumes from its run folder unless --fresh is given. `--seeds 0,1,2` trains every method
+once per seed: seed 0 is the shipped checkpoint, seed s > 0 goes to runs/seeds/<method>/s<s>/
+(`training.seed_report` evaluates them all and writes the mean ± std tables and the intervals).
 """
 from __future__ import annotations
 
@@ -22,18 +24,37 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--only", default=",".join(list_trainers()),
                     help=f"comma-separated subset of {list_trainers()}")
     ap.add_argument("--fresh", action="store_true", help="delete each step's run folder first")
+    ap.add_argument("--seeds", default="0", help="comma-separated training seeds for the methods (0: shipped)")
     args = ap.parse_args(argv)
+    seeds = [int(x) for x in args.seeds.split(",") if x.strip()]
     names = [s.strip() for s in args.only.split(",") if s.strip()]
     unknown = [n for n in names if n not in list_trainers()]
     if unknown:
         raise SystemExit(f"unknown step(s) {unknown}; steps: {list_trainers()}")
     for name in names:
         t = get_trainer(name)
-        if args.fresh and t.run_dir and Path(t.run_dir).exists():
-            shutil.rmtree(t.run_dir)
-        argv_ = (["--config", t.config] if t.config else []) + list(t.args)
-        print(f"== {name}: python -m {t.module} {' '.join(argv_)}", flush=True)
-        t.main(argv_)
+        for seed in seeds if t.method else [0]:
+            argv_ = (["--config", t.config] if t.config else []) + list(t.args) + seed_overrides(t, seed)
+            run_dir = f"runs/seeds/{t.name}/s{seed}/run" if seed else t.run_dir
+            if args.fresh and run_dir and Path(run_dir).exists():
+                shutil.rmtree(run_dir)
+            print(f"== {name} (seed {seed}): python -m {t.module} {' '.join(argv_)}", flush=True)
+            t.main(argv_)
+
+
+def seed_overrides(t, seed: int) -> list[str]:
+    """A method's run for `seed`: seed 0 as configured (the shipped checkpoint), another seed in
+    its own run and export folders."""
+    if not seed:
+        return []
+    return [f"seed={seed}", f"out_dir=runs/seeds/{t.name}/s{seed}/run", f"export_dir={seed_export(t.name, seed)}"]
+
+
+def seed_export(method: str, seed: int) -> Path:
+    """Where seed `seed`'s checkpoint of `method` is (seed 0: the shipped one)."""
+    from cir_core.methods import default_checkpoint
+
+    return default_checkpoint(method) if not seed else Path("runs/seeds") / method / f"s{seed}" / "export"
 
 
 if __name__ == "__main__":
