@@ -128,4 +128,9 @@ def test_bad_files_name_the_culprit(fiq_root):
     with pytest.raises(BenchmarkError, match="target 'B00NOPE' is not in split.shirt.val.json"):
         fashioniq.load(fiq_root)
     with pytest.raises(BenchmarkError, match="val split"):
+        fashioniq.load(fiq_root, "train")
+    for c in ("dress", "shirt", "toptee"):  # the official test captions have no target
+        (fiq_root / "image_splits" / f"split.{c}.test.json").write_text(json.dumps(S))
+        (fiq_root / "captions" / f"cap.{c}.test.json").write_text(json.dumps([{"candidate": S[0], "captions": ["a", "b"]}]))
+    with pytest.raises(BenchmarkError, match=r"cap\.dress\.test\.json entry 0: no 'target' \(FashionIQ's test targets"):
         fashioniq.load(fiq_root, "test")

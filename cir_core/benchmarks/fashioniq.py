@@ -163,24 +163,28 @@ class ImageFinder:
         return paths  # type: ignore[return-value]
 
 
-def cap_path(root: Path, cat: str) -> Path:
-    return root / "captions" / f"cap.{cat}.val.json"
+def cap_path(root: Path, cat: str, split: str = "val") -> Path:
+    return root / "captions" / f"cap.{cat}.{split}.json"
 
 
 def load_category(root: Path, cat: str, protocol: str = DEFAULT_PROTOCOL,
-                  finder: ImageFinder | None = None) -> Category:
+                  finder: ImageFinder | None = None, split: str = "val") -> Category:
     finder = finder or ImageFinder(root)
-    split_path = root / "image_splits" / f"split.{cat}.val.json"
+    split_path = root / "image_splits" / f"split.{cat}.{split}.json"
     names = read_json(split_path)
     if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
         raise BenchmarkError(f"{split_path}: expected a non-empty list of image names")
     known = {n: i for i, n in enumerate(names)}
     if len(known) != len(names):
         raise BenchmarkError(f"{split_path}: an image name is listed twice")
-    path = cap_path(root, cat)
+    path = cap_path(root, cat, split)
     caps = read_json(path)
     if not isinstance(caps, list) or not caps:
         raise BenchmarkError(f"{path}: expected a non-empty list of triplets")
+    hidden = next((i for i, c in enumerate(caps) if isinstance(c, dict) and "target" not in c), None)
+    if split == "test" and hidden is not None:
+        raise BenchmarkError(f"{path} entry {hidden}: no 'target' (FashionIQ's test targets are not public; "
+                             "evaluate --split val)")
     texts, refs, targets = [], [], []
     for i, c in enumerate(caps):
         where = f"{path} entry {i}"
@@ -195,8 +199,8 @@ def load_category(root: Path, cat: str, protocol: str = DEFAULT_PROTOCOL,
         targets.append(known[tgt])
     extra = [n for n in dict.fromkeys(refs) if n not in known]
     paths = finder.require(names + extra, cat)
-    gallery = StoredGallery(f"fashioniq-{cat}-val", [GalleryItem(n, p, {}) for n, p in zip(names, paths)])
-    ref_gallery = StoredGallery(f"fashioniq-{cat}-val-refs",
+    gallery = StoredGallery(f"fashioniq-{cat}-{split}", [GalleryItem(n, p, {}) for n, p in zip(names, paths)])
+    ref_gallery = StoredGallery(f"fashioniq-{cat}-{split}-refs",
                                 [GalleryItem(n, p, {}) for n, p in zip(extra, paths[len(names):])])
     pos = {**known, **{n: len(gallery) + i for i, n in enumerate(extra)}}
     return Category(cat, gallery, texts, np.array([pos[r] for r in refs], np.int64),
@@ -205,18 +209,20 @@ def load_category(root: Path, cat: str, protocol: str = DEFAULT_PROTOCOL,
 
 def load(root: str | Path, split: str = "val", protocol: str | None = None,
          subset: str | tuple[str, ...] | None = None) -> FashionIQBench:
-    """FashionIQ validation (the only split with public targets) from ROOT, validated: every
+    """FashionIQ validation (the only split with public targets; a test split whose triplets all
+    carry `target`, as the world's export does, is scored too) from ROOT, validated: every
     category, or the `subset` named ('dress,toptee'); `protocol` clip4cir (default) or both-orders."""
-    if split != "val":
+    if split not in ("val", "test"):
         raise BenchmarkError(f"FashionIQ is evaluated on its val split (test targets are not public), not {split!r}")
     root = Path(root).expanduser()
     text = pick(protocol, tuple(PROTOCOLS), "FashionIQ --protocol", DEFAULT_PROTOCOL)
     chosen = parse_subset(subset, CATEGORIES, "category")
     cats = chosen or CATEGORIES
-    missing = [c for c in cats if not cap_path(root, c).is_file()]
+    missing = [c for c in cats if not cap_path(root, c, split).is_file()]
     if missing:
         hint = "" if chosen else " (to evaluate only some categories, name them: --subset dress,toptee)"
         raise BenchmarkError(f"{root}: FashionIQ caption file(s) not found: "
-                             + ", ".join(str(cap_path(root, c).relative_to(root)) for c in missing) + hint)
+                             + ", ".join(str(cap_path(root, c, split).relative_to(root)) for c in missing) + hint)
     finder = ImageFinder(root)
-    return FashionIQBench([load_category(root, c, text, finder) for c in cats], text, chosen is not None)
+    return FashionIQBench([load_category(root, c, text, finder, split) for c in cats], text, chosen is not None,
+                          split)
