@@ -33,7 +33,7 @@ from ..benchmark import WorldBenchmark, build_benchmark
 from ..data import WorldQuery, query_stream
 from ..language import edit_text
 from ..render import RENDER_VERSION, render
-from ..spec import NAMES, identity_look
+from ..spec import identity_look
 
 FORMATS = ("cirr", "circo", "fashioniq", "genecis", "lcirr", "movienet", "itt")
 SPLITS = ("test", "val", "train")
@@ -123,7 +123,7 @@ def shared_concept(bench: WorldBenchmark, row: int) -> str:
 
 
 # -- CIRR and L-CIRR ---------------------------------------------------------------------------
-def _cirr(bench: WorldBenchmark, out: Out, split: str) -> dict[str, Any]:
+def export_cirr(bench: WorldBenchmark, out: Out, split: str) -> dict[str, Any]:
     s = {"val": "val", "test": "test1"}[split]
     folder = "dev" if s == "val" else s
     names = [f"{folder}-{i}-0-img0" for i in range(len(bench.items))]
@@ -147,12 +147,8 @@ def _cirr(bench: WorldBenchmark, out: Out, split: str) -> dict[str, Any]:
     return {"split_name": s, "queries": len(caps), "gallery": len(names)}
 
 
-def export_cirr(bench: WorldBenchmark, out: Out, split: str) -> dict[str, Any]:
-    return _cirr(bench, out, split)
-
-
 def export_lcirr(bench: WorldBenchmark, out: Out, split: str) -> dict[str, Any]:
-    summary = _cirr(bench, out, split)
+    summary = export_cirr(bench, out, split)
     s = summary["split_name"]
     names = {w: n for n, w in out.items.items()}
     rows = [{"pairid": i, "reference": names[bench.items[bench.reference_idx[i]].item_id],
