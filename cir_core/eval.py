@@ -33,6 +33,12 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--n-queries", type=int, default=None, help="world: default 1000 (test), 500 (val)")
     ap.add_argument("--progression", action="store_true",
                     help="world: also measure R@10 after sentence 1 vs after all sentences (multi-sentence queries)")
+    ap.add_argument("--protocol", default=None,
+                    help="where published code disagrees (printed with every table): circo keep-reference "
+                         "(default, the authors' code) | remove-reference; fashioniq clip4cir (default) | both-orders")
+    ap.add_argument("--subset", default=None,
+                    help="evaluate only these GeneCIS tasks / FashionIQ categories (comma-separated); "
+                         "without it every one is required")
     ap.add_argument("--submission", type=Path, default=None,
                     help="write the test server's file(s) here (one method, one scoring)")
     ap.add_argument("--scoring", default="cosine,chord")
@@ -92,12 +98,14 @@ def run(args: argparse.Namespace, cfg: EngineConfig):
         _check_writable(out)
     generated = args.benchmark in GENERATED
     world_opts = {"n_queries": args.n_queries, "progression": args.progression}
-    bench = None if generated else load_benchmark(args.benchmark, args.root, args.split)
+    bench = None if generated else load_benchmark(args.benchmark, args.root, args.split,
+                                                  protocol=args.protocol, subset=args.subset)
     if args.submission and not hasattr(bench, "write_submission"):
         raise CIRError(f"{args.benchmark} has no test server; --submission applies to cirr and circo")
     backbone = load_backbone(cfg.backbone or DEFAULT_BACKBONE, cfg.pretrained, device=cfg.device)
     if bench is None:
-        bench = load_benchmark(args.benchmark, args.root, args.split, image_size=backbone.image_size, **world_opts)
+        bench = load_benchmark(args.benchmark, args.root, args.split, image_size=backbone.image_size,
+                               protocol=args.protocol, subset=args.subset, **world_opts)
     dump = open(args.dump_rankings, "w") if args.dump_rankings else None
     try:
         report, raw = evaluate(bench, backbone, methods, scorings, args.lam, args.chord_variant,

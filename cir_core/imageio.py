@@ -1,4 +1,10 @@
-"""Robust image loading: any file or upload in, an RGB ``PIL.Image`` out, or an ``ImageLoadError``."""
+"""Robust image loading: any file or upload in, an RGB ``PIL.Image`` out, or an ``ImageLoadError``.
+
+`load_image` is the app's: EXIF orientation applied (a phone photo comes out upright), modes
+flattened onto white. `open_as_stored` / `load_image_as_stored` decode a benchmark's files as the
+official loaders do (`PIL.Image.open(path)`, then `.convert("RGB")` in the preprocessing): the
+pixels as stored, no EXIF transposition, PIL's own mode conversion.
+"""
 from __future__ import annotations
 
 import io
@@ -100,6 +106,56 @@ def load_image(src: ImageSource, max_pixels: int = DEFAULT_MAX_PIXELS, draft: in
         # Truncated or corrupt data surfaces as OSError, SyntaxError (bad headers) or ValueError.
         _close_ours(img, src)
         raise ImageLoadError(f"cannot load image {name}: corrupt or truncated ({exc})") from None
+
+
+def open_as_stored(src: ImageSource, max_pixels: int = DEFAULT_MAX_PIXELS) -> Image.Image:
+    """``src`` decoded as stored: its own mode, no EXIF transposition (what ``PIL.Image.open``
+    gives the official benchmark loaders), fully loaded. The same guards and errors as
+    ``load_image`` (missing, not an image, corrupt, truncated, over ``max_pixels``)."""
+    name = _describe(src)
+    img = None
+    try:
+        img = _open(src, name)
+        width, height = img.size
+        if width * height > max_pixels:
+            raise ImageLoadError(
+                f"cannot load image {name}: {width}x{height} = {width * height:,} pixels "
+                f"exceeds the limit of {max_pixels:,}"
+            )
+        img.load()
+        return img
+    except ImageLoadError:
+        _close_ours(img, src)
+        raise
+    except Image.DecompressionBombError as exc:
+        _close_ours(img, src)
+        raise ImageLoadError(f"cannot load image {name}: too large ({exc})") from None
+    except Image.UnidentifiedImageError:
+        raise ImageLoadError(f"cannot load image {name}: not a recognised image format") from None
+    except (OSError, ValueError, SyntaxError, EOFError) as exc:
+        _close_ours(img, src)
+        raise ImageLoadError(f"cannot load image {name}: corrupt or truncated ({exc})") from None
+
+
+def rgb_as_official(img: Image.Image) -> Image.Image:
+    """``img.convert("RGB")`` as the official loaders' preprocessing does it (alpha dropped, not
+    flattened), with the file's metadata left behind: a later ``load_image`` of the result (the
+    backbone's batch path) must not apply an EXIF or XMP orientation the official code ignores."""
+    out = img.convert("RGB")
+    if out is img:
+        out = img.copy()
+    out.info = {}
+    return out
+
+
+def load_image_as_stored(src: ImageSource, max_pixels: int = DEFAULT_MAX_PIXELS) -> Image.Image:
+    """A benchmark image as the official loaders decode it: ``open_as_stored`` then
+    ``rgb_as_official``."""
+    img = open_as_stored(src, max_pixels)
+    try:
+        return rgb_as_official(img)
+    finally:
+        _close_ours(img, src)
 
 
 def _close_ours(img: Image.Image | None, src: ImageSource) -> None:

@@ -69,15 +69,20 @@ def _dump(path: Path, obj) -> None:
 
 
 def write_cirr(root: Path, split: str, names: list[str], queries: list[dict],
-               img_raw: bool = True) -> Path:
-    """CIRR rc2: image i of `names` is colour i, under img_raw/<dev|test1>/; `queries` are the
-    caption entries, written as given (pairid, reference, target_hard, caption, img_set)."""
+               img_raw: bool = True, layout: str | None = None) -> Path:
+    """CIRR rc2: image i of `names` is colour i; `queries` are the caption entries, written as
+    given (pairid, reference, target_hard, caption, img_set). Layouts: "official" (the CIRR
+    README: captions/, image_splits/, img_raw/<dev|test1>/), "searle" (SEARLE / CLIP4Cir:
+    cirr/captions/, cirr/image_splits/, <dev|test1>/ beside cirr/), "flat" (images directly under
+    ROOT); `img_raw=False` is "flat"."""
+    layout = layout or ("official" if img_raw else "flat")
     sub = "dev" if split == "val" else split
-    base = root / "img_raw" if img_raw else root
+    ann = root / "cirr" if layout == "searle" else root
+    base = root / "img_raw" if layout == "official" else root
     for i, n in enumerate(names):
         write_image(base / sub / f"{n}.png", i)
-    _dump(root / "image_splits" / f"split.rc2.{split}.json", {n: f"./{sub}/{n}.png" for n in names})
-    _dump(root / "captions" / f"cap.rc2.{split}.json", queries)
+    _dump(ann / "image_splits" / f"split.rc2.{split}.json", {n: f"./{sub}/{n}.png" for n in names})
+    _dump(ann / "captions" / f"cap.rc2.{split}.json", queries)
     return root
 
 
@@ -104,13 +109,14 @@ def write_circo(root: Path, ids: list[int], annotations: dict[str, list[dict]],
 
 
 def write_fashioniq(root: Path, category: str, names: list[str], triplets: list[dict],
-                    first: int = 0, extra_images: dict[str, int] | None = None) -> Path:
-    """FashionIQ val of one category: names[i] is colour first+i; extra_images are written
+                    first: int = 0, extra_images: dict[str, int] | None = None, ext: str = ".jpg") -> Path:
+    """FashionIQ val of one category: names[i] is colour first+i, as images/<name>.jpg (the
+    name CLIP4Cir, SEARLE and the start kit read; `ext` for another); extra_images are written
     (name -> colour) but not listed in the split file."""
     for i, n in enumerate(names):
-        write_image(root / "images" / f"{n}.png", first + i)
+        write_image(root / "images" / f"{n}{ext}", first + i)
     for n, i in (extra_images or {}).items():
-        write_image(root / "images" / f"{n}.png", i)
+        write_image(root / "images" / f"{n}{ext}", i)
     _dump(root / "image_splits" / f"split.{category}.val.json", names)
     _dump(root / "captions" / f"cap.{category}.val.json", triplets)
     return root

@@ -53,6 +53,42 @@ def test_images_directly_under_root_and_chord_runs(tmp_path):
     assert rep["results"]["image-only"]["chord"] == rep["results"]["image-only"]["cosine"]
 
 
+def test_searle_clip4cir_layout(tmp_path):
+    """SEARLE, CLIP4Cir and GeneCIS keep ROOT/cirr/{captions,image_splits} and the images at
+    ROOT/dev, ROOT/test1: --root ROOT works, and so does --root ROOT/cirr."""
+    root = write_cirr(tmp_path / "searle", "val", N, _val_queries(), layout="searle")
+    assert not (root / "captions").exists() and (root / "cirr" / "captions").is_dir() and (root / "dev").is_dir()
+    for r in (root, root / "cirr"):
+        bench = load_benchmark("cirr", r, "val")
+        assert bench.n_queries() == 4 and "SEARLE" in bench.layout
+        _, raw = evaluate(bench, IndexBackbone(), ["text-only"], ("cosine",), cache=tmp_path / "c", progress=False)
+        assert raw[("text-only", "cosine")].metrics["R@5"] == 0.75
+    official = load_benchmark("cirr", write_cirr(tmp_path / "off", "val", N, _val_queries()), "val")
+    assert official.layout.startswith("official")
+    with pytest.raises(BenchmarkError, match=r"no CIRR split file; expected image_splits/split\.rc2\.val\.json"):
+        load_benchmark("cirr", tmp_path, "val")
+    (root / "dev" / f"{N[0]}.png").unlink()  # the first image decides where the images are
+    with pytest.raises(BenchmarkError, match="first image './dev/dev-0-0-img0.png' is in none of"):
+        load_benchmark("cirr", root, "val")
+
+
+def test_images_are_decoded_as_stored(tmp_path):
+    """No EXIF transposition (the official loaders use PIL.Image.open + convert('RGB'))."""
+    from PIL import Image
+    root = write_cirr(tmp_path / "exif", "val", N, _val_queries())
+    path = root / "img_raw" / "dev" / f"{N[1]}.jpg"
+    im = Image.new("RGB", (40, 20), (200, 10, 10))
+    exif = im.getexif()
+    exif[0x0112] = 6  # rotate 90° on display
+    im.save(path, exif=exif.tobytes())
+    split = root / "image_splits" / "split.rc2.val.json"
+    split.write_text(json.dumps({**json.loads(split.read_text()), N[1]: f"./dev/{N[1]}.jpg"}))
+    bench = load_benchmark("cirr", root, "val")
+    got = bench.gallery.load_image(bench.gallery.index_of(N[1]))
+    assert got.size == (40, 20) and not got.info
+    assert "as-stored" in bench.gallery.fingerprint(0)
+
+
 def test_test1_submission_files_validate(tmp_path):
     names = [f"test1-{i}-0-img0" for i in range(55)]
     qs = [cirr_query(7, names[0], None, "w:3=0.9,0=1,5=0.5", [names[0], names[3], names[5], names[9], names[1], names[2]]),
@@ -60,6 +96,8 @@ def test_test1_submission_files_validate(tmp_path):
     root = write_cirr(tmp_path / "t", "test1", names, qs)
     bench = load_benchmark("cirr", root, "test")
     assert not bench.labelled
+    with pytest.raises(BenchmarkError, match="cirr has no option --protocol"):
+        load_benchmark("cirr", root, "test", protocol="keep-reference")
     _, raw = evaluate(bench, IndexBackbone(), ["text-only"], ("cosine",), cache=tmp_path / "c", progress=False)
     files = bench.write_submission(raw[("text-only", "cosine")], tmp_path / "pred.json")
     rec, sub = (json.loads(f.read_text()) for f in files)

@@ -1,5 +1,6 @@
-"""GeneCIS evaluator on tiny official-format fixtures: the official crop, per-query galleries with
-the target at candidate 0, hand-computed R@1/2/3 per task and the mean R@1."""
+"""GeneCIS evaluator on tiny official-format fixtures: the official crop (on the pixels as stored),
+per-query galleries with the target at candidate 0, hand-computed R@1/2/3 per task and the mean
+R@1, string image ids in the attribute tasks, a missing task file, a subset of tasks."""
 import json
 
 import numpy as np
@@ -17,7 +18,8 @@ COCO = {139: 10, 285: 11, 632: 12, 724: 13}
 
 
 def vg(i, box=(2, 3, 10, 6)):
-    return {"image_id": i, "instance_bbox": list(box), "object_name": "shirt"}
+    # as in the released attribute files (from VAW): the image id is a string
+    return {"image_id": str(i), "instance_bbox": list(box), "object_name": "shirt"}
 
 
 def coco(i):
@@ -41,10 +43,20 @@ def gen_root(tmp_path):
     return root
 
 
-def test_metrics_match_hand_computed(gen_root, tmp_path, capsys):
-    bench = load_benchmark("genecis", gen_root, "val")
-    assert "change_attribute" in capsys.readouterr().err  # missing tasks are named
+def test_missing_task_is_an_error_unless_a_subset_is_asked(gen_root):
+    with pytest.raises(BenchmarkError, match=r"task file\(s\) not found: genecis/change_attribute\.json, "
+                                             r"genecis/focus_object\.json \(mean R@1 is over all four tasks"):
+        load_benchmark("genecis", gen_root, "val")
+    with pytest.raises(BenchmarkError, match="task file.*not found: genecis/focus_object.json$"):
+        load_benchmark("genecis", gen_root, "val", subset="focus_object,change_object")
+    with pytest.raises(BenchmarkError, match="unknown task 'focus'"):
+        load_benchmark("genecis", gen_root, "val", subset="focus")
+
+
+def test_metrics_match_hand_computed(gen_root, tmp_path):
+    bench = load_benchmark("genecis", gen_root, "val", subset="change_object,focus_attribute")
     assert [t.name for t in bench.tasks] == ["focus_attribute", "change_object"]
+    assert "subset of tasks: focus_attribute, change_object (mean R@1 over these only)" in bench.protocol
     _, raw = evaluate(bench, IndexBackbone(), ["text-only"], ("cosine",), cache=tmp_path / "c", progress=False)
     m = raw[("text-only", "cosine")].metrics
     assert m["focus_attribute R@1"] == pytest.approx(1 / 3)
@@ -71,8 +83,46 @@ def test_official_crop_dilate_and_pad():
     assert sq.getpixel((24, 33)) == (200, 10, 10) and sq.getpixel((25, 0)) == (0, 0, 0)
 
 
+def test_all_four_tasks_and_int_ids(gen_root, tmp_path):
+    fa = json.loads((gen_root / "genecis" / "focus_attribute.json").read_text())
+    for s in fa:  # an int image id (older templates) names the same item as its string
+        s["reference"]["image_id"] = int(s["reference"]["image_id"])
+    (gen_root / "genecis" / "change_attribute.json").write_text(json.dumps(fa))
+    (gen_root / "genecis" / "focus_object.json").write_text((gen_root / "genecis" / "change_object.json").read_text())
+    bench = genecis.load(gen_root)
+    assert [t.name for t in bench.tasks] == list(genecis.TASKS) and "tasks: focus_attribute, change_attribute" in bench.protocol
+    assert bench.tasks[1].gallery.ids == bench.tasks[0].gallery.ids
+    _, raw = evaluate(bench, IndexBackbone(), ["text-only"], ("cosine",), cache=tmp_path / "c", progress=False)
+    m = raw[("text-only", "cosine")].metrics
+    assert m["mean R@1"] == pytest.approx((1 / 3 + 1 / 3 + 1 / 2 + 1 / 2) / 4)
+    fa[0]["reference"]["image_id"] = "vg/1"
+    (gen_root / "genecis" / "change_attribute.json").write_text(json.dumps(fa))
+    with pytest.raises(BenchmarkError, match=r"change_attribute\.json sample 0 reference: key 'image_id' should be a "
+                                             "Visual Genome image id"):
+        genecis.load(gen_root)
+
+
+def test_crop_is_taken_from_the_pixels_as_stored(tmp_path):
+    """An EXIF-rotated Visual Genome file: the official loader crops the stored pixels (PIL.Image.open
+    applies no orientation); the crop must not change with the EXIF tag."""
+    root = tmp_path / "g"
+    write_genecis(root, "focus_attribute", [
+        {"reference": vg(1, (30, 2, 20, 8)), "target": vg(2), "condition": "x", "gallery": [vg(2, (0, 0, 4, 4))]}],
+        {1: (1, (60, 20)), 2: (2, (40, 24))}, {})
+    path = root / "VG_100K_all" / "1.jpg"
+    im = Image.open(path)
+    exif = im.getexif()
+    exif[0x0112] = 6  # shown rotated by 90°: 20 x 60
+    im.save(path, exif=exif.tobytes(), quality=95)
+    task = genecis.load(root, subset="focus_attribute").tasks[0]
+    crop = task.gallery.load_image(task.gallery.index_of("vg1:30,2,20,8"))
+    # on the stored 60x20: left 16, top 0, right min(60, 16+34)=50, bottom min(20, 13.6) -> 34 x 14 -> 34 x 34
+    assert crop.size == (34, 34) and not crop.info
+    assert genecis.crop_box([30, 2, 20, 8], 60, 20) == (16.0, 0.0, 50.0, 13.6)
+
+
 def test_gallery_items_are_the_crops(gen_root):
-    task = genecis.load(gen_root).tasks[0]
+    task = genecis.load(gen_root, subset="focus_attribute").tasks[0]
     i = task.gallery.index_of("vg1:2,3,10,6")
     im = task.gallery.load_image(i)
     # box (2,3,10,6) on 40x24: (0, 0, 17, 10.2) -> 17 x 10, padded to 17 x 17
@@ -88,10 +138,10 @@ def test_bad_files_name_the_culprit(gen_root, tmp_path):
     s[1]["gallery"][0]["instance_bbox"] = [1, 2, 0, 3]
     path.write_text(json.dumps(s))
     with pytest.raises(BenchmarkError, match=r"sample 1 gallery\[0\]: instance_bbox should be"):
-        genecis.load(gen_root)
+        genecis.load(gen_root, subset="focus_attribute")
     s[1]["gallery"][0] = vg(99)
     path.write_text(json.dumps(s))
     with pytest.raises(BenchmarkError, match=r"sample 1 gallery\[0\]: image file .*99\.jpg not found"):
-        genecis.load(gen_root)
-    with pytest.raises(BenchmarkError, match="no GeneCIS task file"):
+        genecis.load(gen_root, subset="focus_attribute")
+    with pytest.raises(BenchmarkError, match="task file.*not found"):
         genecis.load(tmp_path)

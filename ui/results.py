@@ -67,12 +67,13 @@ def compare_view(engine: Engine, ref_id: str | None, upload: str | None, edit: s
             span = "sentence 1" if s.index == 1 else f"sentences 1–{s.index}"
             steps.append((f"**Step {s.index}** · {span}\n\nadds “{s.sentence}”", gallery_items(engine, s.hits)))
     render_ms = (time.perf_counter() - t0) * 1000
-    return CompareView(status=status_line(res), timings=timings_line(res, render_ms), columns=columns,
+    return CompareView(status=status_line(res, engine.backbone.id), timings=timings_line(res, render_ms),
+                       columns=columns,
                        progression_header=progression_header(prog), steps=steps,
                        details=details(res, render_ms))
 
 
-def status_line(res: CompareResult) -> str:
+def status_line(res: CompareResult, backbone_id: str | None = None) -> str:
     ref = res.reference
     who = f" ({ref.character})" if ref.character else ""
     n = len(res.sentences)
@@ -84,6 +85,11 @@ def status_line(res: CompareResult) -> str:
         gt = "Free-text edit: no ground truth for it, so only identity marks are shown."
     else:
         gt = "Uploaded reference: no ground truth and no identity marks."
+        if (backbone_id or "").split("@")[0] == "cir-tiny-vit":  # the shipped one: the world only
+            gt += (" **This backbone knows only the generated world** (drawn scenes, not photos): on a photo "
+                   "its results mean nothing. For real images start the app with a real backbone, e.g. "
+                   "`--backbone ViT-B-32 --pretrained laion2b_s34b_b79k` or `CIR_BACKBONE=hf-hub:ORG/REPO` "
+                   "(docs/APP.md).")
     bad = [m.label for m in res.methods if not m.ok]
     missing = f" Unavailable: {', '.join(bad)} (see their columns)." if bad else ""
     return f"{head}. {gt}{missing}"

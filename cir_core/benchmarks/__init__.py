@@ -9,6 +9,7 @@ layout. A new benchmark is a module with `load(root, split, ...)` registered in 
 from __future__ import annotations
 
 import importlib
+import inspect
 from pathlib import Path
 from typing import Any
 
@@ -31,10 +32,20 @@ def list_benchmarks() -> list[str]:
 def load_benchmark(name: str, root: str | Path | None = None, split: str | None = None,
                    **options: Any) -> Benchmark:
     """The validated benchmark `name` (its files under `root`); BenchmarkError on an unknown
-    name, a missing root or bad files. `split` defaults to test for the world, val otherwise."""
+    name, a missing root or bad files. `split` defaults to test for the world, val otherwise.
+    `options` are the benchmark's own (`protocol=` for circo and fashioniq, `subset=` for genecis
+    and fashioniq, the world's `n_queries=` ...); one that is None is left at its default, and
+    one the benchmark does not take is an error."""
     if name not in BENCHMARKS:
         raise BenchmarkError(f"unknown benchmark {name!r}; choose from {', '.join(BENCHMARKS)}")
     module = importlib.import_module(f"{__name__}.{BENCHMARKS[name]}")
+    takes = set(inspect.signature(module.load).parameters) - {"root", "split"}
+    options = {k: v for k, v in options.items() if v is not None}
+    bad = sorted(set(options) - takes)
+    if bad:
+        flags = ", ".join("--" + k.replace("_", "-") for k in bad)
+        raise BenchmarkError(f"{name} has no option {flags}" + (f" (it takes {', '.join(sorted(takes))})"
+                                                                if takes else ""))
     split = split or ("test" if name in GENERATED else "val")
     if name in GENERATED:
         return module.load(root, split, **options)

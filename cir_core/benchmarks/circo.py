@@ -8,9 +8,20 @@ Layout under ROOT (as in the CIRCO repository)::
     COCO2017_unlabeled/unlabeled2017/000000243611.jpg ...
 
 The gallery is every COCO 2017 unlabeled image (the info file's list, else the folder's
-`{id:012d}.jpg` files). The edit text is `relative_caption`. mAP@K = Σ_{k≤K} P(k)·rel(k) /
-min(|GT|, K) with the reference removed from the ranking; also R@K of `target_img_id`. The test
-split gives only the server file `{query_id: [50 image ids]}` (`--submission`).
+`{id:012d}.jpg` files), decoded as the official loaders decode them. The edit text is
+`relative_caption`. mAP@K = Σ_{k≤K} P(k)·rel(k) / min(|GT|, K); also R@K of `target_img_id`, and
+mAP@10 per `semantic_aspects` entry (`extra`), as CIRCO's `src/evaluation.py` prints them. The test
+split gives only the server file `{query_id: [50 image ids]}` (`--submission`); a test file whose
+entries all carry `gt_img_ids` (the world's export) is scored like val.
+
+Protocol (`protocol=`), because published code disagrees:
+
+- `keep-reference` (default): the reference stays in the ranking and in the submission, as the
+  CIRCO authors' own code does (miccunifi/SEARLE `src/validate.py` `circo_compute_val_metrics`,
+  `src/generate_test_submission.py` `circo_generate_test_dict`); the CIRCO server scores what it
+  is sent.
+- `remove-reference`: the reference is removed from every ranking and submission (what this
+  project did before; mAP can only rise, so such numbers are not comparable with published ones).
 """
 from __future__ import annotations
 
@@ -23,10 +34,18 @@ import numpy as np
 from cir_core.gallery import Gallery, GalleryItem
 from cir_core.metrics import map_at_k, recall_at_k
 
-from .common import TOP, BenchmarkError, BenchmarkResult, ScoreOpts, compose, need, rank_queries, read_json
+from .common import (TOP, BenchmarkError, BenchmarkResult, ScoreOpts, StoredGallery, compose, need, pick,
+                     rank_queries, read_json)
 
 SPLITS = ("val", "test")
 COCO = "COCO2017_unlabeled"
+PROTOCOLS = {
+    "keep-reference": "keep-reference: the reference stays in every ranking and submission (the CIRCO "
+                      "authors' code: SEARLE validate.py / generate_test_submission.py)",
+    "remove-reference": "remove-reference: the reference is removed from every ranking and submission (not the "
+                        "authors' code; mAP can only rise: not comparable with published numbers)",
+}
+DEFAULT_PROTOCOL = "keep-reference"
 
 
 def load_gallery(root: Path) -> Gallery:
@@ -51,7 +70,7 @@ def load_gallery(root: Path) -> Gallery:
     missing = [it.path for it in items[:1] + items[-1:] if not Path(it.path).is_file()]
     if missing:  # 120k stats cost seconds; the cache reports any later missing file by name
         raise BenchmarkError(f"{info if info.is_file() else folder}: image file {missing[0]} not found")
-    return Gallery("circo-unlabeled2017", items)
+    return StoredGallery("circo-unlabeled2017", items)
 
 
 @dataclass
@@ -63,8 +82,17 @@ class CIRCOBench:
     ref_rows: np.ndarray
     target_rows: np.ndarray | None
     gt_rows: list[list[int]] | None
+    aspects: list[list[str]] | None = None
+    reference: str = DEFAULT_PROTOCOL  # the protocol's name
     name: str = "circo"
-    protocol: str = 'reference removed from every ranking and submission'
+
+    @property
+    def protocol(self) -> str:
+        return PROTOCOLS[self.reference] + "; mAP@K over gt_img_ids, R@K of target_img_id"
+
+    @property
+    def remove_reference(self) -> bool:
+        return self.reference == "remove-reference"
 
     @property
     def labelled(self) -> bool:
@@ -80,25 +108,38 @@ class CIRCOBench:
         g = emb["gallery"]
         refs = g[self.ref_rows]
         q, q0 = compose(method, refs, self.texts)
-        ranked = rank_queries(method, q, q0, refs, g, opts, self.ref_rows, TOP).ids
+        exclude = self.ref_rows if self.remove_reference else None
+        ranked = rank_queries(method, q, q0, refs, g, opts, exclude, TOP).ids
         metrics: dict[str, float] = {}
+        extra: dict = {}
         if self.labelled:
             ks = [k for k in (5, 10, 25, 50) if k <= ranked.shape[1]]
             metrics = {**map_at_k(ranked, self.gt_rows, ks), **recall_at_k(ranked, self.target_rows, ks)}
+            if self.aspects and 10 <= ranked.shape[1]:
+                by: dict[str, list[int]] = {}
+                for i, asp in enumerate(self.aspects):
+                    for a in asp:
+                        by.setdefault(a, []).append(i)
+                extra["semantic mAP@10"] = {
+                    a: round(map_at_k(ranked[rows], [self.gt_rows[i] for i in rows], [10])["mAP@10"], 4)
+                    for a, rows in sorted(by.items())}
         ids = self.gallery.ids
-        return BenchmarkResult(metrics, top={qid: [int(ids[j]) for j in r]
-                                          for qid, r in zip(self.query_ids, ranked)})
+        return BenchmarkResult(metrics, extra=extra, top={qid: [int(ids[j]) for j in r]
+                                                          for qid, r in zip(self.query_ids, ranked)})
 
     def write_submission(self, res: BenchmarkResult, out: Path) -> list[Path]:
         refs = [int(self.gallery.ids[r]) for r in self.ref_rows]
-        validate_submission(res.top, self.query_ids, refs, {int(i) for i in self.gallery.ids})
+        validate_submission(res.top, self.query_ids, refs, {int(i) for i in self.gallery.ids},
+                            allow_reference=not self.remove_reference)
         Path(out).write_text(json.dumps(res.top))
         return [Path(out)]
 
 
-def validate_submission(sub: dict, query_ids: list[str], references: list[int], gallery: set[int]) -> None:
+def validate_submission(sub: dict, query_ids: list[str], references: list[int], gallery: set[int],
+                        allow_reference: bool = True) -> None:
     """The server's rules: keys are all the split's query ids (0..n-1 as strings), each mapped to
-    50 distinct gallery image ids (ints); ours also never lists the query's own reference."""
+    50 distinct gallery image ids (ints). Under `remove-reference` (allow_reference=False) no
+    list may hold the query's own reference."""
     keys = set(sub)
     if keys != set(query_ids):
         missing = sorted(set(query_ids) - keys, key=int)
@@ -110,24 +151,27 @@ def validate_submission(sub: dict, query_ids: list[str], references: list[int], 
         if (not isinstance(v, list) or len(v) != TOP or len(set(v)) != TOP
                 or not all(isinstance(x, int) and not isinstance(x, bool) for x in v)):
             raise BenchmarkError(f"submission query {qid}: needs {TOP} distinct integer image ids")
-        if ref in v:
-            raise BenchmarkError(f"submission query {qid}: lists its own reference {ref}")
+        if not allow_reference and ref in v:
+            raise BenchmarkError(f"submission query {qid}: lists its own reference {ref} "
+                                 "(the remove-reference protocol)")
         bad = [x for x in v if x not in gallery]
         if bad:
             raise BenchmarkError(f"submission query {qid}: image {bad[0]} is not in the gallery")
 
 
-def load(root: str | Path, split: str = "val") -> CIRCOBench:
-    """CIRCO `split` ('val' or 'test') from ROOT, validated."""
+def load(root: str | Path, split: str = "val", protocol: str | None = None) -> CIRCOBench:
+    """CIRCO `split` ('val' or 'test') from ROOT, validated; `protocol` keep-reference (default)
+    or remove-reference."""
     root = Path(root).expanduser()
     if split not in SPLITS:
         raise BenchmarkError(f"CIRCO has splits {SPLITS}, not {split!r}")
+    reference = pick(protocol, tuple(PROTOCOLS), "CIRCO --protocol", DEFAULT_PROTOCOL)
     path = root / "annotations" / f"{split}.json"
     ann = read_json(path)
     if not isinstance(ann, list) or not ann:
         raise BenchmarkError(f"{path}: expected a non-empty list of query objects")
     gallery = load_gallery(root)
-    labelled = split == "val"
+    labelled = split == "val" or any(isinstance(a, dict) and "gt_img_ids" in a for a in ann)
     known = {int(i): r for r, i in enumerate(gallery.ids)}
 
     def row(x: int, where: str) -> int:
@@ -135,7 +179,7 @@ def load(root: str | Path, split: str = "val") -> CIRCOBench:
             raise BenchmarkError(f"{where}: image {x} is not in the COCO 2017 unlabeled gallery")
         return known[x]
 
-    qids, texts, refs, targets, gts = [], [], [], [], []
+    qids, texts, refs, targets, gts, aspects = [], [], [], [], [], []
     for i, a in enumerate(ann):
         where = f"{path} entry {i}"
         qids.append(str(need(a, "id", int, where)))
@@ -148,7 +192,12 @@ def load(root: str | Path, split: str = "val") -> CIRCOBench:
             if not gt:
                 raise BenchmarkError(f"{where}: gt_img_ids is empty")
             gts.append([row(x, where + " gt_img_ids") for x in gt])
+            asp = a.get("semantic_aspects", [])
+            if not isinstance(asp, list) or not all(isinstance(x, str) for x in asp):
+                raise BenchmarkError(f"{where}: key 'semantic_aspects' should be a list of strings")
+            aspects.append(asp)
     if sorted(int(q) for q in qids) != list(range(len(qids))):
         raise BenchmarkError(f"{path}: query ids must be 0..{len(qids) - 1}, each once")
     return CIRCOBench(split, gallery, qids, texts, np.array(refs, np.int64),
-                      np.array(targets, np.int64) if labelled else None, gts if labelled else None)
+                      np.array(targets, np.int64) if labelled else None, gts if labelled else None,
+                      aspects if labelled else None, reference)

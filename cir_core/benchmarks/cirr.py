@@ -1,14 +1,19 @@
 """CIRR (Liu et al., ICCV 2021), the official rc2 files and protocol.
 
-Layout under ROOT (the `cirr_dataset` branch, images from NLVR2)::
+Two layouts are read (the annotation files are the `cirr_dataset` branch of Cuberick-Orion/CIRR,
+the images NLVR2's)::
 
-    captions/cap.rc2.{val,test1}.json      [{pairid, reference, target_hard, caption, img_set}]
-    image_splits/split.rc2.{val,test1}.json {name: "./dev/dev-0-0-img0.png", ...}
-    img_raw/dev/..., img_raw/test1/...      (or dev/, test1/ directly under ROOT, as SEARLE has it)
+    official (the CIRR README):               SEARLE / CLIP4Cir / GeneCIS:
+    ROOT/captions/cap.rc2.{val,test1}.json    ROOT/cirr/captions/cap.rc2.{val,test1}.json
+    ROOT/image_splits/split.rc2.{...}.json    ROOT/cirr/image_splits/split.rc2.{...}.json
+    ROOT/img_raw/dev/..., img_raw/test1/...   ROOT/dev/..., ROOT/test1/..., ROOT/train/...
 
-Recall@1/5/10/50 ranks the split's whole gallery with the reference removed; Recall_subset@1/2/3
-ranks the other members of the query's `img_set`. test1 has no `target_hard`: it gives no metrics,
-only the two server files (`--submission`).
+The split file maps each image name to a path relative to the image folder
+("./dev/dev-0-0-img0.png"). Images are decoded as the official loaders decode them (no EXIF
+transposition). Recall@1/5/10/50 ranks the split's whole gallery with the reference removed;
+Recall_subset@1/2/3 ranks the other members of the query's `img_set`. Official test1 captions have
+no `target_hard`: no metrics, only the two server files (`--submission`); a test1 file whose
+captions all carry `target_hard` (the world's export) is scored like val.
 """
 from __future__ import annotations
 
@@ -21,41 +26,82 @@ import numpy as np
 from cir_core.gallery import Gallery, GalleryItem
 from cir_core.metrics import recall_at_k, subset_ranking, subset_recall
 
-from .common import (TOP, BenchmarkError, BenchmarkResult, ScoreOpts, check_files, compose, need,
-                     rank_queries, read_json)
+from .common import (TOP, BenchmarkError, BenchmarkResult, ScoreOpts, StoredGallery, check_files, compose,
+                     need, rank_queries, read_json)
 
 VERSION = "rc2"
 SPLITS = {"val": "val", "test": "test1", "test1": "test1"}
 SUBSET_TOP = 3
+OFFICIAL = "official (captions/, image_splits/, img_raw/)"
+SEARLE = "SEARLE/CLIP4Cir (cirr/captions/, cirr/image_splits/, dev/ test1/ train/)"
 
 
-def image_root(root: Path) -> Path:
-    """Where the split files' relative paths start: ROOT/img_raw when it exists, else ROOT."""
-    return root / "img_raw" if (root / "img_raw").is_dir() else root
+@dataclass(frozen=True)
+class Layout:
+    """Where a CIRR root keeps its annotation files (`ann`) and the base of its image paths."""
+
+    ann: Path
+    images: Path
+    name: str
 
 
-def load_split_gallery(root: Path, split: str, name: str) -> Gallery:
+def split_file(ann: Path, split: str) -> Path:
+    return ann / "image_splits" / f"split.{VERSION}.{split}.json"
+
+
+def find_layout(root: Path, split: str) -> Layout:
+    """The layout of ROOT for `split`: the annotations in ROOT or ROOT/cirr, the images under the
+    first of ann/img_raw, ann, ROOT, ann's parent that holds the split file's first image."""
+    anns = [a for a in (root, root / "cirr") if split_file(a, split).is_file()]
+    if not anns:
+        raise BenchmarkError(
+            f"{root}: no CIRR split file; expected {split_file(root, split).relative_to(root)} (official "
+            f"layout, images in img_raw/) or {split_file(root / 'cirr', split).relative_to(root)} "
+            f"(SEARLE/CLIP4Cir layout, images in dev/, test1/)")
+    ann = anns[0]
+    names = read_json(split_file(ann, split))
+    if not isinstance(names, dict) or not names:
+        raise BenchmarkError(f"{split_file(ann, split)}: expected a non-empty object {{image name: relative path}}")
+    first = next(iter(names.values()))
+    if not isinstance(first, str):
+        raise BenchmarkError(f"{split_file(ann, split)}: key {next(iter(names))!r} should map to a relative path string")
+    bases = list(dict.fromkeys((ann / "img_raw", ann, root, ann.parent)))
+    for base in bases:
+        if (base / first).is_file():
+            if base == ann / "img_raw":
+                name = OFFICIAL
+            elif ann.name == "cirr" and base == ann.parent:
+                name = SEARLE
+            else:
+                name = f"annotations in {ann}, images under {base}"
+            return Layout(ann, base, name)
+    raise BenchmarkError(f"{split_file(ann, split)}: its first image {first!r} is in none of "
+                         + ", ".join(str(b) for b in bases))
+
+
+def load_split_gallery(layout: Layout, split: str, name: str) -> Gallery:
     """The split's gallery from `image_splits/split.rc2.{split}.json`, in the file's order."""
-    path = root / "image_splits" / f"split.{VERSION}.{split}.json"
+    path = split_file(layout.ann, split)
     names = read_json(path)
     if not isinstance(names, dict) or not names:
         raise BenchmarkError(f"{path}: expected a non-empty object {{image name: relative path}}")
-    base = image_root(root)
     items = []
     for k, rel in names.items():
         if not isinstance(rel, str):
             raise BenchmarkError(f"{path}: key {k!r} should map to a relative path string")
-        items.append(GalleryItem(k, str((base / rel).resolve()), {}))
+        items.append(GalleryItem(k, str((layout.images / rel).resolve()), {}))
     check_files((it.path for it in items), str(path))
-    return Gallery(name, items)
+    return StoredGallery(name, items)
 
 
-def load_captions(root: Path, split: str, gallery: Gallery, labelled: bool) -> list[dict]:
-    """`captions/cap.rc2.{split}.json`, every name checked against the split's gallery."""
-    path = root / "captions" / f"cap.{VERSION}.{split}.json"
+def load_captions(ann: Path, split: str, gallery: Gallery) -> tuple[list[dict], bool]:
+    """`captions/cap.rc2.{split}.json`, every name checked against the split's gallery, and
+    whether it is labelled (val always; test1 when every entry has `target_hard`)."""
+    path = ann / "captions" / f"cap.{VERSION}.{split}.json"
     caps = read_json(path)
     if not isinstance(caps, list) or not caps:
         raise BenchmarkError(f"{path}: expected a non-empty list of query objects")
+    labelled = split == "val" or any(isinstance(c, dict) and "target_hard" in c for c in caps)
     known = set(gallery.ids)
     seen: set[int] = set()
     for i, c in enumerate(caps):
@@ -73,7 +119,7 @@ def load_captions(root: Path, split: str, gallery: Gallery, labelled: bool) -> l
         if bad:
             raise BenchmarkError(f"{where} (pairid {pid}): {bad[0]!r} is not in image_splits/"
                                  f"split.{VERSION}.{split}.json")
-    return caps
+    return caps, labelled
 
 
 @dataclass
@@ -85,8 +131,10 @@ class CIRRBench:
     ref_rows: np.ndarray
     target_rows: np.ndarray | None  # None on test1
     members: np.ndarray  # (Q, S) rows, -1 padded
+    layout: str = OFFICIAL
     name: str = "cirr"
-    protocol: str = 'rc2 files; reference removed from the ranking; Recall_subset over the img_set members'
+    protocol: str = ("rc2; R@K over the split gallery with the reference removed (CIRR's server, CLIP4Cir, "
+                     "SEARLE); Rs@K over the img_set members but the reference")
 
     @property
     def labelled(self) -> bool:
@@ -156,14 +204,14 @@ def validate_submission(sub: dict, pairids: list[str], references: list[str], ga
 
 
 def load(root: str | Path, split: str = "val") -> CIRRBench:
-    """CIRR `split` ('val', 'test'/'test1') from ROOT, validated."""
+    """CIRR `split` ('val', 'test'/'test1') from ROOT (either layout), validated."""
     root = Path(root).expanduser()
     if split not in SPLITS:
         raise BenchmarkError(f"CIRR has splits val and test (test1), not {split!r}")
     s = SPLITS[split]
-    labelled = s == "val"
-    gallery = load_split_gallery(root, s, f"cirr-{s}")
-    caps = load_captions(root, s, gallery, labelled)
+    layout = find_layout(root, s)
+    gallery = load_split_gallery(layout, s, f"cirr-{s}")
+    caps, labelled = load_captions(layout.ann, s, gallery)
     row = gallery.index_of
     width = max(len(c["img_set"]["members"]) for c in caps)
     members = np.full((len(caps), width), -1, np.int64)
@@ -174,4 +222,4 @@ def load(root: str | Path, split: str = "val") -> CIRRBench:
         texts=[[c["caption"]] for c in caps],
         ref_rows=np.array([row(c["reference"]) for c in caps], np.int64),
         target_rows=np.array([row(c["target_hard"]) for c in caps], np.int64) if labelled else None,
-        members=members)
+        members=members, layout=layout.name)

@@ -13,8 +13,11 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from PIL import Image
+
 from cir_core.errors import InputError
 from cir_core.gallery import Gallery
+from cir_core.imageio import load_image_as_stored
 from cir_core.methods import Method
 from cir_core.metrics import target_ranks
 from cir_core.scoring import Ranking, ScoreOpts, rank, score_matrix
@@ -65,6 +68,48 @@ def need(entry: Any, key: str, kind: type | tuple[type, ...], where: str) -> Any
         names = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
         raise BenchmarkError(f"{where}: key {key!r} should be {names}, got {type(v).__name__}")
     return v
+
+
+class StoredGallery(Gallery):
+    """A benchmark's gallery of files, decoded as the official loaders decode them (pixels as
+    stored, no EXIF transposition, PIL's `convert("RGB")`: `imageio.load_image_as_stored`). Its
+    fingerprints say so, so embeddings cached under the app's decoding are not reused."""
+
+    DECODE = "as-stored"
+
+    def load_image(self, i: int, size: int | None = None) -> Image.Image:
+        item = self.items[i]
+        if self.image_fn is not None or item.path is None:
+            return super().load_image(i, size)
+        img = load_image_as_stored(item.path)
+        if size is not None:
+            img.thumbnail((size, size))
+        return img
+
+    def fingerprint(self, i: int) -> str:
+        return f"{super().fingerprint(i)}|{self.DECODE}"
+
+
+def pick(value: str | None, choices: Sequence[str], what: str, default: str) -> str:
+    """A named protocol choice: `value` (None: `default`) checked against `choices`."""
+    value = default if value is None else value
+    if value not in choices:
+        raise BenchmarkError(f"{what} must be one of {', '.join(choices)}, got {value!r}")
+    return value
+
+
+def parse_subset(subset: str | Sequence[str] | None, known: Sequence[str], what: str) -> tuple[str, ...] | None:
+    """`subset` ('a,b' or a sequence) as a tuple in `known`'s order; None when not given.
+    BenchmarkError on an unknown or empty choice."""
+    if subset is None:
+        return None
+    names = [s.strip() for s in (subset.split(",") if isinstance(subset, str) else subset) if s.strip()]
+    if not names:
+        raise BenchmarkError(f"--subset names no {what}; choose from {', '.join(known)}")
+    bad = [n for n in names if n not in known]
+    if bad:
+        raise BenchmarkError(f"--subset: unknown {what} {bad[0]!r}; choose from {', '.join(known)}")
+    return tuple(k for k in known if k in names)
 
 
 def check_files(paths: Iterable[str], what: str) -> None:

@@ -1,18 +1,29 @@
-"""FashionIQ (Wu et al., CVPR 2021), validation protocol as in CLIP4Cir / SEARLE.
+"""FashionIQ (Wu et al., CVPR 2021), validation protocol of the published evaluation code.
 
-Layout under ROOT::
+Layout under ROOT (the XiaoxiaoGuo/fashion-iq files; images as CLIP4Cir and SEARLE keep them)::
 
-    captions/cap.{dress,shirt,toptee}.val.json      [{candidate, target, captions: [c1, c2]}]
+    captions/cap.{dress,shirt,toptee}.val.json       [{candidate, target, captions: [c1, c2]}]
     image_splits/split.{dress,shirt,toptee}.val.json [name, ...]
-    images/<name>.png
+    images/<name>.jpg              (or the start kit's resized_images/<category>/<name>.jpg)
 
-Each category ranks its own split gallery (the reference is not removed, as in the official code).
-The two captions are cleaned as CLIP4Cir does (`strip('.?, ')`, first capitalised) and joined
-with " and " in both orders; the two orders are composed separately and their queries averaged,
-then normalised. Metrics: R@10 and R@50 per category and their mean over categories.
+The official loaders read `<name>.jpg`; a file with another extension (`.png`, ...) is taken when
+no `.jpg` exists. Images are decoded as those loaders decode them (no EXIF transposition). Each
+category ranks its own split gallery (the reference is not removed, as in the official code).
+Metrics: R@10 and R@50 per category and their mean over the categories evaluated; every
+category is required unless `subset=` names some (the table's protocol line then says so).
+
+Text protocol (`protocol=`), because published code disagrees:
+
+- `clip4cir` (default): one order, "{c1.strip('.?, ').capitalize()} and {c2.strip('.?, ')}"
+  (ABaldrati/CLIP4Cir `src/validate.py`); the dataset's own start kit also joins caption 1, then
+  caption 2 (`start_kit/data_loader.py`: tokens of c1 + `<and>` + tokens of c2).
+- `both-orders`: "{c1} and {c2}" and "{c2} and {c1}" (each `strip('.?, ')`) composed separately,
+  the two queries averaged and normalised (miccunifi/SEARLE `src/validate.py`
+  `fiq_generate_val_predictions`). Per-category R@10 differs by up to ~1.3 points between the two.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,15 +32,31 @@ import numpy as np
 from cir_core.gallery import Gallery, GalleryItem
 from cir_core.metrics import recall_at_k
 
-from .common import BenchmarkError, BenchmarkResult, ScoreOpts, check_files, compose, need, rank_queries, read_json
+from .common import (BenchmarkError, BenchmarkResult, ScoreOpts, StoredGallery, compose, need, parse_subset,
+                     pick, rank_queries, read_json)
 
 CATEGORIES = ("dress", "shirt", "toptee")
 KS = (10, 50)
+EXTS = (".jpg", ".jpeg", ".png", ".webp", ".bmp")  # .jpg first: the official loaders' name
+PROTOCOLS = {
+    "clip4cir": "clip4cir: one caption order, '{c1.capitalize()} and {c2}' (CLIP4Cir; the start kit's order)",
+    "both-orders": "both-orders: '{c1} and {c2}' and '{c2} and {c1}' composed apart, queries averaged (SEARLE)",
+}
+DEFAULT_PROTOCOL = "clip4cir"
 
 
 def join_captions(first: str, second: str) -> str:
     """CLIP4Cir's validation text: 'First caption and second caption'."""
     return f"{first.strip('.?, ').capitalize()} and {second.strip('.?, ')}"
+
+
+def texts_for(captions: list[str], protocol: str) -> list[str]:
+    """The query text(s) of one triplet under `protocol` (several are composed and averaged)."""
+    c1, c2 = captions
+    if protocol == "clip4cir":
+        return [join_captions(c1, c2)]
+    a, b = c1.strip(".?, "), c2.strip(".?, ")
+    return [f"{a} and {b}", f"{b} and {a}"]
 
 
 @dataclass
@@ -45,10 +72,18 @@ class Category:
 @dataclass
 class FashionIQBench:
     categories: list[Category]
+    text_protocol: str = DEFAULT_PROTOCOL
+    subset: bool = False  # True: the user chose the categories
     split: str = "val"
     name: str = "fashioniq"
-    protocol: str = 'caption orders: both, queries averaged (SEARLE); reference not removed'
     labelled: bool = True
+
+    @property
+    def protocol(self) -> str:
+        names = ", ".join(c.name for c in self.categories)
+        cats = (f"subset of categories: {names} (avg over these only)" if self.subset
+                else f"categories: {names}")
+        return f"{PROTOCOLS[self.text_protocol]}; reference not removed; {cats}"
 
     def galleries(self) -> dict[str, Gallery]:
         out = {}
@@ -83,41 +118,111 @@ class FashionIQBench:
         return BenchmarkResult(metrics, top=top)
 
 
-def load_category(root: Path, cat: str) -> Category:
-    split_path = root / "image_splits" / f"split.{cat}.val.json"
+def _listing(folder: Path) -> dict[str, str]:
+    """{stem: file name} of the image files in `folder` ({} when absent); a .jpg wins over
+    another extension of the same stem."""
+    if not folder.is_dir():
+        return {}
+    rank = {e: i for i, e in enumerate(EXTS)}
+    found: dict[str, str] = {}
+    with os.scandir(folder) as it:
+        for e in it:
+            stem, ext = os.path.splitext(e.name)
+            ext = ext.lower()
+            if ext in rank and (stem not in found or rank[ext] < rank[os.path.splitext(found[stem])[1].lower()]):
+                found[stem] = e.name
+    return found
+
+
+class ImageFinder:
+    """Image files by name: ROOT/images/<name>.<ext>, else ROOT/resized_images/<category>/."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.flat = _listing(root / "images")
+        self.per_cat: dict[str, dict[str, str]] = {}
+
+    def __call__(self, name: str, cat: str) -> str | None:
+        if name in self.flat:
+            return str(self.root / "images" / self.flat[name])
+        if cat not in self.per_cat:
+            self.per_cat[cat] = _listing(self.root / "resized_images" / cat)
+        if name in self.per_cat[cat]:
+            return str(self.root / "resized_images" / cat / self.per_cat[cat][name])
+        return None
+
+    def require(self, names: list[str], cat: str) -> list[str]:
+        paths = [self(n, cat) for n in names]
+        missing = [n for n, p in zip(names, paths) if p is None]
+        if missing:
+            shown = ", ".join(f"{n}.jpg" for n in missing[:3]) + (f" (+{len(missing) - 3} more)" if len(missing) > 3 else "")
+            raise BenchmarkError(
+                f"{self.root / 'images'}: {len(missing)} image file(s) of {cat} not found: {shown} "
+                f"(the official loaders read images/<name>.jpg; no file with another extension "
+                f"{'/'.join(EXTS[1:])} either, nor resized_images/{cat}/<name>.jpg)")
+        return paths  # type: ignore[return-value]
+
+
+def cap_path(root: Path, cat: str, split: str = "val") -> Path:
+    return root / "captions" / f"cap.{cat}.{split}.json"
+
+
+def load_category(root: Path, cat: str, protocol: str = DEFAULT_PROTOCOL,
+                  finder: ImageFinder | None = None, split: str = "val") -> Category:
+    finder = finder or ImageFinder(root)
+    split_path = root / "image_splits" / f"split.{cat}.{split}.json"
     names = read_json(split_path)
     if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
         raise BenchmarkError(f"{split_path}: expected a non-empty list of image names")
-    img = lambda n: str(root / "images" / f"{n}.png")  # noqa: E731
-    gallery = Gallery(f"fashioniq-{cat}-val", [GalleryItem(n, img(n), {}) for n in names])
-    known = {n: i for i, n in enumerate(gallery.ids)}
-    cap_path = root / "captions" / f"cap.{cat}.val.json"
-    caps = read_json(cap_path)
+    known = {n: i for i, n in enumerate(names)}
+    if len(known) != len(names):
+        raise BenchmarkError(f"{split_path}: an image name is listed twice")
+    path = cap_path(root, cat, split)
+    caps = read_json(path)
     if not isinstance(caps, list) or not caps:
-        raise BenchmarkError(f"{cap_path}: expected a non-empty list of triplets")
+        raise BenchmarkError(f"{path}: expected a non-empty list of triplets")
+    hidden = next((i for i, c in enumerate(caps) if isinstance(c, dict) and "target" not in c), None)
+    if split == "test" and hidden is not None:
+        raise BenchmarkError(f"{path} entry {hidden}: no 'target' (FashionIQ's test targets are not public; "
+                             "evaluate --split val)")
     texts, refs, targets = [], [], []
     for i, c in enumerate(caps):
-        where = f"{cap_path} entry {i}"
+        where = f"{path} entry {i}"
         cand, tgt = need(c, "candidate", str, where), need(c, "target", str, where)
         two = need(c, "captions", list, where)
         if len(two) != 2 or not all(isinstance(x, str) for x in two):
             raise BenchmarkError(f"{where}: 'captions' should hold exactly 2 strings")
         if tgt not in known:
             raise BenchmarkError(f"{where}: target {tgt!r} is not in {split_path.name}")
-        texts.append([join_captions(two[0], two[1]), join_captions(two[1], two[0])])
+        texts.append(texts_for(two, protocol))
         refs.append(cand)
         targets.append(known[tgt])
     extra = [n for n in dict.fromkeys(refs) if n not in known]
-    ref_gallery = Gallery(f"fashioniq-{cat}-val-refs", [GalleryItem(n, img(n), {}) for n in extra])
-    check_files((it.path for it in gallery.items + ref_gallery.items), f"{root / 'images'}")
+    paths = finder.require(names + extra, cat)
+    gallery = StoredGallery(f"fashioniq-{cat}-{split}", [GalleryItem(n, p, {}) for n, p in zip(names, paths)])
+    ref_gallery = StoredGallery(f"fashioniq-{cat}-{split}-refs",
+                                [GalleryItem(n, p, {}) for n, p in zip(extra, paths[len(names):])])
     pos = {**known, **{n: len(gallery) + i for i, n in enumerate(extra)}}
     return Category(cat, gallery, texts, np.array([pos[r] for r in refs], np.int64),
                     np.array(targets, np.int64), ref_gallery)
 
 
-def load(root: str | Path, split: str = "val", categories: tuple[str, ...] = CATEGORIES) -> FashionIQBench:
-    """FashionIQ validation (the only split with public targets) from ROOT, validated."""
-    if split != "val":
+def load(root: str | Path, split: str = "val", protocol: str | None = None,
+         subset: str | tuple[str, ...] | None = None) -> FashionIQBench:
+    """FashionIQ validation (the only split with public targets; a test split whose triplets all
+    carry `target`, as the world's export does, is scored too) from ROOT, validated: every
+    category, or the `subset` named ('dress,toptee'); `protocol` clip4cir (default) or both-orders."""
+    if split not in ("val", "test"):
         raise BenchmarkError(f"FashionIQ is evaluated on its val split (test targets are not public), not {split!r}")
     root = Path(root).expanduser()
-    return FashionIQBench([load_category(root, c) for c in categories])
+    text = pick(protocol, tuple(PROTOCOLS), "FashionIQ --protocol", DEFAULT_PROTOCOL)
+    chosen = parse_subset(subset, CATEGORIES, "category")
+    cats = chosen or CATEGORIES
+    missing = [c for c in cats if not cap_path(root, c, split).is_file()]
+    if missing:
+        hint = "" if chosen else " (to evaluate only some categories, name them: --subset dress,toptee)"
+        raise BenchmarkError(f"{root}: FashionIQ caption file(s) not found: "
+                             + ", ".join(str(cap_path(root, c, split).relative_to(root)) for c in missing) + hint)
+    finder = ImageFinder(root)
+    return FashionIQBench([load_category(root, c, text, finder, split) for c in cats], text, chosen is not None,
+                          split)

@@ -7,14 +7,17 @@ Layout under ROOT::
     val2017/<val_image_id:012d>.jpg COCO 2017 val (object tasks)
 
 Each task file is a list of {"reference", "target", "condition", "gallery": [...]}; an image entry
-is {"image_id", "instance_bbox": [x, y, w, h]} (attribute tasks: the box is cropped, dilated by
-0.7 and padded to a black square, as the official VAW loader does) or {"val_image_id"} (object
-tasks: the whole image). The candidates are [target] + gallery, so the target is candidate 0.
-Metrics: R@1/2/3 per task and the mean R@1 over the tasks evaluated.
+is {"image_id", "instance_bbox": [x, y, w, h]} (attribute tasks, from VAW: `image_id` is a string
+there, "2316576"; an int is taken too; the box is cropped, dilated by 0.7 and padded to a black
+square, as the official `datasets/vaw_dataset.py` does) or {"val_image_id": int} (object tasks:
+the whole image, `datasets/coco_dataset.py`). Images are decoded as those loaders decode them:
+`PIL.Image.open`, the crop and pad on the pixels as stored (no EXIF transposition), RGB last.
+The candidates are [target] + gallery, so the target is candidate 0. Metrics: R@1/2/3 per task
+and the mean R@1 over the tasks evaluated. Every task file is required unless `subset=` names the
+tasks to evaluate (the table's protocol line then says the mean is over those only).
 """
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,10 +25,11 @@ import numpy as np
 from PIL import Image
 
 from cir_core.gallery import Gallery, GalleryItem
-from cir_core.imageio import load_image
+from cir_core.imageio import open_as_stored, rgb_as_official
 from cir_core.metrics import candidate_recall
 
-from .common import BenchmarkError, BenchmarkResult, ScoreOpts, compose, need, read_json, score_candidates
+from .common import (BenchmarkError, BenchmarkResult, ScoreOpts, StoredGallery, compose, need, parse_subset,
+                     read_json, score_candidates)
 
 TASKS = ("focus_attribute", "change_attribute", "focus_object", "change_object")
 DILATION = 0.7
@@ -40,27 +44,39 @@ def crop_box(bbox: list[float], width: int, height: int, dilate: float = DILATIO
 
 
 def pad_square(im: Image.Image) -> Image.Image:
-    """Centre `im` on a black square of its longer side."""
+    """Centre `im` on a black square of its longer side, in its own mode, as the official
+    `expand2square` does (background (0,) for mode L, else (0, 0, 0))."""
     w, h = im.size
     if w == h:
         return im
-    out = Image.new(im.mode, (max(w, h), max(w, h)), (0,) * len(im.getbands()))
+    out = Image.new(im.mode, (max(w, h), max(w, h)), (0,) if im.mode == "L" else (0, 0, 0))
     out.paste(im, (0, (w - h) // 2) if w > h else ((h - w) // 2, 0))
     return out
 
 
 def _crop_image(item: GalleryItem, size: int | None) -> Image.Image:
-    im = load_image(item.path)
+    raw = open_as_stored(item.path)
+    im = raw
     if "bbox" in item.meta:
-        im = pad_square(im.crop(crop_box(item.meta["bbox"], *im.size)))
+        im = pad_square(raw.crop(crop_box(item.meta["bbox"], *raw.size)))
+    out = rgb_as_official(im)
+    raw.close()
     if size is not None:
-        im.thumbnail((size, size))
-    return im
+        out.thumbnail((size, size))
+    return out
+
+
+def _image_id(entry, where: str) -> str:
+    """VAW's `image_id`: a string of digits in the official files; an int is taken too."""
+    iid = need(entry, "image_id", (str, int), where)
+    if isinstance(iid, str) and not iid.strip().isdigit():
+        raise BenchmarkError(f"{where}: key 'image_id' should be a Visual Genome image id like \"2316576\", got {iid!r}")
+    return str(iid).strip()
 
 
 def _item(root: Path, entry, where: str, attribute: bool) -> GalleryItem:
     if attribute:
-        iid = need(entry, "image_id", int, where)
+        iid = _image_id(entry, where)
         box = need(entry, "instance_bbox", list, where)
         if len(box) != 4 or not all(isinstance(v, (int, float)) for v in box) or box[2] <= 0 or box[3] <= 0:
             raise BenchmarkError(f"{where}: instance_bbox should be [x, y, w, h] with w, h > 0, got {box}")
@@ -73,7 +89,7 @@ def _item(root: Path, entry, where: str, attribute: bool) -> GalleryItem:
     if not path.is_file():
         raise BenchmarkError(f"{where}: image file {path} not found")
     st = path.stat()  # the crop is part of the pixels' identity: one cache row per (file, box)
-    meta["fingerprint"] = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{meta.get('bbox')}"
+    meta["fingerprint"] = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{meta.get('bbox')}|{StoredGallery.DECODE}"
     return GalleryItem(key, str(path), meta)
 
 
@@ -117,10 +133,18 @@ def load_task(root: Path, path: Path, name: str) -> Task:
 @dataclass
 class GeneCISBench:
     tasks: list[Task]
+    subset: bool = False  # True: the user chose the tasks
     split: str = "val"
     name: str = "genecis"
-    protocol: str = 'candidates = [target] + gallery per query; R@1/2/3 per task'
     labelled: bool = True
+
+    @property
+    def protocol(self) -> str:
+        names = ", ".join(t.name for t in self.tasks)
+        which = (f"subset of tasks: {names} (mean R@1 over these only)" if self.subset
+                 else f"tasks: {names}")
+        return ("candidates = [target] + gallery per query; attribute crops as the official VAW loader "
+                f"(dilation 0.7, black square pad, pixels as stored); {which}")
 
     def galleries(self) -> dict[str, Gallery]:
         return {t.name: t.gallery for t in self.tasks}
@@ -149,17 +173,23 @@ class GeneCISBench:
         return BenchmarkResult(metrics, extra={"tasks": [t.name for t in self.tasks]}, top=top)
 
 
-def load(root: str | Path, split: str = "val", tasks: tuple[str, ...] = TASKS) -> GeneCISBench:
-    """The GeneCIS tasks whose files exist under ROOT (missing ones are named on stderr)."""
+def task_path(root: Path, task: str) -> Path | None:
+    return next((p for p in (root / "genecis" / f"{task}.json", root / f"{task}.json") if p.is_file()), None)
+
+
+def load(root: str | Path, split: str = "val", subset: str | tuple[str, ...] | None = None) -> GeneCISBench:
+    """The four GeneCIS tasks from ROOT, or the `subset` named ('focus_object,change_object');
+    a task file that is missing is an error, naming it."""
     if split != "val":
         raise BenchmarkError(f"GeneCIS has one (zero-shot evaluation) split; use --split val, not {split!r}")
     root = Path(root).expanduser()
-    found, missing = [], []
-    for t in tasks:
-        path = next((p for p in (root / "genecis" / f"{t}.json", root / f"{t}.json") if p.is_file()), None)
-        (found if path else missing).append((t, path))
-    if not found:
-        raise BenchmarkError(f"{root}: no GeneCIS task file (expected genecis/<task>.json for {', '.join(tasks)})")
+    chosen = parse_subset(subset, TASKS, "task")
+    tasks = chosen or TASKS
+    paths = {t: task_path(root, t) for t in tasks}
+    missing = [t for t, p in paths.items() if p is None]
     if missing:
-        print(f"[genecis] task files not found, skipped: {', '.join(t for t, _ in missing)}", file=sys.stderr)
-    return GeneCISBench([load_task(root, p, t) for t, p in found])
+        hint = "" if chosen else (" (mean R@1 is over all four tasks; to evaluate only some, name them: "
+                                  "--subset focus_object,change_object)")
+        raise BenchmarkError(f"{root}: GeneCIS task file(s) not found: "
+                             + ", ".join(f"genecis/{t}.json" for t in missing) + hint)
+    return GeneCISBench([load_task(root, paths[t], t) for t in tasks], chosen is not None)

@@ -1,8 +1,10 @@
 """L-CIRR: CIRR images with long, multi-sentence edit texts (this project's manifest format).
 
-Layout under ROOT (a CIRR root: its image_splits and images, see `cirr.py`) plus::
+Layout under ROOT (a CIRR root in either of its layouts: its image_splits and images, see
+`cirr.py`) plus::
 
     lcirr/{val,test1}.jsonl    one {"pairid", "reference", "target", "text"} per line
+                               (ROOT/lcirr/, or beside captions/ in the SEARLE layout: ROOT/cirr/lcirr/)
 
 `reference` and `target` are CIRR image names of that split. Metrics are CIRR's R@1/5/10/50 (split
 gallery, reference removed), plus the per-sentence progression: R@10 when only sentences 1..k
@@ -20,7 +22,7 @@ from cir_core.gallery import Gallery
 from cir_core.text import split_sentences
 from cir_core.metrics import prefix_recall, recall_at_k
 
-from .cirr import SPLITS, load_split_gallery
+from .cirr import SPLITS, find_layout, load_split_gallery
 from .common import TOP, BenchmarkError, BenchmarkResult, ScoreOpts, compose, need, prefix_ranks, rank_queries, read_jsonl
 
 MAX_STEPS = 8
@@ -71,8 +73,10 @@ def load(root: str | Path, split: str = "val") -> LCIRRBench:
     if split not in SPLITS:
         raise BenchmarkError(f"L-CIRR has splits val and test (test1), not {split!r}")
     s = SPLITS[split]
-    gallery = load_split_gallery(root, s, f"cirr-{s}")
-    path = root / "lcirr" / f"{s}.jsonl"
+    layout = find_layout(root, s)
+    gallery = load_split_gallery(layout, s, f"cirr-{s}")
+    path = next((p for p in (root / "lcirr" / f"{s}.jsonl", layout.ann / "lcirr" / f"{s}.jsonl") if p.is_file()),
+                root / "lcirr" / f"{s}.jsonl")
     rows = read_jsonl(path)
     if not rows:
         raise BenchmarkError(f"{path}: no queries")
