@@ -63,12 +63,12 @@ class GalleryRows(FileRows):
 def collate(batch: list[tuple[int, Any, str]]) -> Batch:
     """(rows that loaded, their stacked tensors (or their images, unpreprocessed) or None,
     [(row, error)])."""
-    ok = [(i, t) for i, t, _ in batch if t is not None]
-    errors = [(i, e) for i, t, e in batch if t is None]
+    ok = [(i, t) for i, t, e in batch if not e]
+    errors = [(i, e) for i, t, e in batch if e]
     if not ok:
         return [], None, errors
     items = [t for _, t in ok]
-    return [i for i, _ in ok], (torch.stack(items) if isinstance(items[0], torch.Tensor) else items), errors
+    return [i for i, _ in ok], (torch.stack(items) if all(isinstance(t, torch.Tensor) for t in items) else items), errors
 
 
 def batches(rows: FileRows, batch_rows: Sequence[list[int]], workers: int = 0, processes: bool = False,

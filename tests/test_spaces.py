@@ -99,6 +99,6 @@ def test_backbone_uses_spaces_gpu_when_the_package_exists(monkeypatch):
     spec = importlib.util.spec_from_file_location("_backbone_on_a_space", cir_core.backbone.__file__)
     probe = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(probe)
-    assert sorted(c[0] for c in calls) == ["encode_images", "encode_texts"]
+    assert sorted(c[0] for c in calls) == ["encode_image_batch", "encode_images", "encode_texts"]
     assert getattr(probe.Backbone.encode_images, MARK) is True
     assert getattr(cir_core.backbone.Backbone.encode_images, MARK) is False  # this install: no spaces
