@@ -13,7 +13,7 @@ from cir_core.settings import DEFAULT_BACKBONE
 from cir_core.world.export import FORMATS, ExportError, export
 from cir_core.world.export.__main__ import main as export_main
 from cir_core.world.export.check import compare, main as check_main
-from cir_core.world.export.formats import PROVENANCE, second_caption
+from cir_core.world.export.formats import PROVENANCE, second_caption, world_queries
 
 N = 6  # queries: 48 gallery images
 
@@ -83,6 +83,26 @@ def test_itt_export_validates_with_the_itt_schema(exports, tmp_path):
     assert validate_file(tmp_path / "train" / "itt.jsonl") == (train["records"], [])
 
 
+def test_train_split_exports_read_as_training_triplets(tmp_path):
+    """cirr/lcirr --split train: the training stream's queries, read back by the trainers'
+    readers (training/triplets.py) with the native renders as reference and target."""
+    from PIL import Image
+
+    from cir_core.world.render import render
+    from training.triplets import read_triplets
+
+    summary = export("lcirr", "train", tmp_path / "l", n_queries=7, image_size=32)
+    assert summary["queries"] == 7 and summary["images"] == 14
+    trip = read_triplets(f"lcirr:{tmp_path / 'l'}")
+    cirr = read_triplets(f"cirr:{tmp_path / 'l'}")
+    qs = world_queries(7)
+    assert [t.edit for t in trip] == [q.text for q in qs] == [t.edit for t in cirr]
+    for t, q in zip(trip, qs):
+        assert np.array_equal(np.asarray(Image.open(t.ref_image)), np.asarray(render(q.reference, 32, q.ref_seed)))
+        assert np.array_equal(np.asarray(Image.open(t.target_image)), np.asarray(render(q.target, 32, q.target_seed)))
+    assert len({t.ref_key for t in trip}) == 7 and trip[0].target_key == "train-0-1-img1"
+
+
 def test_second_caption_rephrases():
     from cir_core.world import build_benchmark
 
@@ -98,7 +118,7 @@ def test_cli_refuses_bad_requests(tmp_path, capsys):
     assert export_main(["cirr", "--split", "val", "--out", str(tmp_path / "full"), "--quiet"]) == 2
     assert "give a new or empty folder" in capsys.readouterr().err
     assert export_main(["circo", "--split", "train", "--out", str(tmp_path / "t"), "--quiet"]) == 2
-    assert "train: itt only" in capsys.readouterr().err
+    assert "train: itt, cirr, lcirr only" in capsys.readouterr().err
     with pytest.raises(ExportError, match="unknown format"):
         export("cirx", "val", tmp_path / "y")
     assert export_main(["movienet", "--split", "val", "--n-queries", "2", "--out", str(tmp_path / "m"), "--quiet"]) == 0

@@ -16,7 +16,7 @@ def build_parser() -> argparse.ArgumentParser:
                                  description="Write a split of the generated world in a benchmark's official format.")
     ap.add_argument("format", choices=FORMATS)
     ap.add_argument("--split", default="test", choices=SPLITS,
-                    help="the world's split (train: itt only, the training stream)")
+                    help="the world's split (train: itt, cirr and lcirr only; the training stream)")
     ap.add_argument("--out", type=Path, required=True, help="a new or empty folder")
     ap.add_argument("--n-queries", type=int, default=None,
                     help="default: as the world benchmark (test 1000, val 500; train 1000)")

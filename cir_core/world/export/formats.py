@@ -11,7 +11,9 @@ How the world maps onto each format (docs/WORLD.md, "Exports"):
 - CIRCO `gt_img_ids` are the exact-key matches of the target (`gt_sets`), the target first;
 - GeneCIS candidates are the subset: the target, and the five distractors as the `gallery`;
 - MovieNet's character ids are the world's character names;
-- the world knows every target, so test files carry them too (the official test files do not).
+- the world knows every target, so test files carry them too (the official test files do not);
+- the train split (itt, cirr, lcirr) is the training stream `query_stream(0)`: each query's own
+  reference and target renders, as the native trainers see them.
 """
 from __future__ import annotations
 
@@ -37,7 +39,8 @@ from ..spec import identity_look
 
 FORMATS = ("cirr", "circo", "fashioniq", "genecis", "lcirr", "movienet", "itt")
 SPLITS = ("test", "val", "train")
-DEFAULT_N = {"test": 1000, "val": 500, "train": 1000}  # the world benchmark's defaults (train: itt)
+DEFAULT_N = {"test": 1000, "val": 500, "train": 1000}  # the world benchmark's defaults (train: the stream)
+TRAIN_FORMATS = ("itt", "cirr", "lcirr")  # the formats whose train split a trainer reads (data=)
 DEFAULT_SIZE = 64
 CATEGORIES = ("dress", "shirt", "toptee")
 ITT_TYPES = ("attribute", "spatial", "scene", "two", "short")  # training/itt/schema.py EDIT_TYPES
@@ -145,6 +148,36 @@ def export_cirr(bench: WorldBenchmark, out: Out, split: str) -> dict[str, Any]:
                          "the official test1 file does not)")
     out.notes.append("img_set.members = the reference + the world's subset of six (CIRR's: the reference + five)")
     return {"split_name": s, "queries": len(caps), "gallery": len(names)}
+
+
+def export_cirr_train(queries: list[WorldQuery], out: Out) -> dict[str, Any]:
+    """CIRR's train split from the training stream: query i's reference `train-i-0-img0` and
+    target `train-i-1-img1` (their own renders), images in numbered folders as CIRR's are."""
+    names, jobs, caps = {}, [], []
+    for i, q in enumerate(queries):
+        ref, tgt = f"train-{i}-0-img0", f"train-{i}-1-img1"
+        for name, scene, seed in ((ref, q.reference, q.ref_seed), (tgt, q.target, q.target_seed)):
+            names[name] = f"./train/{i % 100}/{name}.png"
+            jobs.append((f"img_raw/{names[name][2:]}",
+                         lambda scene=scene, seed=seed: render(scene, out.size, seed)))
+        out.items.update({ref: f"reference of {q.query_id}", tgt: f"target of {q.query_id}"})
+        caps.append({"pairid": i, "reference": ref, "target_hard": tgt, "target_soft": {tgt: 1.0},
+                     "caption": q.text, "img_set": {"id": i, "members": [ref, tgt], "reference_rank": 0,
+                                                    "target_rank": 1}})
+        out.queries[str(i)] = q.query_id
+    out.json("image_splits/split.rc2.train.json", names)
+    out.json("captions/cap.rc2.train.json", caps)
+    out.images(jobs, "cirr train")
+    out.notes.append("train: the training stream's queries, each with its own reference and target "
+                     "render; img_set.members = the pair (the stream has no subsets)")
+    return {"split_name": "train", "queries": len(caps), "gallery": len(names)}
+
+
+def export_lcirr_train(queries: list[WorldQuery], out: Out) -> dict[str, Any]:
+    summary = export_cirr_train(queries, out)
+    out.jsonl("lcirr/train.jsonl", ({"pairid": i, "reference": f"train-{i}-0-img0", "target": f"train-{i}-1-img1",
+                                     "text": q.text} for i, q in enumerate(queries)))
+    return summary
 
 
 def export_lcirr(bench: WorldBenchmark, out: Out, split: str) -> dict[str, Any]:
@@ -333,8 +366,9 @@ def export(fmt: str, split: str, out: str | Path, n_queries: int | None = None, 
     `--benchmark world --split S --n-queries N` evaluates (train: the training stream, itt only)."""
     if fmt not in FORMATS:
         raise ExportError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
-    if split not in SPLITS or (split == "train" and fmt != "itt"):
-        raise ExportError(f"the world's splits are test and val (train: itt only), not {split!r} for {fmt}")
+    if split not in SPLITS or (split == "train" and fmt not in TRAIN_FORMATS):
+        raise ExportError(f"the world's splits are test and val (train: {', '.join(TRAIN_FORMATS)} only), "
+                          f"not {split!r} for {fmt}")
     n = DEFAULT_N[split] if n_queries is None else n_queries
     if n < 1:
         raise ExportError(f"--n-queries must be >= 1, got {n}")
@@ -347,11 +381,14 @@ def export(fmt: str, split: str, out: str | Path, n_queries: int | None = None, 
         raise ExportError(f"--out {root}: give a new or empty folder")
     root.mkdir(parents=True, exist_ok=True)
     o = Out(root, image_size, progress)
-    if fmt == "itt":
-        queries = (world_queries(n) if split == "train"
-                   else build_benchmark(split, n).queries)
-        summary = export_itt(queries, o, split)
-        source = "cir_core.world.query_stream(0)" if split == "train" else f"cir_core.world.build_benchmark({split!r}, {n})"
+    if split == "train":
+        queries = world_queries(n)
+        summary = (export_itt(queries, o, split) if fmt == "itt"
+                   else {"cirr": export_cirr_train, "lcirr": export_lcirr_train}[fmt](queries, o))
+        source = f"cir_core.world.query_stream(0), first {n}"
+    elif fmt == "itt":
+        summary = export_itt(build_benchmark(split, n).queries, o, split)
+        source = f"cir_core.world.build_benchmark({split!r}, {n})"
     else:
         bench = build_benchmark(split, n)
         kwargs = {"category": category} if fmt == "fashioniq" else {}
