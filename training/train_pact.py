@@ -1,4 +1,4 @@
-"""Train PACT (or one of its Table 3 ablations, compose-only included) on the generated world.
+"""Train PACT (or one of its Table 3 ablations, compose-only included) on the world or on ITT triplets.
 
     python -m training.train_pact --config training/configs/pact_tiny.json [key=value ...]
 
@@ -13,7 +13,8 @@ original text tower, computed once per batch). L_preserve: InfoNCE of q over the
 L_replay: phase 1's loss on a microbatch. At the end Chord's λ is chosen on the val split.
 Data: `data=stream` draws fresh queries from the world's train stream every batch (rendered and
 encoded now); `data=cache` draws rows of the embed cache DiCE/PACE train on (the first `n_train`
-queries of the same stream, encoded once): the same data, about twice as fast on a CPU.
+queries of the same stream, encoded once): the same data, about twice as fast on a CPU;
+`data=itt:FILE image_root=DIR` trains on ITT triplets (training/build_itt), embedded once.
 `steps` defaults to identity_steps + joint_steps; a smaller `steps` stops early (resumable).
 """
 from __future__ import annotations
