@@ -104,3 +104,18 @@ def test_prefix_recall_and_target_ranks_hand_made():
     # row 2 excluded; ties before the target's column count against it, ties after do not
     s = np.array([[0.5, 0.9, 0.99, 0.5, 0.1], [0.5, 0.9, 0.99, 0.5, 0.1]])
     assert target_ranks(s, np.array([3, 0]), np.array([2, -1])).tolist() == [2, 2]
+
+
+def test_progression_summary_hand_computed():
+    from cir_core.metrics import progression_summary
+
+    # query 0: ranks 12 -> 4 -> 4 (3 steps); query 1: 3 -> 7, then padding repeats 7 (2 steps)
+    ranks = np.array([[12, 4, 4], [3, 7, 7]])
+    got = progression_summary(ranks, np.array([3, 2]))
+    assert got["queries"] == 2 and got["R@10_first_sentence"] == 0.5 and got["R@10_all_sentences"] == 1.0
+    assert got["rank_improved"] == 0.5 and got["rank_improved_or_held"] == 0.5
+    assert got["step_improved_or_held"] == round(2 / 3, 4)  # transitions 12->4, 4->4 held; 3->7 not
+    assert got["every_step_improved_or_held"] == 0.5
+    assert got["median_rank_first"] == 7.5 and got["median_rank_last"] == 5.5
+    with pytest.raises(InputError):
+        progression_summary(ranks, np.array([3]))

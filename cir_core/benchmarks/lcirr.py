@@ -7,9 +7,12 @@ Layout under ROOT (a CIRR root in either of its layouts: its image_splits and im
                                (ROOT/lcirr/, or beside captions/ in the SEARLE layout: ROOT/cirr/lcirr/)
 
 `reference` and `target` are CIRR image names of that split. Metrics are CIRR's R@1/5/10/50 (split
-gallery, reference removed), plus the per-sentence progression: R@10 when only sentences 1..k
-are given (k = 1..MAX_STEPS; a text with fewer sentences uses all of them), computed from the
-method's own progression (PACE's step states; other methods recompose each prefix).
+gallery, reference removed); Rs@1/2/3 when the pairs are CIRR's own (every `pairid` is in CIRR's
+`captions/cap.rc2.{split}.json` with the same reference: its `img_set` is the subset). The
+per-sentence progression is measured over the multi-sentence queries under two protocols, each
+labelled: `prefix` (every method given only sentences 1..k, PACE's q₀ built from the prefix
+too: comparable across methods) and `states` (a method's own step states on the full text:
+PACE's accumulator, whose q₀ already sees every sentence); k = 1..MAX_STEPS.
 """
 from __future__ import annotations
 
@@ -20,9 +23,9 @@ import numpy as np
 
 from cir_core.gallery import Gallery
 from cir_core.text import split_sentences
-from cir_core.metrics import prefix_recall, recall_at_k
+from cir_core.metrics import prefix_recall, progression_summary, recall_at_k, subset_ranking, subset_recall
 
-from .cirr import SPLITS, find_layout, load_split_gallery
+from .cirr import SPLITS, VERSION, find_layout, load_captions, load_split_gallery
 from .common import TOP, BenchmarkError, BenchmarkResult, ScoreOpts, compose, need, prefix_ranks, rank_queries, read_jsonl
 
 MAX_STEPS = 8
@@ -37,9 +40,18 @@ class LCIRRBench:
     sentences: list[list[str]]
     ref_rows: np.ndarray
     target_rows: np.ndarray
+    members: np.ndarray | None = None  # (Q, S) CIRR img_set rows, -1 padded; None: not CIRR's pairs
+    subsets_note: str = ""
     name: str = "lcirr"
-    protocol: str = "CIRR split gallery, reference removed; progression = the method's own per-sentence queries"
     labelled: bool = True
+
+    @property
+    def protocol(self) -> str:
+        return ("CIRR split gallery, reference removed; "
+                + ("Rs@K over CIRR's img_set members but the reference" if self.members is not None
+                   else f"no Rs@K ({self.subsets_note})")
+                + "; progression over multi-sentence queries: prefix (sentences 1..k only) and "
+                  "states (a method's own step states on the full text)")
 
     def galleries(self) -> dict[str, Gallery]:
         return {"gallery": self.gallery}
@@ -47,24 +59,62 @@ class LCIRRBench:
     def n_queries(self) -> int:
         return len(self.pairids)
 
-    def progression(self, method, g: np.ndarray, opts: ScoreOpts) -> dict[str, float]:
-        steps = min(MAX_STEPS, max(len(s) for s in self.sentences))
-        ranks = prefix_ranks(lambda i: np.stack(method.progression(g[self.ref_rows[i]], self.sentences[i])),
-                             method, g, self.ref_rows, self.target_rows, opts, steps)
-        out = {f"R@10 sentences 1-{k + 1}": v for k, v in enumerate(prefix_recall(ranks, 10))}
-        out["share multi-sentence"] = float(np.mean([len(s) > 1 for s in self.sentences]))
+    def progression(self, method, g: np.ndarray, opts: ScoreOpts) -> dict[str, dict]:
+        """Per protocol: `prefix` for every method, `states` for one with its own step states."""
+        out = {"prefix": self._progression(method, g, opts, method.prefix_queries)}
+        if method.native_progression:
+            out["states"] = self._progression(method, g, opts, method.progression)
         return out
+
+    def _progression(self, method, g: np.ndarray, opts: ScoreOpts, steps) -> dict[str, float]:
+        rows = [i for i, s in enumerate(self.sentences) if len(s) > 1]
+        if not rows:
+            return {}
+        width = min(MAX_STEPS, max(len(self.sentences[i]) for i in rows))
+        ranks = prefix_ranks(lambda j: np.stack(steps(g[self.ref_rows[rows[j]]], self.sentences[rows[j]])),
+                             method, g, self.ref_rows[rows], self.target_rows[rows], opts, width)
+        n = np.minimum([len(self.sentences[i]) for i in rows], width)
+        return {**progression_summary(ranks, n),
+                **{f"R@10 sentences 1-{k + 1}": round(v, 4) for k, v in enumerate(prefix_recall(ranks, 10))}}
 
     def evaluate_method(self, method, emb: dict[str, np.ndarray], opts: ScoreOpts) -> BenchmarkResult:
         g = emb["gallery"]
         refs = g[self.ref_rows]
         q, q0 = compose(method, refs, [[t] for t in self.texts])
-        ranked = rank_queries(method, q, q0, refs, g, opts, self.ref_rows, TOP).ids
-        ks = [k for k in (1, 5, 10, 50) if k <= ranked.shape[1]]
+        got = rank_queries(method, q, q0, refs, g, opts, self.ref_rows, TOP, self.members)
+        ks = [k for k in (1, 5, 10, 50) if k <= got.ids.shape[1]]
+        metrics = recall_at_k(got.ids, self.target_rows, ks)
+        if self.members is not None:
+            metrics.update(subset_recall(subset_ranking(got.at_cols, self.members, self.ref_rows), self.target_rows))
         ids = self.gallery.ids
-        return BenchmarkResult(recall_at_k(ranked, self.target_rows, ks),
-                               extra={"progression": self.progression(method, g, opts)},
-                               top={p: [ids[j] for j in r] for p, r in zip(self.pairids, ranked)})
+        share = float(np.mean([len(s) > 1 for s in self.sentences]))
+        return BenchmarkResult(metrics, extra={"progression": self.progression(method, g, opts),
+                                               "multi_sentence_share": round(share, 4)},
+                               top={p: [ids[j] for j in r] for p, r in zip(self.pairids, got.ids)})
+
+
+def cirr_subsets(layout, split: str, gallery: Gallery, pairids: list[str],
+                 ref_rows: list[int]) -> tuple[np.ndarray | None, str]:
+    """(members, "") when every pair is CIRR's own (same pairid and reference in CIRR's captions of
+    the split), else (None, why not)."""
+    path = layout.ann / "captions" / f"cap.{VERSION}.{split}.json"
+    if not path.is_file():
+        return None, f"{path.name} absent"
+    try:  # an optional file here: a bad one costs the subsets, not the evaluation
+        caps, _ = load_captions(layout.ann, split, gallery)
+    except BenchmarkError as exc:
+        return None, str(exc)
+    by_id = {str(c["pairid"]): c for c in caps}
+    row = gallery.index_of
+    foreign = [p for p, r in zip(pairids, ref_rows) if p not in by_id or row(by_id[p]["reference"]) != r]
+    if foreign:
+        return None, f"{len(foreign)} of {len(pairids)} pairids are not CIRR's with the same reference, e.g. {foreign[0]}"
+    width = max(len(by_id[p]["img_set"]["members"]) for p in pairids)
+    members = np.full((len(pairids), width), -1, np.int64)
+    for i, p in enumerate(pairids):
+        m = by_id[p]["img_set"]["members"]
+        members[i, : len(m)] = [row(x) for x in m]
+    return members, ""
 
 
 def load(root: str | Path, split: str = "val") -> LCIRRBench:
@@ -98,4 +148,6 @@ def load(root: str | Path, split: str = "val") -> LCIRRBench:
         sents.append(split_sentences(text))
     if len(set(pairids)) != len(pairids):
         raise BenchmarkError(f"{path}: duplicate pairid")
-    return LCIRRBench(s, gallery, pairids, texts, sents, np.array(refs, np.int64), np.array(targets, np.int64))
+    members, why = cirr_subsets(layout, s, gallery, pairids, refs)
+    return LCIRRBench(s, gallery, pairids, texts, sents, np.array(refs, np.int64), np.array(targets, np.int64),
+                      members, why)

@@ -17,8 +17,8 @@ import numpy as np
 
 from cir_core.gallery import Gallery
 from cir_core.methods import Method
-from cir_core.metrics import (edit_at_1, identity_at_1, map_at_k, recall_at_k, subset_ranking,
-                              subset_recall)
+from cir_core.metrics import (edit_at_1, identity_at_1, map_at_k, progression_summary, recall_at_k,
+                              subset_ranking, subset_recall)
 from cir_core.scoring import ScoreOpts
 from cir_core.world import WorldBenchmark, build_benchmark
 
@@ -127,16 +127,7 @@ class WorldBench:
         n = np.array([len(qs[i].sentences) for i in rows])
         ranks = prefix_ranks(lambda j: np.stack(steps(g[t["ref"][rows[j]]], list(qs[rows[j]].sentences))),
                              method, g, t["ref"][rows], t["target"][rows], opts, width)
-        first, last = ranks[:, 0], ranks[:, -1]
-        live = np.arange(1, width)[None, :] < n[:, None]  # transitions k -> k+1 that exist
-        held = ranks[:, 1:] <= ranks[:, :-1]
-        return {"queries": len(rows), "R@10_first_sentence": round(float((first < 10).mean()), 4),
-                "R@10_all_sentences": round(float((last < 10).mean()), 4),
-                "rank_improved": round(float((last < first).mean()), 4),
-                "rank_improved_or_held": round(float((last <= first).mean()), 4),
-                "step_improved_or_held": round(float(held[live].mean()), 4),
-                "every_step_improved_or_held": round(float((held | ~live).all(1).mean()), 4),
-                "median_rank_first": float(np.median(first)), "median_rank_last": float(np.median(last))}
+        return progression_summary(ranks, n)
 
 
 def load(root: str | Path | None = None, split: str = "test", n_queries: int | None = None,
