@@ -33,7 +33,7 @@ from db.results import (
     per_query_values,
     query_set_names,
 )
-from db.stats import bootstrap_ci, paired_bootstrap
+from cir_core.stats import bootstrap_ci, paired_bootstrap
 
 __all__ = ["compute_report", "report_figure", "format_report", "main"]
 

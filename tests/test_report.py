@@ -12,7 +12,7 @@ from cir_core.errors import InputError
 from db.sqlite import open_db, session_factory
 from db.report import compute_report, main, report_figure
 from db.report_plot import save_figure
-from db.stats import bootstrap_ci, bootstrap_means, paired_bootstrap
+from cir_core.stats import bootstrap_ci, bootstrap_means, paired_bootstrap
 from _db_fixture import build
 
 
