@@ -71,8 +71,13 @@ def test_cli_writes_json(tmp_path, monkeypatch, capsys):
 
 
 def test_progression_report(tiny_backbone, small_bench, tmp_path):
-    rep, _ = evaluate(world(small_bench, progression=True), tiny_backbone, ["sum"], scorings=("cosine",),
-                      cache=tmp_path / "cache", progress=False)
+    rep, raw = evaluate(world(small_bench, progression=True), tiny_backbone, ["sum"], scorings=("cosine",),
+                        cache=tmp_path / "cache", progress=False)
+    res = raw["sum", "cosine"]  # per-query outcomes average to the reported metrics
+    for key, v in res.aux["per_query"].items():
+        assert round(float(v.mean()), 4) == rep["results"]["sum"]["cosine"][key]
+    ranks, n = res.aux["progression_ranks"]["prefix"]
+    assert ranks.shape == (len(n), n.max())
     prog = rep["extra"]["sum"]["cosine"]["progression"]
     assert set(prog) == {"prefix"}  # the sum baseline has no step states of its own
     p = prog["prefix"]

@@ -89,16 +89,27 @@ class WorldBench:
               for q, r, tg, gs in zip(queries, t["ref"], t["target"], t["gt"])}
         return BenchmarkResult(metrics, extra={"breakdown": self.breakdown(ranked)},
                                top={q.query_id: [ids[j] for j in r] for q, r in zip(queries, ranked)},
-                               aux={"gt": gt})
+                               aux={"gt": gt, "per_query": self.per_query(ranked)})
 
     def evaluate_method(self, method: Method, emb: dict[str, np.ndarray], opts: ScoreOpts) -> BenchmarkResult:
         g = emb["gallery"]
         res = self.score(method, self.compose(method, g), g, opts)
         if self.progression:
-            res.extra["progression"] = self.progression_report(method, g, opts)
+            ranks = self.progression_ranks(method, g, opts)
+            res.extra["progression"] = {p: progression_summary(*rn) for p, rn in ranks.items()}
+            res.aux["progression_ranks"] = ranks
         return res
 
     # -- breakdowns ------------------------------------------------------------------------------
+    def per_query(self, ranked: np.ndarray) -> dict[str, np.ndarray]:
+        """Each query's 0/1 outcome (float arrays, query order) for R@1, R@10, identity@1 and
+        edit@1: what paired bootstrap intervals resample."""
+        t = self.truth
+        hit = ranked == t["target"][:, None]
+        return {"R@1": hit[:, :1].any(1).astype(float), "R@10": hit[:, :10].any(1).astype(float),
+                "identity@1": (t["identities"][ranked[:, 0]] == t["identities"][t["ref"]]).astype(float),
+                "edit@1": np.array([r[0] in ok for r, ok in zip(ranked, t["edit_ok"])], float)}
+
     def breakdown(self, ranked: np.ndarray) -> dict[str, float]:
         """R@10 per edit type and for queries with / without held-out combinations."""
         hit = (ranked[:, :10] == self.truth["target"][:, None]).any(1)
@@ -109,25 +120,31 @@ class WorldBench:
         return {k: round(float(np.mean(v)), 4) for k, v in sorted(groups.items())}
 
     def progression_report(self, method: Method, g: np.ndarray, opts: ScoreOpts) -> dict[str, dict]:
-        """Does retrieval sharpen as sentences accumulate? Over multi-sentence queries, per
-        protocol: `prefix` (every method, PACE included, given only sentences 1..k: comparable
+        """Does retrieval sharpen as sentences accumulate? `progression_summary` per protocol of
+        `progression_ranks`."""
+        return {p: progression_summary(*rn) for p, rn in self.progression_ranks(method, g, opts).items()}
+
+    def progression_ranks(self, method: Method, g: np.ndarray,
+                          opts: ScoreOpts) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """Over multi-sentence queries, per protocol, (target ranks after each step (Q, W), real
+        steps (Q,)): `prefix` (every method, PACE included, given only sentences 1..k: comparable
         across methods) and, for a method with its own step states, `states` (its states on the
         full text: PACE's q₀ already sees every sentence)."""
-        out = {"prefix": self._progression(method, g, opts, method.prefix_queries)}
-        if method.native_progression:
-            out["states"] = self._progression(method, g, opts, method.progression)
-        return out
-
-    def _progression(self, method: Method, g: np.ndarray, opts: ScoreOpts, steps) -> dict[str, float]:
         rows = [i for i, q in enumerate(self.world.queries) if len(q.sentences) > 1]
         if not rows:
             return {}
+        out = {"prefix": self._step_ranks(method, g, opts, method.prefix_queries, rows)}
+        if method.native_progression:
+            out["states"] = self._step_ranks(method, g, opts, method.progression, rows)
+        return out
+
+    def _step_ranks(self, method: Method, g: np.ndarray, opts: ScoreOpts, steps,
+                    rows: list[int]) -> tuple[np.ndarray, np.ndarray]:
         t, qs = self.truth, self.world.queries
-        width = max(len(qs[i].sentences) for i in rows)
         n = np.array([len(qs[i].sentences) for i in rows])
         ranks = prefix_ranks(lambda j: np.stack(steps(g[t["ref"][rows[j]]], list(qs[rows[j]].sentences))),
-                             method, g, t["ref"][rows], t["target"][rows], opts, width)
-        return progression_summary(ranks, n)
+                             method, g, t["ref"][rows], t["target"][rows], opts, int(n.max()))
+        return ranks, n
 
 
 def load(root: str | Path | None = None, split: str = "test", n_queries: int | None = None,
