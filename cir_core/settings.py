@@ -62,6 +62,14 @@ class EngineConfig:
         base = default_baseline()
         return default_columns() + ([base] if base else [])
 
+    def optional_names(self) -> list[str]:
+        """Registered methods with app_role "optional" that `method_names()` leaves out: the app
+        offers them as extra columns, off by default."""
+        from .methods import optional_methods
+
+        shown = set(self.method_names())
+        return [n for n in optional_methods() if n not in shown]
+
     def uses_hub(self) -> bool:
         """Whether anything here must come from the Hugging Face Hub (then stay online)."""
         b = self.backbone or ""

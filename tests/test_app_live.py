@@ -64,13 +64,26 @@ def test_gradio_client_compare(app, tmp_path):
                         api_name="/compare")
     assert up["reference"]["kind"] == "upload" and len(up["methods"][0]["hits"]) == 2
     assert "empty" in client.predict(ref, "  ", 4, "cosine", None, None, api_name="/compare")["error"]
-    # the Compare button's own event: five columns of galleries and one row per sentence
-    out = client.predict(ref, None, EDIT, 4, "Cosine", True, 0.34, api_name="/compare_view")
-    n = len(COLUMNS) + 1
-    gals = [g["value"] if isinstance(g, dict) else g for g in out[2 + n:2 + 2 * n]]
-    assert [len(g) for g in gals] == [4] * n
-    steps = [g["value"] if isinstance(g, dict) else g for g in out[3 + 2 * n + 10:-1]]
-    assert [bool(g) for g in steps] == [True, True] + [False] * 8
+    # the Compare button's own event: five columns of galleries and one row per sentence; the
+    # optional methods' columns (the other baselines here) stay hidden and empty unless asked for
+    from cir_core.engine import MAX_STEPS
+    from cir_core.methods import optional_methods
+
+    extra = optional_methods()
+    n, n_all = len(COLUMNS) + 1, len(COLUMNS) + 1 + len(extra)
+    out = client.predict(ref, None, EDIT, 4, "Cosine", True, 0.34, [], api_name="/compare_view")
+    gals = [g["value"] if isinstance(g, dict) else g for g in out[2 + n_all:2 + 2 * n_all]]
+    assert [len(g) for g in gals] == [4] * n + [0] * len(extra)
+    first_step = 3 + 2 * n_all + MAX_STEPS
+    steps = [g["value"] if isinstance(g, dict) else g for g in out[first_step:first_step + MAX_STEPS]]
+    assert [bool(g) for g in steps] == [True, True] + [False] * (MAX_STEPS - 2)
+    out = client.predict(ref, None, EDIT, 4, "Cosine", True, 0.34, [extra[0]], api_name="/compare_view")
+    gals = [g["value"] if isinstance(g, dict) else g for g in out[2 + n_all:2 + 2 * n_all]]
+    assert [len(g) for g in gals] == [4] * (n + 1) + [0] * (len(extra) - 1)
+    assert extra[0] in str(out[2 + n]) or "only" in str(out[2 + n]).lower()  # its column header
+    api = client.predict(ref, EDIT, 3, "cosine", None, None, ",".join(["pact", *extra]), api_name="/compare")
+    assert [m["name"] for m in api["methods"]] == ["pact", *extra]
+    assert "unknown method" in client.predict(ref, EDIT, 3, "cosine", None, None, "nope", api_name="/compare")["error"]
 
 
 @pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"{CHROMIUM} absent: install Debian's "

@@ -98,3 +98,25 @@ def test_pooling_an_annotation_set_includes_it(toy, tmp_path):
     methods = {m for (m,) in con.execute("SELECT DISTINCT method FROM retrieved_items")}
     con.close()
     assert "toy" in methods and "pact" in methods and "sum" not in methods  # the baseline is not pooled
+
+
+def test_an_optional_method_is_offered_not_shown():
+    """app_role "optional" (the zero-shot peers): an "Also compare" choice and a hidden column."""
+    from cir_core.settings import EngineConfig
+    from ui import build_demo
+    from ui.settings import AppConfig
+
+    class Peer(Toy):
+        name, label, app_role = "toy-peer", "Toy peer (optional)", "optional"
+
+    register_method(Peer)
+    try:
+        assert "toy-peer" not in default_columns() and "toy-peer" in EngineConfig().optional_names()
+        assert "toy-peer" not in EngineConfig(methods=("pact", "toy-peer")).optional_names()
+        demo = build_demo(AppConfig(world_queries=5))
+        comps = {c.get("props", {}).get("elem_id"): c for c in demo.config["components"]}
+        choices = comps["extra-methods"]["props"]["choices"]
+        assert ["Toy peer (optional)", "toy-peer"] in [list(ch) for ch in choices]
+        assert "col-toy-peer" in comps
+    finally:
+        unregister_method("toy-peer")

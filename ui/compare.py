@@ -54,16 +54,16 @@ def _warn(msg: str) -> None:
 
 def build(holder: EngineHolder, cfg: AppConfig) -> CompareTab:
     """The Compare tab: layout (reference, edit, results), then its events."""
-    names = cfg.method_names()
+    names, optional = cfg.method_names(), cfg.optional_names()
     c = SimpleNamespace()  # every component, by name: filled by the layout, read by the wiring
     with gr.Row(equal_height=False):
         with gr.Column(scale=5, min_width=420):
             _reference_panel(c)
         with gr.Column(scale=4, min_width=380):
-            _edit_panel(c)
-    _results_panel(c, names)
+            _edit_panel(c, optional)
+    _results_panel(c, names, optional)
     _wire_reference(holder, c)
-    _wire_compare(holder, c, names)
+    _wire_compare(holder, c, names, optional)
     return CompareTab(c.ref_id, c.upload, c.edit, c.k, c.scoring, c.own_lambda, c.lam,
                       [c.browser, c.page_label, c.rows_state, c.page_state, c.examples, c.example_ids,
                        c.ref_id, c.edit, c.preview, c.ref_info], lambda engine: _load(engine))
@@ -98,7 +98,7 @@ def _reference_panel(c: SimpleNamespace) -> None:
     c.rows_state, c.page_state, c.example_ids = gr.State([]), gr.State(0), gr.State([])
 
 
-def _edit_panel(c: SimpleNamespace) -> None:
+def _edit_panel(c: SimpleNamespace, optional: list[str]) -> None:
     gr.Markdown("### 2 · Edit")
     with gr.Row(equal_height=True):
         c.preview = gr.Image(label="Reference", show_label=False, height=190, width=190, interactive=False,
@@ -118,17 +118,23 @@ def _edit_panel(c: SimpleNamespace) -> None:
         c.own_lambda = gr.Checkbox(value=True, label="Each method's own λ", scale=1)
         c.lam = gr.Slider(0.0, 1.0, value=DEFAULT_LAMBDA, step=0.01, label="λ (Chord)", interactive=False,
                           scale=2)
+    # the registered methods that are not default columns (the zero-shot peers, other baselines)
+    c.extra = gr.CheckboxGroup([(method_label(n), n) for n in optional], value=[], label="Also compare",
+                               info="extra columns beside the default ones", visible=bool(optional),
+                               elem_id="extra-methods")
     c.run = gr.Button("Compare", variant="primary", elem_id="compare-btn")
     c.status = gr.Markdown("", elem_classes="status-msg", elem_id="compare-status")
     c.timings = gr.Markdown("", elem_classes="timings", elem_id="compare-timings")
 
 
-def _results_panel(c: SimpleNamespace, names: list[str]) -> None:
+def _results_panel(c: SimpleNamespace, names: list[str], optional: list[str]) -> None:
     gr.Markdown(f"### 3 · Top-k per method\n<div class='small-note'>\n\n{LEGEND}\n\n</div>")
-    c.col_heads, c.col_gals = [], []
+    c.col_heads, c.col_gals, c.opt_cols = [], [], []
     with gr.Row(equal_height=False, elem_id="result-columns"):
-        for n in names:
-            with gr.Column(min_width=180, elem_classes="result-col"):
+        for n in names + optional:
+            with gr.Column(min_width=180, elem_classes="result-col", visible=n in names) as col:
+                if n in optional:
+                    c.opt_cols.append(col)
                 c.col_heads.append(gr.Markdown(f"**{method_label(n)}**\n\n&nbsp;", elem_classes="col-head"))
                 c.col_gals.append(gr.Gallery(show_label=False, columns=2, object_fit="contain", height="auto",
                                              elem_classes="result-gallery", buttons=[], interactive=False,
@@ -211,35 +217,44 @@ def _wire_reference(holder: EngineHolder, c: SimpleNamespace) -> None:
                         api_visibility="private")
 
 
-def _wire_compare(holder: EngineHolder, c: SimpleNamespace, names: list[str]) -> None:
-    """The Compare button (and Enter in the edit box), and the JSON endpoint `/compare`."""
+def _wire_compare(holder: EngineHolder, c: SimpleNamespace, names: list[str], optional: list[str]) -> None:
+    """The Compare button (and Enter in the edit box), the extra columns, and the JSON endpoint
+    `/compare`."""
+    every = names + optional
 
     def on_compare(ref: str, up: str | None, text: str, kk: float, sc: str, own: bool, lm: float,
-                   progress=gr.Progress()):
+                   extra: list[str] | None, progress=gr.Progress()):
+        active = names + [n for n in optional if n in (extra or [])]
         try:
             engine = holder.get(progress)
         except CIRError as exc:
-            view = CompareView(status=f"⚠ {exc}", columns=empty_headers(names), error=str(exc))
+            view = CompareView(status=f"⚠ {exc}", columns=empty_headers(active), error=str(exc))
         else:
-            view = compare_view(engine, ref, up, text, int(kk), sc, own, lm, names)
+            view = compare_view(engine, ref, up, text, int(kk), sc, own, lm, active)
         if view.error:
             _warn(view.error)
-        return view_updates(view, int(kk))
+        got = dict(zip(active, view.columns))
+        view.columns = [got.get(n, ("", [])) for n in every]  # the extra columns not asked for stay empty
+        return view_updates(view, int(kk)) + [gr.update(visible=n in active) for n in optional]
 
-    inputs = [c.ref_id, c.upload, c.edit, c.k, c.scoring, c.own_lambda, c.lam]
+    c.extra.change(lambda extra: [gr.update(visible=n in (extra or [])) for n in optional], [c.extra], c.opt_cols,
+                   api_visibility="private")
+    inputs = [c.ref_id, c.upload, c.edit, c.k, c.scoring, c.own_lambda, c.lam, c.extra]
     outputs = [c.status, c.timings, *c.col_heads, *c.col_gals, c.prog_head, *c.step_mds, *c.step_gals,
-               c.details_json]
+               c.details_json, *c.opt_cols]
     # The button's event feeds ~35 components; programs use the JSON endpoint below instead.
     c.run.click(on_compare, inputs, outputs, api_name="compare_view", api_visibility="undocumented")
     c.edit.submit(on_compare, inputs, outputs, api_visibility="private")
 
     def compare(reference_id: str = "", edit: str = "", k: int = 8, scoring: str = "cosine",
-                lam: float | None = None, reference_image: FileData | None = None) -> dict:
+                lam: float | None = None, reference_image: FileData | None = None, methods: str = "") -> dict:
         """Compare every method on one reference and edit; returns JSON: per-method top-k (gallery
         ids, scores, ground-truth / same-character marks or the reason a method is unavailable),
         the per-sentence progression and the timings. The reference is a gallery id, or an
-        uploaded image (reference_image, e.g. gradio_client.handle_file(path)), which wins."""
-        return compare_api(holder.get(), reference_id, edit, k, scoring, lam, uploaded_path(reference_image))
+        uploaded image (reference_image, e.g. gradio_client.handle_file(path)), which wins.
+        `methods`: comma-separated registered names (default: the app's columns)."""
+        return compare_api(holder.get(), reference_id, edit, k, scoring, lam, uploaded_path(reference_image),
+                           methods)
 
     gr.api(compare, api_name="compare")
 

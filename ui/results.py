@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 import gradio as gr
 
 from cir_core.engine import CompareResult
-from cir_core.methods import method_label
-from cir_core.errors import CIRError
+from cir_core.methods import list_methods, method_label
+from cir_core.errors import CIRError, InputError
 from cir_core.scoring import DEFAULT_LAMBDA
 
 from .common import fmt_ms, gallery_items
@@ -117,11 +117,18 @@ def details(res: CompareResult, render_ms: float) -> dict:
 
 
 def compare_api(engine: Engine, reference_id: str | None, edit: str | None, k: int = 8,
-                scoring: str = "cosine", lam: float | None = None, upload: str | None = None) -> dict:
-    """The JSON API: `CompareResult.to_dict()`, or {"error": message} for a user error."""
+                scoring: str = "cosine", lam: float | None = None, upload: str | None = None,
+                methods: str | None = None) -> dict:
+    """The JSON API: `CompareResult.to_dict()`, or {"error": message} for a user error.
+    `methods`: comma-separated registered names (default: the engine's columns and baseline)."""
     try:
+        names = [m.strip() for m in str(methods or "").split(",") if m.strip()] or None
+        unknown = [m for m in names or [] if m not in list_methods()]
+        if unknown:
+            raise InputError(f"unknown method {unknown[0]!r}; registered: {', '.join(list_methods())}")
         ref = resolve_reference(engine, reference_id, upload)
-        return engine.compare(ref, edit or "", k=int(k), scoring=str(scoring).lower(), lam=lam).to_dict()
+        return engine.compare(ref, edit or "", k=int(k), scoring=str(scoring).lower(), lam=lam,
+                              methods=names).to_dict()
     except CIRError as exc:
         return {"error": str(exc)}
 

@@ -85,7 +85,9 @@ def load_engine(cfg: EngineConfig, progress_cb: Callable[[int, int], None] | Non
         emb = EmbeddingCache(root, shipped=ASSETS_DIR / "embeddings").embed(gallery, backbone,
                                                                             progress_cb=progress_cb)
     names = cfg.method_names()
-    ckpts = resolve_checkpoints(cfg.checkpoints, names, overrides=cfg.method_checkpoints)
+    # the optional methods' folders too: the app may add their columns (a repo without them
+    # costs only those columns)
+    ckpts = resolve_checkpoints(cfg.checkpoints, names + cfg.optional_names(), overrides=cfg.method_checkpoints)
     if ckpts.error:
         notes.append(ckpts.error)
     if getattr(ckpts, "note", None):  # e.g. "offline: using the cached snapshot of org/name ..."

@@ -62,6 +62,12 @@ def default_columns() -> list[str]:
     return [n for n in list_methods() if _REGISTRY[n].app_role == "column"]
 
 
+def optional_methods() -> list[str]:
+    """Methods the app offers but does not show by default: every one whose `app_role` is
+    "optional" (the zero-shot peers, the other baselines), in registration order."""
+    return [n for n in list_methods() if _REGISTRY[n].app_role == "optional"]
+
+
 def split_baseline(names: list[str]) -> tuple[list[str], str | None]:
     """(the result columns, the baseline among `names` or None): the baseline is the first name
     registered with app_role "baseline"; it is shown last, unticked in figures, left out of pooling."""
