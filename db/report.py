@@ -35,7 +35,7 @@ from db.results import (
 )
 from db.stats import bootstrap_ci, paired_bootstrap
 
-__all__ = ["compute_report", "report_figure", "format_report", "main"]
+__all__ = ["compute_report", "gold_accuracy", "report_figure", "format_report", "main"]
 
 COMPARED_METRICS = ("identity", "edit")
 AGGREGATION = ("per (query, item): mean over annotators who answered (identity yes=1, no=0, "
@@ -100,6 +100,15 @@ def _gold(data: SetData) -> list[dict[str, Any]]:
             correct, n = g[attr]
             g[attr] = {"correct": correct, "n": n, "accuracy": correct / n if n else None}
     return [per[a] for a in sorted(per)]
+
+
+def gold_accuracy(session: Session, query_set_name: str, annotator: str) -> dict[str, Any] | None:
+    """One annotator's own gold line (`compute_report`'s "gold" entry), without the rest of the
+    report; None when they judged no gold task of the set."""
+    data = load_set(session, query_set_name)
+    data.judgments = [j for j in data.judgments if j.annotator == annotator]
+    mine = _gold(data)
+    return mine[0] if mine else None
 
 
 def compute_report(session: Session, query_set_name: str, k: int | None = None,

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from _cir_fakes import fake_trained_methods, make_test_engine
+from _cir_fakes import fake_trained_methods, make_test_engine, plain
 from ui import annotate
 from db.service import DEFAULT_SET, AnnotationService
 from db.users import checker, load_users
@@ -102,10 +102,11 @@ def test_results_tab_rates_and_own_export(svc, cir_engine, tmp_path) -> None:
     for _ in range(6):
         v = _press(svc, cir_engine, "res1", v, "yes", "no")
     out = ar.results_view(holder, "res1", DEFAULT_SET, 1, out_dir=tmp_path)
+    summary = plain(out.summary)
     for name in cir_engine.columns:
-        assert f"| {name} · cosine |" in out.summary
+        assert f"| {name} · cosine |" in summary
     assert out.figure is not None and len(out.files) == 2
-    assert "**Pairwise @1**" in out.summary and " − pact · cosine |" in out.summary
+    assert "**Pairwise @1**" in summary and " − pact · cosine |" in summary
     rows = read_csv(out.files[0])
     assert len(rows) == 6 and {r["annotator"] for r in rows} == {"res1"}  # only the viewer's own
 

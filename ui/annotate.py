@@ -4,15 +4,27 @@ return the next day continues at the same task.
 
 Sign-in: Gradio's login page when the app runs with `--annotators FILE`; "Sign in with Hugging
 Face" on a Space with `hf_oauth: true`. Without either, annotation is refused. The handlers are
-plain functions (`open_view`, `answer_view`, ...) over an `AnnotationService`, tested directly.
+plain functions (`open_view`, `choose_view`, ...) over an `AnnotationService`, tested directly.
+
+Under load (docs/ANNOTATION.md, bench/load_annotation.py): the first label of a pair is kept in
+the session's state and touches nothing (no DB, no images); the second saves and moves on in one
+DB transaction; the pictures are rendered once per item into files (`ItemImages`, warmed in the
+background for the whole set), so a click never renders or encodes an image. The events run
+`ANNOTATE_CONCURRENCY` at a time (reads in parallel, SQLite serialises the writes).
 """
 from __future__ import annotations
 
+import atexit
 import functools
+import logging
 import os
+import shutil
+import tempfile
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +33,9 @@ import gradio as gr
 from db.service import SKIP_REASONS, AnnotationService, QueueState
 
 from .annotate_help import GUIDELINES, guideline_examples
-from .common import EngineHolder
+from .common import EngineHolder, choice_in, dict_in, md_text, text_in, warn
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from cir_core.engine import Engine
@@ -30,6 +44,9 @@ IDENTITY = (("yes", "Same character", "1"), ("no", "Different character", "2"),
             ("cant_tell", "Can't tell", "3"))
 EDIT = (("yes", "Edit satisfied", "Q"), ("partial", "Partly", "W"), ("no", "Not satisfied", "E"))
 IMAGE = 384
+KEEP = object()  # a view field that did not change: the event sends gr.skip() for it
+ANNOTATE_CONCURRENCY = 16  # Annotate/Results-load events run at once (one shared Gradio queue slot set)
+MAX_COMMENT = 2000
 NO_SIGN_IN = ("**Sign in to annotate.** Annotation is attributed to a person: run the app with "
               "`--annotators FILE` (Gradio's login page) or, on a Space, set `hf_oauth: true` and use "
               "*Sign in with Hugging Face*.")
@@ -61,17 +78,78 @@ class AnnotateView:
     comment: str = ""
 
 
-def _image(engine: Engine, item_id: str) -> Any:
-    try:
-        return engine.image(engine.row_of(item_id), IMAGE)
-    except Exception:  # an item no longer in this gallery: say so in the status, show nothing
-        return None
+class ItemImages:
+    """Each gallery item the Annotate tab shows, rendered once at `size` into a JPEG file.
+
+    A click then hands Gradio a path (Gradio hashes and copies the small file into its cache)
+    instead of a PIL image it would encode to WebP on the request path. `warm` renders a whole
+    set's pictures on one background thread. The folder is removed at exit."""
+
+    def __init__(self, size: int = IMAGE, max_items: int = 20_000):
+        self.size, self.max_items = size, max_items
+        self._dir: Path | None = None
+        self._paths: OrderedDict[tuple[int, str], str] = OrderedDict()
+        self._lock = threading.Lock()
+        self._warming: set[tuple[int, str]] = set()
+
+    def _folder(self) -> Path:
+        if self._dir is None or not self._dir.is_dir():
+            self._dir = Path(tempfile.mkdtemp(prefix="cir-items-"))
+            atexit.register(shutil.rmtree, self._dir, True)
+        return self._dir
+
+    def path(self, engine: Engine, item_id: str) -> str | None:
+        """The file showing `item_id` (None: not in this gallery)."""
+        key = (id(engine), str(item_id))
+        with self._lock:
+            hit = self._paths.get(key)
+            if hit is not None:
+                self._paths.move_to_end(key)
+                return hit
+            folder = self._folder()
+        try:
+            img = engine.image(engine.row_of(item_id), self.size).convert("RGB")
+        except Exception:  # an item no longer in this gallery: the status says so, nothing shown
+            return None
+        fd, tmp = tempfile.mkstemp(suffix=".jpg", dir=folder)
+        with os.fdopen(fd, "wb") as f:
+            img.save(f, format="JPEG", quality=92)
+        with self._lock:
+            old = self._paths.get(key)
+            if old is not None:  # rendered twice at once: keep the first
+                os.unlink(tmp)
+                return old
+            self._paths[key] = tmp
+            while len(self._paths) > self.max_items:
+                _, gone = self._paths.popitem(last=False)
+                Path(gone).unlink(missing_ok=True)
+        return tmp
+
+    def warm(self, engine: Engine, svc: AnnotationService, set_name: str) -> None:
+        """Render every picture of `set_name` on a background thread, once per process."""
+        key = (id(engine), set_name)
+        with self._lock:
+            if key in self._warming:
+                return
+            self._warming.add(key)
+
+        def run() -> None:
+            try:
+                for item in svc.set_items(set_name):
+                    self.path(engine, item)
+            except Exception as exc:  # a warm-up failure only costs speed
+                log.warning("could not pre-render the pictures of %r: %s", set_name, exc)
+
+        threading.Thread(target=run, name="cir-item-images", daemon=True).start()
+
+
+IMAGES = ItemImages()
 
 
 def _view(engine: Engine, st: QueueState, note: str = "") -> AnnotateView:
     p = st.progress
-    head = (f"Signed in as **{st.user}** · set **{st.query_set}** · **{p.done} / {p.total}** done"
-            + (f" ({p.skipped} skipped)" if p.skipped else ""))
+    head = (f"Signed in as **{md_text(st.user)}** · set **{md_text(st.query_set)}** · "
+            f"**{p.done} / {p.total}** done" + (f" ({p.skipped} skipped)" if p.skipped else ""))
     if st.task is None:
         return AnnotateView(f"{head}\n\n✅ Nothing left for you in this set. Thank you!" + note, "",
                             None, None, {"set": st.query_set, "task": None, "latest": st.progress.latest})
@@ -79,17 +157,36 @@ def _view(engine: Engine, st: QueueState, note: str = "") -> AnnotateView:
     where = f"pair #{t.position}" + ("" if t.status is None else
                                      f" · your answer: {t.status if t.status == 'skipped' else t.identity + ' / ' + t.edit}"
                                      + (" (changing it keeps the old one in the audit log)"))
-    ref, cand = _image(engine, t.reference_id), _image(engine, t.item_id)
+    ref, cand = IMAGES.path(engine, t.reference_id), IMAGES.path(engine, t.item_id)
     missing = "" if ref is not None and cand is not None else \
         "\n\n⚠ An image of this pair is not in the app's gallery: skip it with reason *other*."
+    screen = f"{head} · {where}{missing}"
     state = {"set": st.query_set, "task": t.task_id, "position": t.position, "latest": st.progress.latest,
-             "shown": time.time(), "identity": t.identity, "edit": t.edit}
-    return AnnotateView(f"{head} · {where}{missing}{note}", f"### Edit: “{t.edit_text}”", ref, cand, state,
+             "shown": time.time(), "identity": t.identity, "edit": t.edit, "screen": screen}
+    return AnnotateView(f"{screen}{note}", f"### Edit: “{md_text(t.edit_text, 2000)}”", ref, cand, state,
                         t.identity, t.edit, t.comment or "")
 
 
 def _elapsed(state: dict) -> int:
-    return max(0, int((time.time() - float(state.get("shown") or time.time())) * 1000))
+    shown = state.get("shown")
+    if isinstance(shown, bool) or not isinstance(shown, (int, float)):
+        return 0
+    return max(0, min(int((time.time() - float(shown)) * 1000), 24 * 3600 * 1000))
+
+
+def _valid_state(state: Any) -> dict | None:
+    """The session's state when it names a task (ints where ints belong), else None."""
+    st = dict_in(state)
+    task, pos = st.get("task"), st.get("position")
+    if not isinstance(st.get("set"), str) or isinstance(task, bool) or not isinstance(task, int) \
+            or isinstance(pos, bool) or not isinstance(pos, int):
+        return None
+    return st
+
+
+def _set_of(state: Any) -> str | None:
+    name = dict_in(state).get("set")
+    return name if isinstance(name, str) else None
 
 
 def open_view(svc: AnnotationService, engine: Engine, user: str | None, set_name: str | None,
@@ -101,52 +198,56 @@ def open_view(svc: AnnotationService, engine: Engine, user: str | None, set_name
     if not sets:
         return AnnotateView("No query set to annotate yet: pool one with `python -m db.pooling` "
                             "(see docs/ANNOTATION.md).", "", None, None)
-    name = set_name if set_name in sets else sets[0]
+    name = set_name if set_name in sets else (svc.current_set(user) or sets[0])
     return _view(engine, svc.open(user, name, position))
 
 
 def choose_view(svc: AnnotationService, engine: Engine, user: str | None, state: dict, kind: str,
                 value: str, comment: str | None) -> AnnotateView:
-    """One button press: remember the label; with both labels chosen, save and move on."""
+    """One button press: remember the label; with both labels chosen, save and move on. The
+    first label of a pair touches neither the DB nor the pictures."""
     if not user:
         return AnnotateView(NO_SIGN_IN, "", None, None)
-    if not state or state.get("task") is None:
-        return open_view(svc, engine, user, (state or {}).get("set"))
-    state = {**state, kind: value}
+    st = _valid_state(state)
+    if st is None:
+        return open_view(svc, engine, user, _set_of(state))
+    st = {**st, kind: value}
     # Save once both questions were answered on this screen (a revisited pair needs both again).
-    fresh = set(state.get("_fresh", ())) | {kind}
-    state["_fresh"] = sorted(fresh)
+    fresh = {f for f in st.get("_fresh", ()) if f in ("identity", "edit")} | {kind}
+    st["_fresh"] = sorted(fresh)
+    comment = text_in(comment, MAX_COMMENT + 1)
     if {"identity", "edit"} <= fresh:
-        st = svc.answer(user, state["set"], state["task"], state["identity"], state["edit"],
-                        comment=(comment or "").strip() or None, time_spent_ms=_elapsed(state))
-        return _view(engine, st, "")
+        saved = svc.answer(user, st["set"], st["task"], st["identity"], st["edit"],
+                           comment=comment.strip() or None, time_spent_ms=_elapsed(st))
+        return _view(engine, saved, "")
     other = "edit" if kind == "identity" else "identity"
-    view = _view(engine, svc.open(user, state["set"], state["position"]),
-                 f"\n\nNow the {other} question.")
-    view.state = {**view.state, kind: value, "_fresh": state["_fresh"], "shown": state["shown"]}
-    view.identity, view.edit_label = view.state.get("identity"), view.state.get("edit")
-    view.comment = comment or ""
+    screen = st.get("screen") if isinstance(st.get("screen"), str) else ""
+    view = AnnotateView(f"{screen}\n\nNow the {other} question.", KEEP, KEEP, KEEP, st,
+                        st.get("identity"), st.get("edit"), KEEP)
     return view
 
 
 def skip_view(svc: AnnotationService, engine: Engine, user: str | None, state: dict, reason: str | None) -> AnnotateView:
     if not user:
         return AnnotateView(NO_SIGN_IN, "", None, None)
-    if not state or state.get("task") is None:
-        return open_view(svc, engine, user, (state or {}).get("set"))
-    st = svc.skip(user, state["set"], state["task"], reason or "other", _elapsed(state))
-    return _view(engine, st)
+    st = _valid_state(state)
+    if st is None:
+        return open_view(svc, engine, user, _set_of(state))
+    st_ = svc.skip(user, st["set"], st["task"], choice_in(reason, SKIP_REASONS, "other"), _elapsed(st))
+    return _view(engine, st_)
 
 
 def move_view(svc: AnnotationService, engine: Engine, user: str | None, state: dict, step: str) -> AnnotateView:
     """'back': the previous position; 'next': the first unanswered task."""
     if not user:
         return AnnotateView(NO_SIGN_IN, "", None, None)
-    state = state or {}
-    pos = state.get("position") or (state.get("latest", 0) + 1)
+    st = dict_in(state)
+    pos, latest = st.get("position"), st.get("latest")
+    if isinstance(pos, bool) or not isinstance(pos, int):
+        pos = (latest if isinstance(latest, int) and not isinstance(latest, bool) else 0) + 1
     if step == "back":
-        return open_view(svc, engine, user, state.get("set"), max(1, pos - 1))
-    return open_view(svc, engine, user, state.get("set"))
+        return open_view(svc, engine, user, _set_of(st), max(1, min(pos, 10**9) - 1))
+    return open_view(svc, engine, user, _set_of(st))
 
 
 @dataclass
@@ -185,10 +286,16 @@ def build(holder: EngineHolder, services: ServiceHolder) -> AnnotateTab:
             eng = holder.get()
             svc.ensure_default_set(eng)
             sets = svc.query_sets()
+            name = svc.current_set(user)
+            view = open_view(svc, eng, user, name)
         except Exception as exc:  # a DB that cannot open must not take the other tabs down
-            return [gr.update(), f"⚠ The annotation DB is unavailable: {exc}"] + [gr.skip()] * len(outs)
-        dd = gr.update(choices=sets, value=sets[0] if sets else None)
-        return [dd, *render(open_view(svc, eng, user, sets[0] if sets else None)), guideline_examples(eng)]
+            log.warning("Annotate tab could not load for %r: %s", user, exc)
+            return [gr.update(), f"⚠ The annotation DB is unavailable: {md_text(exc)}"] + \
+                [gr.skip()] * (len(outs) - 1) + [gr.skip()]
+        if name:
+            IMAGES.warm(eng, svc, name)
+        dd = gr.update(choices=sets, value=name)
+        return [dd, *render(view), guideline_examples(eng)]
 
     _wire(holder, services, c, outs, render)
     return AnnotateTab([c.set_dd, *outs, c.examples], on_load)
@@ -229,11 +336,18 @@ def _layout(mode: str) -> SimpleNamespace:
 def _render(v: AnnotateView) -> list:
     marks = [gr.update(variant="primary" if v.identity == val else "secondary") for val, _, _ in IDENTITY]
     marks += [gr.update(variant="primary" if v.edit_label == val else "secondary") for val, _, _ in EDIT]
-    return [v.status, v.edit, v.reference, v.candidate, v.comment, v.state, *marks]
+    keep = lambda x: gr.skip() if x is KEEP else x  # noqa: E731
+    return [v.status, keep(v.edit), keep(v.reference), keep(v.candidate), keep(v.comment), v.state, *marks]
 
 
 def _wire(holder: EngineHolder, services: ServiceHolder, c: SimpleNamespace, outs: list, render) -> None:
-    """The answer, skip, back/next and set events; a refused or unknown action is a message."""
+    """The answer, skip, back/next and set events; a refused or unknown action is a message.
+
+    The events share one Gradio concurrency group (`ANNOTATE_CONCURRENCY` at a time): reads run
+    in parallel, SQLite serialises the writes. They are callable by name (api_visibility
+    "undocumented": not listed, but gradio_client can drive them as the page does; every call
+    still needs a signed-in user and only touches that user's queue)."""
+    from sqlalchemy.exc import OperationalError
 
     def guarded(fn):
         # wraps: Gradio reads the signature (through __wrapped__) to inject request and profile.
@@ -242,9 +356,19 @@ def _wire(holder: EngineHolder, services: ServiceHolder, c: SimpleNamespace, out
             try:
                 return render(fn(*args))
             except (PermissionError, LookupError, ValueError) as exc:
-                gr.Warning(str(exc))
-                return [f"⚠ {exc}"] + [gr.skip()] * (len(outs) - 1)
+                msg = str(exc)
+            except OperationalError as exc:
+                log.warning("annotation DB busy: %s", exc.orig)
+                msg = "The annotation database is busy: press the key again (nothing was lost)."
+            except Exception:
+                log.exception("Annotate handler failed")
+                msg = "Something went wrong on the server: press N to reload your current pair."
+            warn(msg)
+            return [f"⚠ {md_text(msg)}"] + [gr.skip()] * (len(outs) - 1)
         return run
+
+    group = {"concurrency_limit": ANNOTATE_CONCURRENCY, "concurrency_id": "annotate",
+             "api_visibility": "undocumented"}
 
     def pick(kind: str, value: str):
         def fn(st: dict, com: str, request: gr.Request, profile: gr.OAuthProfile | None):
@@ -252,9 +376,9 @@ def _wire(holder: EngineHolder, services: ServiceHolder, c: SimpleNamespace, out
         return guarded(fn)
 
     for (val, _, _), b in zip(IDENTITY, c.id_btns):
-        b.click(pick("identity", val), [c.state, c.comment], outs, api_visibility="private")
+        b.click(pick("identity", val), [c.state, c.comment], outs, api_name=f"annotate_identity_{val}", **group)
     for (val, _, _), b in zip(EDIT, c.ed_btns):
-        b.click(pick("edit", val), [c.state, c.comment], outs, api_visibility="private")
+        b.click(pick("edit", val), [c.state, c.comment], outs, api_name=f"annotate_edit_{val}", **group)
 
     def on_skip(st, why, request: gr.Request, profile: gr.OAuthProfile | None):
         return skip_view(services.get(), holder.get(), user_of(request, profile), st, why)
@@ -265,9 +389,11 @@ def _wire(holder: EngineHolder, services: ServiceHolder, c: SimpleNamespace, out
         return guarded(fn)
 
     def on_set(name, request: gr.Request, profile: gr.OAuthProfile | None):
-        return open_view(services.get(), holder.get(), user_of(request, profile), name)
+        svc = services.get()
+        name = name if isinstance(name, str) and name in svc.query_sets() else None
+        return open_view(svc, holder.get(), user_of(request, profile), name)
 
-    c.skip_b.click(guarded(on_skip), [c.state, c.reason], outs, api_visibility="private")
-    c.back_b.click(on_move("back"), [c.state], outs, api_visibility="private")
-    c.next_b.click(on_move("next"), [c.state], outs, api_visibility="private")
-    c.set_dd.input(guarded(on_set), [c.set_dd], outs, api_visibility="private")
+    c.skip_b.click(guarded(on_skip), [c.state, c.reason], outs, api_name="annotate_skip", **group)
+    c.back_b.click(on_move("back"), [c.state], outs, api_name="annotate_back", **group)
+    c.next_b.click(on_move("next"), [c.state], outs, api_name="annotate_next", **group)
+    c.set_dd.input(guarded(on_set), [c.set_dd], outs, api_name="annotate_set", **group)

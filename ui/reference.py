@@ -52,7 +52,7 @@ def reference_view(engine: Engine, ref_id: str) -> tuple[Any, str]:
 
 def select_from_page(engine: Engine, rows: list[int], index: int) -> tuple[str, Any, str]:
     """A click on thumbnail `index` of the current page: (reference id, preview, info)."""
-    if not rows or not 0 <= int(index) < len(rows):
+    if not rows or not 0 <= int(index) < len(rows) or not 0 <= int(rows[int(index)]) < len(engine.gallery):
         raise CIRError("That thumbnail is no longer on this page; pick again.")
     ref_id = engine.item_id(rows[int(index)])
     return (ref_id, *reference_view(engine, ref_id))
