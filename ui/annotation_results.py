@@ -78,6 +78,7 @@ def summary_markdown(rep: dict, user: str) -> str:
             cells = [_diff(m.get(x)) for x in ("identity", "edit")]
             out.append(f"| {md_text(a).replace('/', ' · ')} − {md_text(b).replace('/', ' · ')} | "
                        f"{cells[0]} | {cells[1]} |")
+    out += [f"\n⚠ {md_text(n, 1000)}" for n in rep.get("notes", [])]
     out += ["", "Rates are means over queries with 95 % bootstrap intervals (queries resampled); a query "
             "counts only once all its top-k pairs are judged (the 'queries' column). Edit: yes = 1, "
             "partly = ½. Details: docs/ANNOTATION.md."]
