@@ -236,64 +236,94 @@ def _open_tasks(session: Session, annotator: Annotator, qs: QuerySet, mine: set[
     return [t for t in order if t not in mine and (t in gold or taken.get(t, 0) < qs.overlap)]
 
 
-def _view(session: Session, a: Assignment) -> TaskView:
-    row = session.execute(select(Task.id, Task.item_id, Query.external_id, Query.reference_id, Query.edit_text)
-                          .join(Query, Task.query_id == Query.id).where(Task.id == a.task_id)).one()
-    j = session.scalars(select(Judgment).where(Judgment.annotator_id == a.annotator_id,
-                                               Judgment.task_id == a.task_id)).one_or_none()
-    return TaskView(row.id, a.position, row.external_id, row.reference_id, row.edit_text, row.item_id,
-                    j.status if j else None, j.identity if j else None, j.edit if j else None,
-                    j.skip_reason if j else None, j.comment if j else None)
+@dataclass
+class _Mine:
+    """This annotator's queue in one set and their judgments' statuses (two small queries)."""
+
+    queue: list[tuple[int, int]]  # (position, task id), by position
+    status: dict[int, str]  # task id -> 'answered' / 'skipped' (any set)
+
+    def first_open(self) -> tuple[int, int] | None:
+        return next(((p, t) for p, t in self.queue if t not in self.status), None)
+
+    def progress(self, open_tasks: list[int]) -> Progress:
+        statuses = [self.status[t] for _, t in self.queue if t in self.status]
+        done = len(statuses)
+        remaining = (len(self.queue) - done) + len(open_tasks)
+        return Progress(done, done + remaining, statuses.count("skipped"),
+                        self.queue[-1][0] if self.queue else 0)
 
 
-def _judged(session: Session, annotator: Annotator) -> set[int]:
-    return set(session.scalars(select(Judgment.task_id).where(Judgment.annotator_id == annotator.id)))
+def _mine(session: Session, annotator: Annotator, qs: QuerySet) -> _Mine:
+    rows = session.execute(select(Assignment.position, Assignment.task_id).where(
+        Assignment.annotator_id == annotator.id, Assignment.query_set_id == qs.id)
+        .order_by(Assignment.position)).all()
+    status = session.execute(select(Judgment.task_id, Judgment.status)
+                             .where(Judgment.annotator_id == annotator.id)).all()
+    return _Mine([(int(p), int(t)) for p, t in rows], {int(t): s for t, s in status})
+
+
+def _view(session: Session, annotator_id: int, position: int, task_id: int) -> TaskView:
+    row = session.execute(
+        select(Task.id, Task.item_id, Query.external_id, Query.reference_id, Query.edit_text,
+               Judgment.status, Judgment.identity, Judgment.edit, Judgment.skip_reason, Judgment.comment)
+        .join(Query, Task.query_id == Query.id)
+        .outerjoin(Judgment, (Judgment.task_id == Task.id) & (Judgment.annotator_id == annotator_id))
+        .where(Task.id == task_id)).one()
+    return TaskView(row[0], position, row[2], row[3], row[4], row[1], *row[5:])
 
 
 def first_unanswered(session: Session, annotator: Annotator, qs: QuerySet) -> TaskView | None:
     """The first task in this annotator's queue not judged yet (no write; None if there is none)."""
-    judged = _judged(session, annotator)
-    for a in assignments(session, annotator.id, qs):
-        if a.task_id not in judged:
-            return _view(session, a)
-    return None
+    first = _mine(session, annotator, qs).first_open()
+    return _view(session, annotator.id, *first) if first else None
+
+
+def screen(session: Session, annotator: Annotator, qs: QuerySet, claim: bool = True,
+           commit: bool = True) -> tuple[TaskView | None, Progress]:
+    """What the Annotate tab shows now — the current task (see `current`) and the progress —
+    from one read of the queue. With `claim` False nothing is written (a read transaction):
+    the task is None when a claim would be needed (or nothing is left)."""
+    mine = _mine(session, annotator, qs)
+    first = mine.first_open()
+    if first is None and claim:
+        # A claim: lock (PostgreSQL), then look again — another replica may have claimed meanwhile.
+        lock_annotator(session, annotator)
+        _lock_set(session, qs)
+        mine = _mine(session, annotator, qs)
+        first = mine.first_open()
+        if first is None:
+            open_ = _open_tasks(session, annotator, qs, {t for _, t in mine.queue})
+            if not open_:
+                return None, mine.progress([])
+            first = ((mine.queue[-1][0] if mine.queue else 0) + 1, open_[0])
+            session.add(Assignment(annotator_id=annotator.id, query_set_id=qs.id, task_id=first[1],
+                                   position=first[0]))
+            session.flush()
+            mine.queue.append(first)
+            view = _view(session, annotator.id, *first)
+            if commit:
+                session.commit()
+            return view, mine.progress(open_[1:])
+    open_ = _open_tasks(session, annotator, qs, {t for _, t in mine.queue})
+    return (_view(session, annotator.id, *first) if first else None), mine.progress(open_)
 
 
 def current(session: Session, annotator: Annotator, qs: QuerySet, commit: bool = True) -> TaskView | None:
     """The task to show now: the first one in the queue not judged yet, claiming the next open
     task when there is none. None: nothing left for this annotator. Commits a new claim unless
     `commit` is False."""
-    view = first_unanswered(session, annotator, qs)
-    if view is not None:
-        return view
-    # A claim: lock (PostgreSQL), then look again — another replica may have claimed meanwhile.
-    lock_annotator(session, annotator)
-    _lock_set(session, qs)
-    mine = assignments(session, annotator.id, qs)
-    judged = _judged(session, annotator)
-    for a in mine:
-        if a.task_id not in judged:
-            return _view(session, a)
-    open_ = _open_tasks(session, annotator, qs, {a.task_id for a in mine})
-    if not open_:
-        return None
-    a = Assignment(annotator_id=annotator.id, query_set_id=qs.id, task_id=open_[0],
-                   position=(mine[-1].position if mine else 0) + 1)
-    session.add(a)
-    session.flush()
-    if commit:
-        session.commit()
-    return _view(session, a)
+    return screen(session, annotator, qs, claim=True, commit=commit)[0]
 
 
 def at_position(session: Session, annotator: Annotator, qs: QuerySet, position: int) -> TaskView | None:
     """This annotator's task at `position` (for back/undo); None when there is none."""
     if isinstance(position, bool) or not isinstance(position, int) or not 1 <= position <= 10**9:
         return None
-    a = session.scalars(select(Assignment).where(
+    task_id = session.scalar(select(Assignment.task_id).where(
         Assignment.annotator_id == annotator.id, Assignment.query_set_id == qs.id,
-        Assignment.position == position)).one_or_none()
-    return _view(session, a) if a is not None else None
+        Assignment.position == position))
+    return _view(session, annotator.id, position, task_id) if task_id is not None else None
 
 
 def _assignment(session: Session, annotator: Annotator, task_id: int) -> Assignment:
@@ -312,20 +342,21 @@ def _task_id(task_id: Any) -> int:
 
 
 def answer(session: Session, annotator: Annotator, task_id: int, identity: str, edit: str,
-           comment: str | None = None, time_spent_ms: int = 0, commit: bool = True) -> TaskView:
+           comment: str | None = None, time_spent_ms: int = 0, commit: bool = True,
+           view: bool = True) -> TaskView | None:
     """Record (or change, with audit) this annotator's answer to one of their tasks. Commits
-    unless `commit` is False."""
+    unless `commit` is False; returns the task's view unless `view` is False."""
     lock_annotator(session, annotator)
     a = _assignment(session, annotator, _task_id(task_id))
     upsert_judgment(session, annotator.id, a.task_id, identity, edit, comment=comment,
                     time_spent_ms=time_spent_ms, shown_position=a.position)
     if commit:
         session.commit()
-    return _view(session, a)
+    return _view(session, annotator.id, a.position, a.task_id) if view else None
 
 
 def skip(session: Session, annotator: Annotator, task_id: int, reason: str,
-         time_spent_ms: int = 0, commit: bool = True) -> TaskView:
+         time_spent_ms: int = 0, commit: bool = True, view: bool = True) -> TaskView | None:
     """Skip one of this annotator's tasks with a reason (can be answered later via back). Commits
     unless `commit` is False."""
     lock_annotator(session, annotator)
@@ -334,15 +365,9 @@ def skip(session: Session, annotator: Annotator, task_id: int, reason: str,
                     time_spent_ms=time_spent_ms, shown_position=a.position)
     if commit:
         session.commit()
-    return _view(session, a)
+    return _view(session, annotator.id, a.position, a.task_id) if view else None
 
 
 def progress(session: Session, annotator: Annotator, qs: QuerySet) -> Progress:
-    mine = assignments(session, annotator.id, qs)
-    ids = [a.task_id for a in mine]
-    rows = session.execute(select(Judgment.status, func.count()).where(
-        Judgment.annotator_id == annotator.id, Judgment.task_id.in_(ids)).group_by(Judgment.status)).all()
-    counts = {s: int(n) for s, n in rows}
-    done = sum(counts.values())
-    remaining = (len(mine) - done) + len(_open_tasks(session, annotator, qs, set(ids)))
-    return Progress(done, done + remaining, counts.get("skipped", 0), mine[-1].position if mine else 0)
+    mine = _mine(session, annotator, qs)
+    return mine.progress(_open_tasks(session, annotator, qs, {t for _, t in mine.queue}))

@@ -32,6 +32,24 @@ SKIP_REASONS = ("reference unclear", "candidate unclear", "edit text unclear", "
 
 
 @dataclass(frozen=True)
+class _Ref:
+    """An annotator row's fields the queue reads (rows are never changed once written)."""
+
+    id: int
+    name: str
+
+
+@dataclass(frozen=True)
+class _SetRef:
+    """A query set row's fields the queue reads (fixed once pooled)."""
+
+    id: int
+    name: str
+    overlap: int
+    created_at: Any
+
+
+@dataclass(frozen=True)
 class QueueState:
     """One screen of the Annotate tab: the task at `task.position`, and where the queue stands."""
 
@@ -60,6 +78,34 @@ class AnnotationService:
         self.Session = session_factory(self.engine)
         self.ReadSession = read_session_factory(self.engine)
         self._pool_lock = threading.Lock()
+        # Rows that never change once written (annotators and query sets are never deleted or
+        # renamed: every FK is RESTRICT), cached by name: two queries fewer per screen.
+        self._annotators: dict[str, _Ref] = {}
+        self._sets: dict[str, _SetRef] = {}
+
+    def _annotator(self, s: Any, user: str, create: bool) -> Any:
+        ref = self._annotators.get(user) if isinstance(user, str) else None
+        if ref is not None:
+            return ref
+        ann = queue.find_annotator(s, user)
+        if ann is not None:  # committed before this transaction: safe to remember
+            return self._cache(self._annotators, user, _Ref(ann.id, ann.name))
+        # Created in this transaction: not cached (a rollback would leave a dangling id).
+        return queue.get_or_create_annotator(s, user, commit=False) if create else None
+
+    def _set(self, s: Any, name: str) -> Any:
+        ref = self._sets.get(name) if isinstance(name, str) else None
+        if ref is None:
+            qs = queue.query_set_by_name(s, name)
+            ref = self._cache(self._sets, name, _SetRef(qs.id, qs.name, qs.overlap, qs.created_at))
+        return ref
+
+    @staticmethod
+    def _cache(d: dict, key: str, value: Any) -> Any:
+        if len(d) > 10_000:
+            d.clear()
+        d[key] = value
+        return value
 
     def __repr__(self) -> str:
         return f"AnnotationService({describe(self.path)!r})"
@@ -103,47 +149,49 @@ class AnnotationService:
                 log.info("pooled the default annotation set %r", qs.name)
                 return qs.name
 
-    def _state(self, s: Any, ann: Any, qs: QuerySet, task: queue.TaskView | None) -> QueueState:
+    def _state(self, s: Any, ann: Any, qs: Any, task: queue.TaskView | None) -> QueueState:
         return QueueState(ann.name, qs.name, task, queue.progress(s, ann, qs))
 
     def open(self, user: str, set_name: str, position: int | None = None) -> QueueState:
         """The current task (None position), or this user's task at `position` (back/undo).
         A read transaction when the task is already in the queue; a write one to claim."""
         with self.ReadSession() as s:
-            ann = queue.find_annotator(s, user)
-            qs = queue.query_set_by_name(s, set_name)
+            ann = self._annotator(s, user, create=False)
+            qs = self._set(s, set_name)
             if ann is not None:
                 task = queue.at_position(s, ann, qs, position) if position is not None else None
-                task = task or queue.first_unanswered(s, ann, qs)
                 if task is not None:
                     return self._state(s, ann, qs, task)
+                task, prog = queue.screen(s, ann, qs, claim=False)
+                if task is not None:
+                    return QueueState(ann.name, qs.name, task, prog)
         with self.Session() as s:  # a new annotator, or the next task to claim
-            ann = queue.get_or_create_annotator(s, user, commit=False)
-            qs = queue.query_set_by_name(s, set_name)
-            state = self._state(s, ann, qs, queue.current(s, ann, qs, commit=False))
+            ann = self._annotator(s, user, create=True)
+            qs = self._set(s, set_name)
+            task, prog = queue.screen(s, ann, qs, claim=True, commit=False)
             s.commit()
-            return state
+            return QueueState(ann.name, qs.name, task, prog)
 
     def answer(self, user: str, set_name: str, task_id: int, identity: str, edit: str,
                comment: str | None = None, time_spent_ms: int = 0) -> QueueState:
         """Save the answer, then move on to the current task: one transaction (the reply is
         sent after its commit, so an acknowledged answer is on disk)."""
         with self.Session() as s:
-            ann = queue.get_or_create_annotator(s, user, commit=False)
-            qs = queue.query_set_by_name(s, set_name)
-            queue.answer(s, ann, task_id, identity, edit, comment, time_spent_ms, commit=False)
-            state = self._state(s, ann, qs, queue.current(s, ann, qs, commit=False))
+            ann = self._annotator(s, user, create=True)
+            qs = self._set(s, set_name)
+            queue.answer(s, ann, task_id, identity, edit, comment, time_spent_ms, commit=False, view=False)
+            task, prog = queue.screen(s, ann, qs, claim=True, commit=False)
             s.commit()
-            return state
+            return QueueState(ann.name, qs.name, task, prog)
 
     def skip(self, user: str, set_name: str, task_id: int, reason: str, time_spent_ms: int = 0) -> QueueState:
         with self.Session() as s:
-            ann = queue.get_or_create_annotator(s, user, commit=False)
-            qs = queue.query_set_by_name(s, set_name)
-            queue.skip(s, ann, task_id, reason, time_spent_ms, commit=False)
-            state = self._state(s, ann, qs, queue.current(s, ann, qs, commit=False))
+            ann = self._annotator(s, user, create=True)
+            qs = self._set(s, set_name)
+            queue.skip(s, ann, task_id, reason, time_spent_ms, commit=False, view=False)
+            task, prog = queue.screen(s, ann, qs, claim=True, commit=False)
             s.commit()
-            return state
+            return QueueState(ann.name, qs.name, task, prog)
 
     def set_items(self, set_name: str) -> list[str]:
         """Every gallery item a screen of `set_name` can show: references and candidates."""

@@ -8,6 +8,7 @@ progress bar while a new gallery is embedded; a later start reads the embeddings
 """
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
 
 from .common import CSS, EngineHolder, md_text, theme, warn
@@ -53,6 +54,10 @@ def build_demo(config: AppConfig | None = None, engine: Engine | None = None) ->
     from . import annotate, annotation_results, compare, figures
 
     cfg = config or AppConfig()
+    # Gradio's queue recomputes its monitoring summary (a pandas group-by over the last 10,000
+    # events) after every event by default: a cost that grows with the session. Every 1,000
+    # events is plenty for the dashboard; read when gr.Blocks creates its queue.
+    os.environ.setdefault("GRADIO_ANALYTICS_CACHE_FREQUENCY", "1000")
     holder = EngineHolder(cfg, engine)
     services = annotate.ServiceHolder(cfg.db)
     only = bool(cfg.annotation_only)

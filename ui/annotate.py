@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import atexit
 import functools
+import html
 import logging
 import os
 import shutil
@@ -44,7 +45,6 @@ IDENTITY = (("yes", "Same character", "1"), ("no", "Different character", "2"),
             ("cant_tell", "Can't tell", "3"))
 EDIT = (("yes", "Edit satisfied", "Q"), ("partial", "Partly", "W"), ("no", "Not satisfied", "E"))
 IMAGE = 384
-KEEP = object()  # a view field that did not change: the event sends gr.skip() for it
 ANNOTATE_CONCURRENCY = 16  # Annotate/Results-load events run at once (one shared Gradio queue slot set)
 MAX_COMMENT = 2000
 NO_SIGN_IN = ("**Sign in to annotate.** Annotation is attributed to a person: run the app with "
@@ -70,7 +70,7 @@ def user_of(request: Any, profile: Any = None) -> str | None:
 class AnnotateView:
     status: str
     edit: str
-    reference: Any  # PIL image or None
+    reference: Any  # the picture's file (ItemImages) or None
     candidate: Any
     state: dict = field(default_factory=dict)
     identity: str | None = None
@@ -93,8 +93,15 @@ class ItemImages:
         self._warming: set[tuple[int, str]] = set()
 
     def _folder(self) -> Path:
+        # Inside Gradio's upload folder, so its file route serves the pictures as they are (no
+        # copy into the cache per click); never one of `upload_file_set`, so no handler accepts
+        # them as an upload.
         if self._dir is None or not self._dir.is_dir():
-            self._dir = Path(tempfile.mkdtemp(prefix="cir-items-"))
+            from gradio.utils import get_upload_folder
+
+            root = Path(get_upload_folder())
+            root.mkdir(parents=True, exist_ok=True)
+            self._dir = Path(tempfile.mkdtemp(prefix="cir-items-", dir=root))
             atexit.register(shutil.rmtree, self._dir, True)
         return self._dir
 
@@ -138,12 +145,24 @@ class ItemImages:
                 for item in svc.set_items(set_name):
                     self.path(engine, item)
             except Exception as exc:  # a warm-up failure only costs speed
-                log.warning("could not pre-render the pictures of %r: %s", set_name, exc)
+                log.info("could not pre-render the pictures of %r: %s", set_name, exc)
 
         threading.Thread(target=run, name="cir-item-images", daemon=True).start()
 
 
 IMAGES = ItemImages()
+
+
+def pair_html(reference: str | None, candidate: str | None) -> str:
+    """The reference and the candidate side by side: two <img> of `ItemImages` files, which the
+    browser fetches from Gradio's file route (the event's reply is this short string)."""
+    def fig(path: str | None, label: str, elem: str) -> str:
+        img = (f"<img id='{elem}' src='gradio_api/file={html.escape(path, quote=True)}' alt='{label}'>"
+               if path else f"<div class='ann-missing'>{label}: not in this gallery</div>")
+        return f"<figure>{img}<figcaption>{label}</figcaption></figure>"
+
+    return (f"<div class='ann-pair'>{fig(reference, 'Reference', 'ann-ref')}"
+            f"{fig(candidate, 'Candidate', 'ann-cand')}</div>")
 
 
 def _view(engine: Engine, st: QueueState, note: str = "") -> AnnotateView:
@@ -161,10 +180,11 @@ def _view(engine: Engine, st: QueueState, note: str = "") -> AnnotateView:
     missing = "" if ref is not None and cand is not None else \
         "\n\n⚠ An image of this pair is not in the app's gallery: skip it with reason *other*."
     screen = f"{head} · {where}{missing}"
+    edit_md = f"### Edit: “{md_text(t.edit_text, 2000)}”"
     state = {"set": st.query_set, "task": t.task_id, "position": t.position, "latest": st.progress.latest,
-             "shown": time.time(), "identity": t.identity, "edit": t.edit, "screen": screen}
-    return AnnotateView(f"{screen}{note}", f"### Edit: “{md_text(t.edit_text, 2000)}”", ref, cand, state,
-                        t.identity, t.edit, t.comment or "")
+             "shown": time.time(), "identity": t.identity, "edit": t.edit, "screen": screen,
+             "ref": ref, "cand": cand, "edit_md": edit_md}
+    return AnnotateView(f"{screen}{note}", edit_md, ref, cand, state, t.identity, t.edit, t.comment or "")
 
 
 def _elapsed(state: dict) -> int:
@@ -199,6 +219,7 @@ def open_view(svc: AnnotationService, engine: Engine, user: str | None, set_name
         return AnnotateView("No query set to annotate yet: pool one with `python -m db.pooling` "
                             "(see docs/ANNOTATION.md).", "", None, None)
     name = set_name if set_name in sets else (svc.current_set(user) or sets[0])
+    IMAGES.warm(engine, svc, name)  # once per set and process: later screens never render
     return _view(engine, svc.open(user, name, position))
 
 
@@ -222,9 +243,13 @@ def choose_view(svc: AnnotationService, engine: Engine, user: str | None, state:
         return _view(engine, saved, "")
     other = "edit" if kind == "identity" else "identity"
     screen = st.get("screen") if isinstance(st.get("screen"), str) else ""
-    view = AnnotateView(f"{screen}\n\nNow the {other} question.", KEEP, KEEP, KEEP, st,
-                        st.get("identity"), st.get("edit"), KEEP)
-    return view
+    chosen = dict((v, label) for v, label, _ in (IDENTITY if kind == "identity" else EDIT)).get(value, value)
+    # The same pair stays on screen: the values it already shows (plain strings are cheaper for
+    # Gradio than gr.skip(), which rebuilds the component).
+    text = lambda k: st.get(k) if isinstance(st.get(k), str) else None  # noqa: E731
+    return AnnotateView(f"{screen}\n\n{kind.capitalize()}: **{chosen}**. Now the {other} question.",
+                        text("edit_md") or "", text("ref"), text("cand"), st, st.get("identity"),
+                        st.get("edit"), comment)
 
 
 def skip_view(svc: AnnotationService, engine: Engine, user: str | None, state: dict, reason: str | None) -> AnnotateView:
@@ -274,7 +299,9 @@ class ServiceHolder:
 def build(holder: EngineHolder, services: ServiceHolder) -> AnnotateTab:
     """Lay out the tab and wire it; returns what the page load fills."""
     c = _layout(auth_mode())
-    outs = [c.status, c.edit_md, c.ref_img, c.cand_img, c.comment, c.state, *c.id_btns, *c.ed_btns]
+    # No button-variant updates among the outputs: Gradio re-validates a component for every
+    # prop update (about 5 % of a click's server CPU each); the chosen label is in the status.
+    outs = [c.status, c.edit_md, c.pair, c.comment, c.state]
     render = _render
 
     def on_load(request: gr.Request, profile: gr.OAuthProfile | None):
@@ -292,8 +319,6 @@ def build(holder: EngineHolder, services: ServiceHolder) -> AnnotateTab:
             log.warning("Annotate tab could not load for %r: %s", user, exc)
             return [gr.update(), f"⚠ The annotation DB is unavailable: {md_text(exc)}"] + \
                 [gr.skip()] * (len(outs) - 1) + [gr.skip()]
-        if name:
-            IMAGES.warm(eng, svc, name)
         dd = gr.update(choices=sets, value=name)
         return [dd, *render(view), guideline_examples(eng)]
 
@@ -309,11 +334,7 @@ def _layout(mode: str) -> SimpleNamespace:
         c.set_dd = gr.Dropdown(label="Query set", choices=[], interactive=True, scale=2, elem_id="ann-set")
     c.status = gr.Markdown(NO_SIGN_IN, elem_id="ann-status", elem_classes="status-msg")
     c.edit_md = gr.Markdown("", elem_id="ann-edit")
-    with gr.Row(equal_height=True):
-        c.ref_img = gr.Image(label="Reference", type="pil", interactive=False, height=IMAGE,
-                             elem_id="ann-ref", buttons=[])
-        c.cand_img = gr.Image(label="Candidate", type="pil", interactive=False, height=IMAGE,
-                              elem_id="ann-cand", buttons=[])
+    c.pair = gr.HTML("", elem_id="ann-pair")  # pair_html: reference and candidate side by side
     with gr.Row():
         c.id_btns = [gr.Button(f"{label}  [{key}]", elem_id=f"ann-id-{v}", size="lg") for v, label, key in IDENTITY]
     with gr.Row():
@@ -334,10 +355,9 @@ def _layout(mode: str) -> SimpleNamespace:
 
 
 def _render(v: AnnotateView) -> list:
-    marks = [gr.update(variant="primary" if v.identity == val else "secondary") for val, _, _ in IDENTITY]
-    marks += [gr.update(variant="primary" if v.edit_label == val else "secondary") for val, _, _ in EDIT]
-    keep = lambda x: gr.skip() if x is KEEP else x  # noqa: E731
-    return [v.status, keep(v.edit), keep(v.reference), keep(v.candidate), keep(v.comment), v.state, *marks]
+    pair = pair_html(v.reference, v.candidate) if (v.reference or v.candidate or v.state.get("task")) \
+        else ""
+    return [v.status, v.edit, pair, v.comment, v.state]
 
 
 def _wire(holder: EngineHolder, services: ServiceHolder, c: SimpleNamespace, outs: list, render) -> None:

@@ -54,6 +54,14 @@ class EngineHolder:
                     self.engine = (self._loader or load_engine)(self.config, progress_cb=cb)
                 except CIRError as exc:
                     self.error = exc
+                else:
+                    # The engine's millions of long-lived objects (torch, the gallery) leave the
+                    # GC's view: later collections scan only what requests allocate, instead of
+                    # pausing a click for a full sweep of the heap now and then.
+                    import gc
+
+                    gc.collect()
+                    gc.freeze()
             if self.error is not None:
                 raise type(self.error)(f"The workbench could not start: {self.error}")
             return self.engine
@@ -222,6 +230,12 @@ CSS = """
   border: none !important; border-top: 1px solid var(--border-color-primary) !important;
   border-radius: 0 !important; font-size: 11px !important; line-height: 1.3 !important;
   padding: 2px 4px !important; text-align: center !important; background: transparent !important;}
+.ann-pair {display: flex; gap: 14px; justify-content: center;}
+.ann-pair figure {flex: 1 1 0; margin: 0; text-align: center; max-width: 50%;}
+.ann-pair img {width: 100%; max-height: 384px; object-fit: contain; border-radius: 8px;
+  border: 1px solid var(--border-color-primary); background: var(--background-fill-secondary);}
+.ann-pair figcaption {font-size: 0.85rem; color: var(--body-text-color-subdued);}
+.ann-missing {padding: 40px 8px; border: 1px dashed var(--border-color-primary); border-radius: 8px;}
 #ref-examples-gallery .caption-label {text-align: left !important; display: -webkit-box;
   -webkit-line-clamp: 3; -webkit-box-orient: vertical; overflow: hidden;}
 """
