@@ -77,11 +77,22 @@ class LoadConfig:
     queries: int = 200           # pooled into the benchmark's own set
     overlap: int = 2
     procs: int = 4
+    client_nice: int = 10
+    kill: bool = True
     seed: int = 0
     app_args: list[str] = field(default_factory=list)  # extra flags for app.py
 
 
 # -- the app process -------------------------------------------------------------------------------
+
+def _cpu(pid: int) -> float:
+    """CPU seconds (user + system) a process has used, from /proc; 0 once it is gone."""
+    try:
+        f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -250,8 +261,12 @@ class Annotator:
 
     def run(self) -> None:
         try:
-            self.connect()
-            out = self._click("/annotate_next", kind="open")
+            out = None
+            try:
+                self.connect()
+                out = self._click("/annotate_next", kind="open")
+            except Exception as exc:  # the sign-in itself timed out (32 arriving at once)
+                self.rec["errors"].append([round(time.monotonic(), 3), "connect", type(exc).__name__, str(exc)[:120]])
             if out is None:
                 self.resume(None)
             else:
@@ -272,7 +287,11 @@ class Annotator:
                         self.resume(None)
                         continue
                     self._screen(out)
-                    self.rec["read_back"].append({"position": self.pos, "shown": self.shown_answer})
+                    saved = [a for a in self.rec["acks"] if a["position"] == self.pos]
+                    want = None if not saved else ("skipped" if saved[-1]["status"] == "skipped"
+                                                   else f"{saved[-1]['identity']} / {saved[-1]['edit']}")
+                    self.rec["read_back"].append({"position": self.pos, "shown": self.shown_answer,
+                                                  "saved": want})
                     if self.pos is not None:
                         self._write("answer", revision=True)  # change it: the audit keeps the old one
             self.rec["finished"] = True
@@ -282,13 +301,16 @@ class Annotator:
 
 def _worker(ks: list[int], users: list[tuple[str, str]], url: str, cfg: LoadConfig, acked: Any,
             out_dir: str) -> None:
+    # The sessions stand in for browsers on other machines: they yield the CPU to the app
+    # (and to everything else on this shared machine) instead of competing with it.
+    os.nice(cfg.client_nice)
     annotators = [Annotator(k, *users[k], url, cfg, acked) for k in ks]
     threads = []
     for a in annotators:
         th = threading.Thread(target=a.run, daemon=True)
         th.start()
         threads.append(th)
-        time.sleep(cfg.think_s * random.random() / 4)  # people do not all start in the same 10 ms
+        time.sleep(0.25 + 0.5 * random.random())  # people do not all sign in in the same second
     for th in threads:
         th.join()
     for a in annotators:
@@ -374,13 +396,10 @@ def check_db(db: str, recs: list[dict]) -> Check:
                 continue
             if last is not None:
                 c.stale.append(f"{name} pair #{pos}: stored {got}, last acknowledged {values(last)}")
-        for rb in rec["read_back"]:
-            pos = rb["position"]
-            if pos in acks:
-                last = acks[pos][-1]
-                want = "skipped" if last["status"] == "skipped" else f"{last['identity']} / {last['edit']}"
-                if rb["shown"] != want:
-                    c.read_back_wrong.append(f"{name} pair #{pos}: Back showed {rb['shown']!r}, saved {want!r}")
+        for rb in rec["read_back"]:  # what Back showed against the last answer acked before it
+            if rb["saved"] is not None and rb["shown"] != rb["saved"]:
+                c.read_back_wrong.append(f"{name} pair #{rb['position']}: Back showed {rb['shown']!r}, "
+                                         f"saved {rb['saved']!r}")
         c.resumes += len(rec["resumes"])
         c.resumes_wrong += [f"{name}: {r}" for r in rec["resumes"] if not r["ok"]]
     c.misattributed += [f"{k[0]} pair #{k[1]}: a row no client wrote" for k in stored if k not in written]
@@ -422,19 +441,28 @@ def run(cfg: LoadConfig, db: str, work: Path, port: int | None) -> dict[str, Any
     load0 = os.getloadavg()
     for p in procs:
         p.start()
+    cpu0 = {"app": _cpu(app.proc.pid), "clients": sum(_cpu(p.pid) for p in procs)}
     t_kill = t_ready = None
+    cpu_before_kill = cpu_clients_last = app_cpu_last = 0.0
     loads = []
     try:
         while any(p.is_alive() for p in procs):
             time.sleep(0.05)
             if len(loads) < 100_000 and int(time.monotonic() * 20) % 100 == 0:
                 loads.append(os.getloadavg()[0])
-            if t_kill is None and acked.value >= cfg.kill_at * planned:
+            if cfg.kill and t_kill is None and acked.value >= cfg.kill_at * planned:
+                cpu_before_kill = _cpu(app.proc.pid) - cpu0["app"]
                 app.kill9()
                 t_kill = time.monotonic()
+                cpu0["app"] = 0.0
                 time.sleep(cfg.down_s)
                 app.start()
                 t_ready = time.monotonic()
+            if any(p.is_alive() for p in procs):
+                clients_cpu = sum(_cpu(p.pid) for p in procs if p.is_alive())
+                if clients_cpu:
+                    cpu_clients_last = clients_cpu - cpu0["clients"]
+            app_cpu_last = _cpu(app.proc.pid) - cpu0["app"]
         wall = time.monotonic() - t_start
     finally:
         for p in procs:
@@ -444,6 +472,7 @@ def run(cfg: LoadConfig, db: str, work: Path, port: int | None) -> dict[str, Any
     recs = [json.loads(Path(work, f"client-{k}.json").read_text()) for k in range(cfg.clients)
             if Path(work, f"client-{k}.json").exists()]
     return {"recs": recs, "t_kill": t_kill, "t_ready": t_ready, "wall": wall, "pool_s": pool_s,
+            "cpu_app_s": cpu_before_kill + app_cpu_last, "cpu_clients_s": cpu_clients_last,
             "warm_s": warm_s, "planned": planned, "load_start": load0[0],
             "load_mean": float(np.mean(loads)) if loads else os.getloadavg()[0], "app_log": app.tail()}
 
@@ -459,6 +488,7 @@ def report(cfg: LoadConfig, db: str, res: dict, chk: Check) -> tuple[str, bool]:
     all_clicks = lat(("first-label", "save", "skip", "back"))
     errors = [e for r in recs for e in r["errors"]]
     fatal = [e for e in errors if e[1] == "fatal"]
+    sign_in_retries = [e for e in errors if e[1] == "connect"]
     unfinished = [r["name"] for r in recs if not r["finished"]]
     why = []
     for label, items in (("lost", chk.lost), ("duplicated", chk.duplicated), ("stale", chk.stale),
@@ -469,7 +499,7 @@ def report(cfg: LoadConfig, db: str, res: dict, chk: Check) -> tuple[str, bool]:
             why.append(f"{len(items)} {label}")
     if chk.integrity not in ("ok", "n/a") or chk.fk_violations:
         why.append("integrity/foreign-key check failed")
-    if t_kill is None or not after:
+    if cfg.kill and (t_kill is None or not after):
         why.append("the kill did not land mid-run")
     ok = not why
     n_first = sum(1 for r in recs for a in r["acks"] if not a["revision"])
@@ -510,9 +540,13 @@ def report(cfg: LoadConfig, db: str, res: dict, chk: Check) -> tuple[str, bool]:
         f"outage                            {outage:.1f} s from SIGKILL to the first answered click "
         f"(down {cfg.down_s} s + app start {res['t_ready'] - t_kill - cfg.down_s:.1f} s + sign-in and "
         "engine load)" if outage is not None else "outage                            n/a",
-        f"failed clicks (the outage)        {len(errors) - len(fatal)}",
+        f"failed clicks (the outage)        {len(errors) - len(fatal) - len(sign_in_retries)}"
+        f"{f'; {len(sign_in_retries)} first sign-ins timed out and were retried' if sign_in_retries else ''}",
         f"wall time                         {res['wall']:.0f} s (pooling {res['pool_s']:.0f} s and the "
         f"first engine load {res['warm_s']:.0f} s before it)",
+        f"CPU used                          app {res['cpu_app_s']:.0f} s "
+        f"({res['cpu_app_s'] / res['wall']:.0%} of one core), the {cfg.clients} client sessions "
+        f"{res['cpu_clients_s']:.0f} s ({res['cpu_clients_s'] / res['wall']:.0%}, at nice {cfg.client_nice})",
     ]
     for label, items in (("lost", chk.lost), ("stale", chk.stale), ("misattributed", chk.misattributed),
                          ("read-back", chk.read_back_wrong), ("resume", chk.resumes_wrong), ("fatal", fatal)):
@@ -524,8 +558,9 @@ def report(cfg: LoadConfig, db: str, res: dict, chk: Check) -> tuple[str, bool]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     d = LoadConfig()
-    for f in ("clients", "judgments", "queries", "overlap", "procs", "seed"):
-        ap.add_argument(f"--{f}", type=int, default=getattr(d, f))
+    for f in ("clients", "judgments", "queries", "overlap", "procs", "seed", "client_nice"):
+        ap.add_argument(f"--{f.replace('_', '-')}", type=int, default=getattr(d, f))
+    ap.add_argument("--no-kill", action="store_true", help="no SIGKILL (latency alone)")
     for f in ("think_s", "p_skip", "p_back", "kill_at", "down_s"):
         ap.add_argument(f"--{f.replace('_', '-')}", type=float, default=getattr(d, f))
     ap.add_argument("--db", default=None, help="a new SQLite file or a PostgreSQL URL (an empty "
@@ -538,7 +573,8 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     cfg = LoadConfig(clients=a.clients, judgments=a.judgments, think_s=a.think_s, p_skip=a.p_skip,
                      p_back=a.p_back, kill_at=a.kill_at, down_s=a.down_s, queries=a.queries,
-                     overlap=a.overlap, procs=max(1, a.procs), seed=a.seed, app_args=list(a.app_args))
+                     overlap=a.overlap, procs=max(1, a.procs), seed=a.seed, app_args=list(a.app_args),
+                     client_nice=a.client_nice, kill=not a.no_kill)
     with tempfile.TemporaryDirectory(prefix="cir-load-") as tmp:
         work = Path(tmp)
         db = a.db or str(work / "load.sqlite")

@@ -279,11 +279,36 @@ def first_unanswered(session: Session, annotator: Annotator, qs: QuerySet) -> Ta
     return _view(session, annotator.id, *first) if first else None
 
 
+@dataclass(frozen=True)
+class Screen:
+    """What the Annotate tab shows now, and the items of the next few pairs (to render ahead)."""
+
+    task: TaskView | None
+    progress: Progress
+    upcoming: tuple[str, ...] = ()  # reference and candidate item ids of the next UPCOMING pairs
+
+
+UPCOMING = 3
+
+
+def _upcoming(session: Session, mine: _Mine, first: tuple[int, int] | None, open_: list[int]) -> tuple[str, ...]:
+    """Item ids of this annotator's next pairs: unanswered ones already queued, then open ones."""
+    cur = first[1] if first else None
+    ids = [t for _, t in mine.queue if t not in mine.status and t != cur][:UPCOMING]
+    ids += open_[:UPCOMING - len(ids)]
+    if not ids:
+        return ()
+    rows = session.execute(select(Task.id, Query.reference_id, Task.item_id)
+                           .join(Query, Task.query_id == Query.id).where(Task.id.in_(ids))).all()
+    by_id = {int(t): (r, i) for t, r, i in rows}
+    return tuple(dict.fromkeys(x for t in ids if t in by_id for x in by_id[t]))
+
+
 def screen(session: Session, annotator: Annotator, qs: QuerySet, claim: bool = True,
-           commit: bool = True) -> tuple[TaskView | None, Progress]:
-    """What the Annotate tab shows now — the current task (see `current`) and the progress —
-    from one read of the queue. With `claim` False nothing is written (a read transaction):
-    the task is None when a claim would be needed (or nothing is left)."""
+           commit: bool = True) -> Screen:
+    """What the Annotate tab shows now — the current task (see `current`), the progress and the
+    next pairs' items — from one read of the queue. With `claim` False nothing is written (a
+    read transaction): the task is None when a claim would be needed (or nothing is left)."""
     mine = _mine(session, annotator, qs)
     first = mine.first_open()
     if first is None and claim:
@@ -295,25 +320,27 @@ def screen(session: Session, annotator: Annotator, qs: QuerySet, claim: bool = T
         if first is None:
             open_ = _open_tasks(session, annotator, qs, {t for _, t in mine.queue})
             if not open_:
-                return None, mine.progress([])
+                return Screen(None, mine.progress([]))
             first = ((mine.queue[-1][0] if mine.queue else 0) + 1, open_[0])
             session.add(Assignment(annotator_id=annotator.id, query_set_id=qs.id, task_id=first[1],
                                    position=first[0]))
             session.flush()
             mine.queue.append(first)
             view = _view(session, annotator.id, *first)
+            upcoming = _upcoming(session, mine, first, open_[1:])
             if commit:
                 session.commit()
-            return view, mine.progress(open_[1:])
+            return Screen(view, mine.progress(open_[1:]), upcoming)
     open_ = _open_tasks(session, annotator, qs, {t for _, t in mine.queue})
-    return (_view(session, annotator.id, *first) if first else None), mine.progress(open_)
+    view = _view(session, annotator.id, *first) if first else None
+    return Screen(view, mine.progress(open_), _upcoming(session, mine, first, open_) if first else ())
 
 
 def current(session: Session, annotator: Annotator, qs: QuerySet, commit: bool = True) -> TaskView | None:
     """The task to show now: the first one in the queue not judged yet, claiming the next open
     task when there is none. None: nothing left for this annotator. Commits a new claim unless
     `commit` is False."""
-    return screen(session, annotator, qs, claim=True, commit=commit)[0]
+    return screen(session, annotator, qs, claim=True, commit=commit).task
 
 
 def at_position(session: Session, annotator: Annotator, qs: QuerySet, position: int) -> TaskView | None:

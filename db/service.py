@@ -57,6 +57,7 @@ class QueueState:
     query_set: str
     task: queue.TaskView | None  # None: this annotator has finished the set
     progress: queue.Progress  # progress.latest: the highest position assigned so far
+    upcoming: tuple[str, ...] = ()  # items of the next pairs (the app renders them ahead)
 
 
 class AnnotationService:
@@ -162,15 +163,15 @@ class AnnotationService:
                 task = queue.at_position(s, ann, qs, position) if position is not None else None
                 if task is not None:
                     return self._state(s, ann, qs, task)
-                task, prog = queue.screen(s, ann, qs, claim=False)
-                if task is not None:
-                    return QueueState(ann.name, qs.name, task, prog)
+                sc = queue.screen(s, ann, qs, claim=False)
+                if sc.task is not None:
+                    return QueueState(ann.name, qs.name, sc.task, sc.progress, sc.upcoming)
         with self.Session() as s:  # a new annotator, or the next task to claim
             ann = self._annotator(s, user, create=True)
             qs = self._set(s, set_name)
-            task, prog = queue.screen(s, ann, qs, claim=True, commit=False)
+            sc = queue.screen(s, ann, qs, claim=True, commit=False)
             s.commit()
-            return QueueState(ann.name, qs.name, task, prog)
+            return QueueState(ann.name, qs.name, sc.task, sc.progress, sc.upcoming)
 
     def answer(self, user: str, set_name: str, task_id: int, identity: str, edit: str,
                comment: str | None = None, time_spent_ms: int = 0) -> QueueState:
@@ -180,29 +181,18 @@ class AnnotationService:
             ann = self._annotator(s, user, create=True)
             qs = self._set(s, set_name)
             queue.answer(s, ann, task_id, identity, edit, comment, time_spent_ms, commit=False, view=False)
-            task, prog = queue.screen(s, ann, qs, claim=True, commit=False)
+            sc = queue.screen(s, ann, qs, claim=True, commit=False)
             s.commit()
-            return QueueState(ann.name, qs.name, task, prog)
+            return QueueState(ann.name, qs.name, sc.task, sc.progress, sc.upcoming)
 
     def skip(self, user: str, set_name: str, task_id: int, reason: str, time_spent_ms: int = 0) -> QueueState:
         with self.Session() as s:
             ann = self._annotator(s, user, create=True)
             qs = self._set(s, set_name)
             queue.skip(s, ann, task_id, reason, time_spent_ms, commit=False, view=False)
-            task, prog = queue.screen(s, ann, qs, claim=True, commit=False)
+            sc = queue.screen(s, ann, qs, claim=True, commit=False)
             s.commit()
-            return QueueState(ann.name, qs.name, task, prog)
-
-    def set_items(self, set_name: str) -> list[str]:
-        """Every gallery item a screen of `set_name` can show: references and candidates."""
-        from db.models import Query, Task
-
-        with self.ReadSession() as s:
-            qs = queue.query_set_by_name(s, set_name)
-            refs = s.scalars(select(Query.reference_id).where(Query.query_set_id == qs.id).order_by(Query.id))
-            items = s.scalars(select(Task.item_id).join(Query, Task.query_id == Query.id)
-                              .where(Query.query_set_id == qs.id).order_by(Task.id))
-            return list(dict.fromkeys([*refs, *items]))
+            return QueueState(ann.name, qs.name, sc.task, sc.progress, sc.upcoming)
 
     def progress_of(self, user: str) -> dict[str, Any]:
         """The user's own counts per set (what annotation-only mode's Results shows)."""

@@ -156,3 +156,20 @@ def test_guideline_examples_follow_the_world_truth(cir_engine) -> None:
     assert any(c.startswith("Different character · Edit satisfied") for c in labels)
     assert any("nothing changed" in c for c in labels)
     assert annotate.guideline_examples(type("E", (), {"bench": None})()) == []
+
+
+def test_next_pairs_are_rendered_ahead(svc, cir_engine) -> None:
+    """The screen names the next pairs' items; the tab renders them in the background, so the
+    next click finds its pictures as files (no rendering on the request path)."""
+    import time
+
+    st = svc.open("ahead", DEFAULT_SET)
+    assert st.upcoming and st.task.item_id not in st.upcoming
+    annotate.open_view(svc, cir_engine, "ahead", DEFAULT_SET)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not all((id(cir_engine), i) in annotate.IMAGES._paths
+                                                   for i in st.upcoming):
+        time.sleep(0.1)
+    assert all((id(cir_engine), i) in annotate.IMAGES._paths for i in st.upcoming)
+    html = annotate.pair_html(*[annotate.IMAGES.path(cir_engine, i) for i in st.upcoming[:2]])
+    assert html.count("<img") == 2 and "gradio_api/file=" in html

@@ -229,3 +229,34 @@ def test_a_real_upload_still_works(client, engine, tmp_path):
     engine.image(3, 80).save(p)
     res = client.predict("", EDIT, 2, "cosine", None, handle_file(str(p)), api_name="/compare")
     assert "error" not in res and res["reference"]["kind"] == "upload"
+
+
+# -- temporary files (issue 15, item 5) -----------------------------------------------------------
+
+def test_export_folders_are_swept_and_removed(engine, tmp_path):
+    import glob
+    import tempfile
+    import time
+
+    from ui.figures import export_view
+    from ui.tempfiles import TempDirs
+
+    top = lambda: set(glob.glob(f"{tempfile.gettempdir()}/cir-figure-*") +  # noqa: E731
+                      glob.glob(f"{tempfile.gettempdir()}/cir-judgments-*"))
+    before = top()
+    dirs = TempDirs(ttl_s=60, parent=tmp_path, sweeper=False)
+    import ui.figures as figs
+
+    real, figs.TEMP = figs.TEMP, dirs
+    try:
+        view = export_view(engine, LISTED, "test-00001", "", None, "", ["pact"], k=1)
+    finally:
+        figs.TEMP = real
+    assert view.error is None and all(Path(f).is_relative_to(dirs.root) for f in view.files)
+    assert top() == before  # nothing left at the top of the system temp folder
+    assert dirs.sweep() == 0  # young: kept until Gradio has copied it
+    assert dirs.sweep(now=time.time() + 61) == 1 and not any(Path(f).exists() for f in view.files)
+    dirs.new("cir-judgments-")
+    root = dirs.root
+    dirs.close()  # what atexit (and SIGTERM) run
+    assert not root.exists()

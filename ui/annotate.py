@@ -8,8 +8,9 @@ plain functions (`open_view`, `choose_view`, ...) over an `AnnotationService`, t
 
 Under load (docs/ANNOTATION.md, bench/load_annotation.py): the first label of a pair is kept in
 the session's state and touches nothing (no DB, no images); the second saves and moves on in one
-DB transaction; the pictures are rendered once per item into files (`ItemImages`, warmed in the
-background for the whole set), so a click never renders or encodes an image. The events run
+DB transaction; the pictures are rendered once per item into files (`ItemImages`: the next pairs
+are rendered in the background while the annotator judges this one), so a click normally neither
+renders nor encodes an image. The events run
 `ANNOTATE_CONCURRENCY` at a time (reads in parallel, SQLite serialises the writes).
 """
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import atexit
 import functools
 import html
+import queue as _queue
 import logging
 import os
 import shutil
@@ -79,18 +81,17 @@ class AnnotateView:
 
 
 class ItemImages:
-    """Each gallery item the Annotate tab shows, rendered once at `size` into a JPEG file.
-
-    A click then hands Gradio a path (Gradio hashes and copies the small file into its cache)
-    instead of a PIL image it would encode to WebP on the request path. `warm` renders a whole
-    set's pictures on one background thread. The folder is removed at exit."""
+    """Each gallery item the Annotate tab shows, rendered once at `size` into a JPEG file that
+    Gradio's file route serves as it is (`pair_html`). `prefetch` renders the annotator's next
+    pairs on a background thread while they judge this one, so a click neither renders nor
+    encodes an image. The folder is removed at exit."""
 
     def __init__(self, size: int = IMAGE, max_items: int = 20_000):
         self.size, self.max_items = size, max_items
         self._dir: Path | None = None
         self._paths: OrderedDict[tuple[int, str], str] = OrderedDict()
         self._lock = threading.Lock()
-        self._warming: set[tuple[int, str]] = set()
+        self._queue: Any = None
 
     def _folder(self) -> Path:
         # Inside Gradio's upload folder, so its file route serves the pictures as they are (no
@@ -132,22 +133,30 @@ class ItemImages:
                 Path(gone).unlink(missing_ok=True)
         return tmp
 
-    def warm(self, engine: Engine, svc: AnnotationService, set_name: str) -> None:
-        """Render every picture of `set_name` on a background thread, once per process."""
-        key = (id(engine), set_name)
+    def prefetch(self, engine: Engine, item_ids: Any) -> None:
+        """Render these items ahead, on one background thread at the lowest CPU priority (the
+        next pairs of the annotator on screen: `QueueState.upcoming`)."""
+        todo = [i for i in item_ids if isinstance(i, str) and (id(engine), i) not in self._paths]
+        if not todo:
+            return
         with self._lock:
-            if key in self._warming:
-                return
-            self._warming.add(key)
+            if self._queue is None:
+                self._queue = _queue.SimpleQueue()
+                threading.Thread(target=self._prefetcher, name="cir-item-images", daemon=True).start()
+        for i in todo:
+            self._queue.put((engine, i))
 
-        def run() -> None:
+    def _prefetcher(self) -> None:
+        try:  # Linux: a thread is a task with its own nice value; never compete with a click
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+        except (AttributeError, OSError):
+            pass
+        while True:
+            engine, item = self._queue.get()
             try:
-                for item in svc.set_items(set_name):
-                    self.path(engine, item)
-            except Exception as exc:  # a warm-up failure only costs speed
-                log.info("could not pre-render the pictures of %r: %s", set_name, exc)
-
-        threading.Thread(target=run, name="cir-item-images", daemon=True).start()
+                self.path(engine, item)
+            except Exception as exc:  # a prefetch failure only costs speed
+                log.info("could not render %r ahead: %s", item, exc)
 
 
 IMAGES = ItemImages()
@@ -177,6 +186,7 @@ def _view(engine: Engine, st: QueueState, note: str = "") -> AnnotateView:
                                      f" · your answer: {t.status if t.status == 'skipped' else t.identity + ' / ' + t.edit}"
                                      + (" (changing it keeps the old one in the audit log)"))
     ref, cand = IMAGES.path(engine, t.reference_id), IMAGES.path(engine, t.item_id)
+    IMAGES.prefetch(engine, st.upcoming)
     missing = "" if ref is not None and cand is not None else \
         "\n\n⚠ An image of this pair is not in the app's gallery: skip it with reason *other*."
     screen = f"{head} · {where}{missing}"
@@ -219,7 +229,6 @@ def open_view(svc: AnnotationService, engine: Engine, user: str | None, set_name
         return AnnotateView("No query set to annotate yet: pool one with `python -m db.pooling` "
                             "(see docs/ANNOTATION.md).", "", None, None)
     name = set_name if set_name in sets else (svc.current_set(user) or sets[0])
-    IMAGES.warm(engine, svc, name)  # once per set and process: later screens never render
     return _view(engine, svc.open(user, name, position))
 
 
