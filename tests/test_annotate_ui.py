@@ -167,9 +167,8 @@ def test_next_pairs_are_rendered_ahead(svc, cir_engine) -> None:
     assert st.upcoming and st.task.item_id not in st.upcoming
     annotate.open_view(svc, cir_engine, "ahead", DEFAULT_SET)
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not all((id(cir_engine), i) in annotate.IMAGES._paths
-                                                   for i in st.upcoming):
+    while time.monotonic() < deadline and not all(annotate.IMAGES.known(cir_engine, i) for i in st.upcoming):
         time.sleep(0.1)
-    assert all((id(cir_engine), i) in annotate.IMAGES._paths for i in st.upcoming)
+    assert all(annotate.IMAGES.known(cir_engine, i) for i in st.upcoming)
     html = annotate.pair_html(*[annotate.IMAGES.path(cir_engine, i) for i in st.upcoming[:2]])
     assert html.count("<img") == 2 and "gradio_api/file=" in html

@@ -60,6 +60,9 @@ def build_demo(config: AppConfig | None = None, engine: Engine | None = None) ->
     os.environ.setdefault("GRADIO_ANALYTICS_CACHE_FREQUENCY", "1000")
     holder = EngineHolder(cfg, engine)
     services = annotate.ServiceHolder(cfg.db)
+    from cir_core.config import cache_dir
+
+    annotate.IMAGES.configure(cfg.cache_dir or cache_dir())
     only = bool(cfg.annotation_only)
     with gr.Blocks(title="CIR Workbench", analytics_enabled=False, delete_cache=DELETE_CACHE) as demo:
         gr.Markdown("# CIR Workbench\nComposed image retrieval: one reference, one edit, every method "

@@ -15,17 +15,16 @@ renders nor encodes an image. The events run
 """
 from __future__ import annotations
 
-import atexit
 import functools
+import hashlib
 import html
 import queue as _queue
 import logging
 import os
-import shutil
 import tempfile
 import threading
 import time
-from collections import OrderedDict
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
@@ -82,61 +81,78 @@ class AnnotateView:
 
 class ItemImages:
     """Each gallery item the Annotate tab shows, rendered once at `size` into a JPEG file that
-    Gradio's file route serves as it is (`pair_html`). `prefetch` renders the annotator's next
-    pairs on a background thread while they judge this one, so a click neither renders nor
-    encodes an image. The folder is removed at exit."""
+    Gradio's file route serves as it is (`pair_html`; the folder is one of Gradio's static
+    paths). Files are keyed by the item's fingerprint (what determines its pixels), under
+    `<cache dir>/annotate-images/` (`--cache-dir`, as the embeddings), so they outlive a restart:
+    a campaign renders each picture once. `prefetch` renders the annotator's next pairs on a
+    background thread while they judge this one, so a click neither renders nor encodes."""
 
-    def __init__(self, size: int = IMAGE, max_items: int = 20_000):
-        self.size, self.max_items = size, max_items
+    def __init__(self, size: int = IMAGE, max_memo: int = 100_000):
+        self.size, self.max_memo = size, max_memo
         self._dir: Path | None = None
-        self._paths: OrderedDict[tuple[int, str], str] = OrderedDict()
+        # engine -> item id -> file (weak: a new engine that reuses an old one's id() starts empty)
+        self._memo: weakref.WeakKeyDictionary[Any, dict[str, str]] = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
         self._queue: Any = None
 
-    def _folder(self) -> Path:
-        # Inside Gradio's upload folder, so its file route serves the pictures as they are (no
-        # copy into the cache per click); never one of `upload_file_set`, so no handler accepts
-        # them as an upload.
-        if self._dir is None or not self._dir.is_dir():
-            from gradio.utils import get_upload_folder
+    def known(self, engine: Engine, item_id: str) -> bool:
+        """Whether `item_id`'s file is already there (rendered in this process or before)."""
+        with self._lock:
+            return item_id in self._memo.get(engine, {})
 
-            root = Path(get_upload_folder())
-            root.mkdir(parents=True, exist_ok=True)
-            self._dir = Path(tempfile.mkdtemp(prefix="cir-items-", dir=root))
-            atexit.register(shutil.rmtree, self._dir, True)
+    def configure(self, root: str | Path) -> None:
+        """Where the pictures go (`<root>/annotate-images`); registered with Gradio as static."""
+        folder = Path(root).expanduser() / "annotate-images"
+        with self._lock:
+            if self._dir != folder:
+                self._dir = folder
+                self._memo = weakref.WeakKeyDictionary()
+        folder.mkdir(parents=True, exist_ok=True)
+        gr.set_static_paths([folder])
+
+    def _folder(self) -> Path:
+        if self._dir is None:
+            from cir_core.config import cache_dir
+
+            self.configure(cache_dir())
+        assert self._dir is not None
         return self._dir
 
     def path(self, engine: Engine, item_id: str) -> str | None:
         """The file showing `item_id` (None: not in this gallery)."""
-        key = (id(engine), str(item_id))
+        item_id = str(item_id)
         with self._lock:
-            hit = self._paths.get(key)
-            if hit is not None:
-                self._paths.move_to_end(key)
-                return hit
-            folder = self._folder()
+            hit = self._memo.get(engine, {}).get(item_id)
+        if hit is not None:
+            return hit
+        folder = self._folder()
         try:
-            img = engine.image(engine.row_of(item_id), self.size).convert("RGB")
+            row = engine.row_of(item_id)
+            digest = hashlib.sha1(f"{engine.gallery.fingerprint(row)}|{self.size}".encode()).hexdigest()
         except Exception:  # an item no longer in this gallery: the status says so, nothing shown
             return None
-        fd, tmp = tempfile.mkstemp(suffix=".jpg", dir=folder)
-        with os.fdopen(fd, "wb") as f:
-            img.save(f, format="JPEG", quality=92)
+        out = folder / digest[:2] / f"{digest}.jpg"
+        if not out.is_file():
+            try:
+                img = engine.image(row, self.size).convert("RGB")
+            except Exception:
+                return None
+            out.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(suffix=".part", dir=out.parent)
+            with os.fdopen(fd, "wb") as f:
+                img.save(f, format="JPEG", quality=92)
+            os.replace(tmp, out)  # atomic: a concurrent reader sees the whole file or none
         with self._lock:
-            old = self._paths.get(key)
-            if old is not None:  # rendered twice at once: keep the first
-                os.unlink(tmp)
-                return old
-            self._paths[key] = tmp
-            while len(self._paths) > self.max_items:
-                _, gone = self._paths.popitem(last=False)
-                Path(gone).unlink(missing_ok=True)
-        return tmp
+            memo = self._memo.setdefault(engine, {})
+            if len(memo) > self.max_memo:
+                memo.clear()
+            memo[item_id] = str(out)
+        return str(out)
 
     def prefetch(self, engine: Engine, item_ids: Any) -> None:
         """Render these items ahead, on one background thread at the lowest CPU priority (the
         next pairs of the annotator on screen: `QueueState.upcoming`)."""
-        todo = [i for i in item_ids if isinstance(i, str) and (id(engine), i) not in self._paths]
+        todo = [i for i in item_ids if isinstance(i, str) and not self.known(engine, i)]
         if not todo:
             return
         with self._lock:
