@@ -2,9 +2,12 @@
 `python app.py --annotators ... --db ...` as annotators do, the app is killed with SIGKILL halfway
 and restarted, then every acknowledged write is checked against the database.
 
-    OMP_NUM_THREADS=1 nice -n 10 .venv/bin/python bench/load_annotation.py \
+    OMP_NUM_THREADS=1 .venv/bin/python bench/load_annotation.py \
         [--clients 32 --judgments 40 --think-s 2.0 --kill-at 0.5 --down-s 1.0 --queries 200 \
-         --db FILE|URL --out docs/results/load_annotation.txt]
+         --db FILE|URL --out load_annotation.txt --json clicks.json] [-- APP FLAGS]
+
+Run it at normal priority: it lowers its simulated browsers to nice 10 itself, and the app it
+starts must not be niced with them.
 
 Each annotator is a `gradio_client.Client` signed in with its own name (Gradio's login page)
 that calls the Annotate tab's own events by name (`/annotate_next`, `/annotate_identity_*`,

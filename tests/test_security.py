@@ -229,6 +229,9 @@ def test_a_real_upload_still_works(client, engine, tmp_path):
     engine.image(3, 80).save(p)
     res = client.predict("", EDIT, 2, "cosine", None, handle_file(str(p)), api_name="/compare")
     assert "error" not in res and res["reference"]["kind"] == "upload"
+    # through the Compare button's gr.File slot too (Gradio copies it into its cache: same file)
+    out = client.predict("", handle_file(str(p)), EDIT, 2, "Cosine", True, 0.3, api_name="/compare_view")
+    assert "Uploaded reference" in plain(out[0]) and REFUSED not in plain(out[0])
 
 
 # -- temporary files (issue 15, item 5) -----------------------------------------------------------
