@@ -115,7 +115,10 @@ class App:
         return f"http://127.0.0.1:{self.port}/"
 
     def start(self, timeout_s: float = 900.0) -> None:
-        env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1"}
+        # Gradio's monitoring summary (per-function processing times) refreshed every 200 events,
+        # so the report can read the server's own measure at the end.
+        env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1",
+               "GRADIO_ANALYTICS_CACHE_FREQUENCY": "200"}
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(
                 [sys.executable, "app.py", "--annotators", str(self.users), "--db", self.db,
@@ -415,6 +418,20 @@ def pct(values: list[float], q: float) -> str:
     return f"{np.percentile(np.asarray(values), q) * 1000:.0f} ms" if values else "n/a"
 
 
+def _server_times(url: str, user: tuple[str, str]) -> dict[str, Any]:
+    """Gradio's own per-function processing times (from the start of the handler's processing to
+    the reply being ready, queue wait excluded) since the app's last start: /monitoring/summary."""
+    import httpx
+
+    try:
+        with httpx.Client(timeout=30) as c:
+            c.post(url + "login", data={"username": user[0], "password": user[1]})
+            r = c.get(url + "monitoring/summary")
+            return r.json().get("functions", {}) if r.status_code == 200 else {}
+    except (httpx.HTTPError, ValueError):
+        return {}
+
+
 def run(cfg: LoadConfig, db: str, work: Path, port: int | None) -> dict[str, Any]:
     users = [(f"ann{k:02d}", secrets.token_urlsafe(9)) for k in range(cfg.clients)]
     warm = ("warmup", secrets.token_urlsafe(9))
@@ -467,6 +484,7 @@ def run(cfg: LoadConfig, db: str, work: Path, port: int | None) -> dict[str, Any
                     cpu_clients_last = clients_cpu - cpu0["clients"]
             app_cpu_last = _cpu(app.proc.pid) - cpu0["app"]
         wall = time.monotonic() - t_start
+        server = _server_times(app.url, warm)
     finally:
         for p in procs:
             if p.is_alive():
@@ -476,8 +494,31 @@ def run(cfg: LoadConfig, db: str, work: Path, port: int | None) -> dict[str, Any
             if Path(work, f"client-{k}.json").exists()]
     return {"recs": recs, "t_kill": t_kill, "t_ready": t_ready, "wall": wall, "pool_s": pool_s,
             "cpu_app_s": cpu_before_kill + app_cpu_last, "cpu_clients_s": cpu_clients_last,
+            "server": server,
             "warm_s": warm_s, "planned": planned, "load_start": load0[0],
             "load_mean": float(np.mean(loads)) if loads else os.getloadavg()[0], "app_log": app.tail()}
+
+
+def _server_lines(fns: dict[str, Any]) -> list[str]:
+    """The app's own processing time per event kind (Gradio's monitoring, since the restart)."""
+    kinds = {"first label or save": ("annotate_identity_", "annotate_edit_"), "skip": ("annotate_skip",),
+             "back": ("annotate_back",), "next (resume)": ("annotate_next",)}
+    out = []
+    for label, prefixes in kinds.items():
+        rows = [v for k, v in fns.items() if k and k.startswith(prefixes) and v.get("total_requests")]
+        if not rows:
+            continue
+        n = sum(r["total_requests"] for r in rows)
+        # Percentiles of several functions cannot be merged exactly: the request-weighted mean of
+        # each function's percentile, and the worst one.
+        p = {q: (sum(r["process_time_percentiles"][q] * r["total_requests"] for r in rows) / n,
+                 max(r["process_time_percentiles"][q] for r in rows)) for q in ("50th", "90th", "99th")}
+        out.append(f"  server-side, {label:21s} p50 {p['50th'][0] * 1000:.0f} ms, p90 {p['90th'][0] * 1000:.0f} ms, "
+                   f"p99 {p['99th'][0] * 1000:.0f} ms (worst function p99 {p['99th'][1] * 1000:.0f} ms; {n} events)")
+    if out:
+        out.insert(0, "server-side processing (Gradio's own measure per event, handler start to reply, "
+                      "queue wait and transfer excluded; since the restart):")
+    return out
 
 
 def report(cfg: LoadConfig, db: str, res: dict, chk: Check) -> tuple[str, bool]:
@@ -540,6 +581,7 @@ def report(cfg: LoadConfig, db: str, res: dict, chk: Check) -> tuple[str, bool]:
         f"  back                            {pct(lat(('back',)), 50)} / {pct(lat(('back',)), 95)}",
         f"  after the restart only          {pct([c[2] for c in after if c[0] not in ('resume',)], 50)} / "
         f"{pct([c[2] for c in after if c[0] not in ('resume',)], 95)}",
+        *_server_lines(res.get("server") or {}),
         f"outage                            {outage:.1f} s from SIGKILL to the first answered click "
         f"(down {cfg.down_s} s + app start {res['t_ready'] - t_kill - cfg.down_s:.1f} s + sign-in and "
         "engine load)" if outage is not None else "outage                            n/a",

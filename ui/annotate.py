@@ -24,6 +24,7 @@ import os
 import tempfile
 import threading
 import time
+import urllib.parse
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -182,7 +183,8 @@ def pair_html(reference: str | None, candidate: str | None) -> str:
     """The reference and the candidate side by side: two <img> of `ItemImages` files, which the
     browser fetches from Gradio's file route (the event's reply is this short string)."""
     def fig(path: str | None, label: str, elem: str) -> str:
-        img = (f"<img id='{elem}' src='gradio_api/file={html.escape(path, quote=True)}' alt='{label}'>"
+        src = html.escape("gradio_api/file=" + urllib.parse.quote(path), quote=True)
+        img = (f"<img id='{elem}' src='{src}' alt='{label}'>"
                if path else f"<div class='ann-missing'>{label}: not in this gallery</div>")
         return f"<figure>{img}<figcaption>{label}</figcaption></figure>"
 
