@@ -13,10 +13,20 @@ Two layers:
 `q.json` is the exported JSON, or a bare list of entries. An entry is a world query id
 ("test-00010"), {"query_id": ...}, {"reference": <gallery item id>, "text": ...}, or
 {"reference_path": <image file>, "text": ...}.
+
+Image files (`reference_path`) are read only under an image root the caller names: the command
+line's `--image-root` (default: the folder of the --queries file). Without a root (the app) every
+`reference_path` is refused with the same message, whether or not the file exists, so a query
+list cannot make a server open or probe its files. The app passes its own checked uploads as
+`{"upload": path}` entries, which `parse_entries` never produces; `export` copies every such
+reference image beside the JSON and names it there by file name, so the JSON regenerates the
+figure with that folder as the image root and never holds a server path.
 """
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import sys
 import textwrap
 from dataclasses import dataclass, field
@@ -190,12 +200,48 @@ class Exported:
     spec: dict  # what the .json holds
     panels: list[Panel]
     figure: Any  # the matplotlib Figure
+    references: list[Path] = field(default_factory=list)  # image files copied beside the JSON
 
 
 # -- queries → panels ---------------------------------------------------------------------------
 
-def parse_entries(spec: Any) -> list[dict]:
-    """Normalise a query list: ids, JSON text, the exported JSON, or a list of entry dicts."""
+MAX_ENTRIES = 200  # a figure holds far fewer; a longer list is a mistake or an attack
+MAX_FIELD = 2000  # characters in one id, path or edit text
+PATHS_REFUSED = ("'reference_path' (an image file) is not accepted here: name a gallery image "
+                 "with 'reference', a world query with 'query_id', or use the Compare tab's upload")
+
+
+def resolve_image_path(path: str, image_root: str | Path | None) -> Path:
+    """The file `path` names under `image_root` (relative paths are relative to it). InputError,
+    the same whether the file exists or not, when there is no root or the path leaves it (`..`,
+    an absolute path elsewhere, a symlink pointing out)."""
+    if image_root is None:
+        raise InputError(PATHS_REFUSED)
+    root = Path(os.path.realpath(image_root))
+    raw = str(path)
+    if not raw or "\x00" in raw or len(raw) > MAX_FIELD:
+        raise InputError("reference_path must name an image under the image root")
+    real = Path(os.path.realpath(root / raw))  # an absolute `raw` replaces root here
+    if real != root and root not in real.parents:
+        raise InputError(f"reference_path {raw!r} is not under the image root {str(root)!r}")
+    return real
+
+
+def _text_field(e: dict, key: str, i: int) -> str:
+    v = e[key]
+    if not isinstance(v, (str, int)) or isinstance(v, bool):
+        raise InputError(f"query #{i + 1}: {key!r} must be text, got {type(v).__name__}")
+    v = str(v)
+    if len(v) > MAX_FIELD:
+        raise InputError(f"query #{i + 1}: {key!r} is longer than {MAX_FIELD} characters")
+    return v
+
+
+def parse_entries(spec: Any, image_root: str | Path | None = None) -> list[dict]:
+    """Normalise a query list: ids, JSON text, the exported JSON, or a list of entry dicts.
+
+    `reference_path` entries are accepted only with an `image_root` and only under it (see
+    `resolve_image_path`); the returned entry keeps the path as written."""
     if isinstance(spec, (str, bytes)):
         raw = spec.decode() if isinstance(spec, bytes) else spec
         raw = raw.strip()
@@ -212,6 +258,8 @@ def parse_entries(spec: Any) -> list[dict]:
         spec = spec.get("queries", [])
     if not isinstance(spec, list) or not spec:
         raise InputError("the query list is empty (expected a JSON list, or {\"queries\": [...]})")
+    if len(spec) > MAX_ENTRIES:
+        raise InputError(f"{len(spec)} queries: at most {MAX_ENTRIES} in one list")
     out = []
     for i, e in enumerate(spec):
         if isinstance(e, str):
@@ -219,35 +267,51 @@ def parse_entries(spec: Any) -> list[dict]:
         if not isinstance(e, dict):
             raise InputError(f"query #{i + 1} is {type(e).__name__}; expected an id or an object")
         if "query_id" in e:
-            out.append({"query_id": str(e["query_id"])})
+            out.append({"query_id": _text_field(e, "query_id", i)})
         elif "reference" in e or "reference_path" in e:
             key = "reference" if "reference" in e else "reference_path"
-            if not str(e.get("text", "")).strip():
+            text = _text_field(e, "text", i) if "text" in e else ""
+            if not text.strip():
                 raise InputError(f"query #{i + 1} has a {key} but no edit 'text'")
-            out.append({key: str(e[key]), "text": str(e["text"])})
+            value = _text_field(e, key, i)
+            if key == "reference_path":
+                try:
+                    resolve_image_path(value, image_root)
+                except InputError as exc:
+                    raise InputError(f"query #{i + 1}: {exc}") from None
+            out.append({key: value, "text": text})
         else:
             raise InputError(f"query #{i + 1} needs 'query_id', or 'reference'/'reference_path' + 'text'")
     return out
 
 
+def _reference(engine: Engine, e: dict, image_root: str | Path | None) -> tuple[Any, str, str]:
+    """(Reference, edit text, panel title) of one parsed entry."""
+    if "query_id" in e:
+        q, row = engine.query(e["query_id"])
+        return engine.reference_from_row(row), q.text, q.query_id
+    if "reference" in e:
+        return engine.reference_from_id(e["reference"]), e["text"], e["reference"]
+    if "upload" in e:  # the app's own, already checked upload (never from a query list)
+        return engine.reference_from_upload(e["upload"], name=e.get("name")), e["text"], \
+            e.get("name") or "upload"
+    path = resolve_image_path(e["reference_path"], image_root)  # checked again: never trust a dict
+    return engine.reference_from_upload(path), e["text"], Path(e["reference_path"]).name
+
+
 def build_panels(engine: Engine, entries: Sequence[dict], methods: Sequence[str], k: int = 5,
                  scoring: str = "cosine", lam: float | None = None, thumb: int = 192,
-                 progress_cb: Callable[[int, int], None] | None = None) -> list[Panel]:
-    """Run every entry through `engine.compare` (no progression) and lay the results out."""
+                 progress_cb: Callable[[int, int], None] | None = None,
+                 image_root: str | Path | None = None) -> list[Panel]:
+    """Run every entry through `engine.compare` (no progression) and lay the results out.
+    `reference_path` entries are read only under `image_root` (none: refused)."""
     if not methods:
         raise InputError("choose at least one method")
     panels = []
     for i, e in enumerate(entries):
         if progress_cb:
             progress_cb(i, len(entries))
-        if "query_id" in e:
-            q, row = engine.query(e["query_id"])
-            ref, text, title = engine.reference_from_row(row), q.text, q.query_id
-        elif "reference" in e:
-            ref, text, title = engine.reference_from_id(e["reference"]), e["text"], e["reference"]
-        else:
-            ref, text, title = engine.reference_from_upload(e["reference_path"]), e["text"], \
-                Path(e["reference_path"]).name
+        ref, text, title = _reference(engine, e, image_root)
         res = engine.compare(ref, text, k=k, scoring=scoring, lam=lam, methods=methods, progression=False)
         if ref.character:
             title += f" · {ref.character}"
@@ -267,26 +331,46 @@ def build_panels(engine: Engine, entries: Sequence[dict], methods: Sequence[str]
 
 def export(engine: Engine, entries: Sequence[dict], methods: Sequence[str], outputs: Sequence[str | Path],
            k: int = 5, scoring: str = "cosine", lam: float | None = None, marks: bool = True,
-           scores: bool = True, progress_cb: Callable[[int, int], None] | None = None) -> Exported:
+           scores: bool = True, progress_cb: Callable[[int, int], None] | None = None,
+           image_root: str | Path | None = None) -> Exported:
     """Render and write every path in `outputs` (.png/.pdf/.json). The JSON (`Exported.spec`)
-    regenerates the figure with `python -m cir_core.figures --queries it.json`."""
+    regenerates the figure with `python -m cir_core.figures --queries it.json`: image-file
+    references (`upload`, `reference_path`) are copied beside it and named by file name only."""
     for p in outputs:
         if Path(p).suffix.lower() not in (*FORMATS, ".json"):
             raise InputError(f"cannot write {Path(p).name}: outputs are .png, .pdf or .json")
-    panels = build_panels(engine, entries, methods, k, scoring, lam, progress_cb=progress_cb)
-    spec = {"queries": list(entries), "methods": list(methods), "k": int(k), "scoring": scoring,
+    panels = build_panels(engine, entries, methods, k, scoring, lam, progress_cb=progress_cb,
+                          image_root=image_root)
+    jsons = [Path(p) for p in outputs if Path(p).suffix.lower() == ".json"]
+    queries, sources = [], []
+    for i, e in enumerate(entries):
+        if "upload" in e or "reference_path" in e:
+            src = Path(e["upload"]) if "upload" in e else resolve_image_path(e["reference_path"], image_root)
+            stem = jsons[0].stem if jsons else "figure"
+            name = f"{stem}-ref{i + 1}{src.suffix.lower() or '.png'}"
+            queries.append({"reference_path": name, "text": e["text"]})
+            sources.append((src, name))
+        else:
+            queries.append(dict(e))
+    spec = {"queries": queries, "methods": list(methods), "k": int(k), "scoring": scoring,
             "lambda": lam, "marks": marks, "scores": scores, "backbone": engine.backbone.id,
             "gallery": engine.gallery.name,
             "regenerate": "python -m cir_core.figures --queries THIS.json --out fig.pdf --out fig.png"}
     fig = render(panels, marks=marks, scores=scores)
+    copied: list[Path] = []
     for p in outputs:
         p = Path(p)
         if p.suffix.lower() == ".json":
             p.parent.mkdir(parents=True, exist_ok=True)
+            for src, name in sources:
+                dest = p.parent / name
+                if dest.resolve() != src.resolve():
+                    shutil.copyfile(src, dest)
+                copied.append(dest)
             p.write_text(json.dumps(spec, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         else:
             save(fig, p)
-    return Exported(spec, panels, fig)
+    return Exported(spec, panels, fig, list(dict.fromkeys(copied)))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -303,6 +387,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lambda", dest="lam", type=float, help="Chord λ (default: each method's own)")
     ap.add_argument("--no-marks", action="store_true", help="no ground-truth frames / identity dots")
     ap.add_argument("--no-scores", action="store_true")
+    ap.add_argument("--image-root", help="folder that 'reference_path' entries are read from (relative "
+                    "paths are relative to it; nothing outside it is opened); default: the folder of "
+                    "--queries (the current folder for stdin)")
     args = ap.parse_args(argv)
     try:
         cfg = settings_from(EngineConfig, args)
@@ -318,8 +405,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: cannot read {args.queries}: {exc.strerror}", file=sys.stderr)
         return 2
     try:
-        doc = json.loads(raw) if raw.strip()[:1] in "[{" else None
-        entries = parse_entries(doc if doc is not None else raw)
+        try:
+            doc = json.loads(raw) if raw.strip()[:1] in "[{" else None
+        except json.JSONDecodeError:
+            doc = None  # parse_entries names the JSON error
+        root = args.image_root or (Path(args.queries).resolve().parent if args.queries != "-" else Path.cwd())
+        entries = parse_entries(doc if doc is not None else raw, image_root=root)
         doc = doc if isinstance(doc, dict) else {}
         methods = list(cfg.methods) if cfg.methods else doc.get("methods") or cfg.method_names()
         engine = load_engine(cfg)
@@ -330,7 +421,7 @@ def main(argv: list[str] | None = None) -> int:
                       scoring=args.scoring or doc.get("scoring", "cosine"),
                       lam=args.lam if args.lam is not None else doc.get("lambda"),
                       marks=not args.no_marks and bool(doc.get("marks", True)),
-                      scores=not args.no_scores and bool(doc.get("scores", True)))
+                      scores=not args.no_scores and bool(doc.get("scores", True)), image_root=root)
     except CIRError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

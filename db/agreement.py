@@ -35,17 +35,36 @@ def missing_mask(labels: np.ndarray, missing: Any = -1) -> np.ndarray:
 
 
 def encode(labels: np.ndarray, missing: Any = -1) -> tuple[np.ndarray, int]:
-    """Integer codes 0..C-1 (sorted category order), -1 where missing; and C."""
+    """Integer codes 0..C-1, -1 where missing; and C.
+
+    Categories are told apart by equality, as in Python: in an object array `1`, `1.0` and
+    `np.int64(1)` are one category (they are equal), `"1"` is another. Codes follow the sorted
+    category order when the categories sort, else their first appearance (codes never change a
+    coefficient)."""
     arr = np.asarray(labels)
     mask = missing_mask(arr, missing)
     codes = np.full(arr.shape, -1, dtype=np.int64)
     present = arr[~mask]
     if present.size == 0:
         return codes, 0
-    cats, inv = np.unique(present.astype(str) if arr.dtype == object else present,
-                          return_inverse=True)
-    codes[~mask] = inv.ravel()
-    return codes, len(cats)
+    if arr.dtype != object:
+        cats, inv = np.unique(present, return_inverse=True)
+        codes[~mask] = inv.ravel()
+        return codes, len(cats)
+    first: dict[Any, int] = {}
+    try:
+        for v in present.tolist():
+            first.setdefault(v, len(first))
+    except TypeError:
+        raise InputError("labels must be hashable values (str, int, float, ...)") from None
+    keys = list(first)
+    try:
+        order = sorted(keys)
+    except TypeError:  # mixed types that do not compare: first appearance
+        order = keys
+    rank = {k: i for i, k in enumerate(order)}
+    codes[~mask] = np.fromiter((rank[v] for v in present.tolist()), dtype=np.int64, count=present.size)
+    return codes, len(keys)
 
 
 def unit_counts(labels: np.ndarray, missing: Any = -1) -> np.ndarray:

@@ -137,7 +137,7 @@ def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m db.export", description=__doc__.splitlines()[0])
-    p.add_argument("--db", required=True, type=Path, help="the annotation SQLite file")
+    p.add_argument("--db", required=True, help="the annotation DB: a SQLite file or a SQLAlchemy URL")
     p.add_argument("--format", required=True, choices=("csv", "jsonl"))
     p.add_argument("--out", required=True, type=Path, help="file to write (replaced if present)")
     p.add_argument("--pseudonymise", action="store_true",
@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--salt", help=f"the secret for --pseudonymise (or ${SALT_ENV})")
     p.add_argument("--annotator", help="only this annotator's judgments")
     args = p.parse_args(argv)
-    if not args.db.is_file():
+    if "://" not in args.db and not Path(args.db).is_file():
         p.error(f"no such database file: {args.db}")
     salt = None
     if args.pseudonymise:

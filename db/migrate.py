@@ -27,7 +27,7 @@ from sqlalchemy.engine import Inspector
 from sqlalchemy.exc import DatabaseError
 
 from cir_core.errors import CIRError
-from db.sqlite import open_db
+from db.sqlite import describe, is_url, open_db
 from db.models import Base
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
@@ -144,7 +144,9 @@ def upgrade(engine_or_path: Engine | str | Path, revision: str = "head") -> None
             _stamp_if_legacy(engine, cfg)
             _run(engine, cfg, lambda c: command.upgrade(c, revision))
     except DatabaseError as exc:
-        raise SchemaError(f"{engine_or_path}: not a usable SQLite database ({exc.orig})") from exc
+        where = describe(engine_or_path) if not isinstance(engine_or_path, Engine) else \
+            engine_or_path.url.render_as_string(hide_password=True)
+        raise SchemaError(f"{where}: not a usable annotation database ({exc.orig})") from exc
 
 
 def init_db(engine: Engine) -> None:
@@ -176,7 +178,7 @@ def head() -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m db.migrate", description=__doc__.splitlines()[0])
     ap.add_argument("--db", default=os.environ.get("CIR_DB", "annotations.sqlite"),
-                    help="SQLite file (default: $CIR_DB or annotations.sqlite)")
+                    help="SQLite file or SQLAlchemy URL (default: $CIR_DB or annotations.sqlite)")
     sub = ap.add_subparsers(dest="cmd", required=True)
     up = sub.add_parser("upgrade", help="create or migrate the DB (default: to head)")
     up.add_argument("--revision", default="head")
@@ -188,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
             upgrade(a.db, a.revision)
             print(f"{a.db}: at {current(a.db)}")
         elif a.cmd in ("current", "history"):
-            if not Path(a.db).exists():
+            if not is_url(a.db) and not Path(a.db).exists():
                 raise SchemaError(f"{a.db}: no such file")
             rev = current(a.db)
             if a.cmd == "current":

@@ -168,7 +168,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_engine_args(ap, methods_help="the app's columns (the baseline left out)")
-    ap.add_argument("--db", default="annotations.sqlite", help="the annotation DB (SQLite file)")
+    ap.add_argument("--db", default="annotations.sqlite", help="the annotation DB (a SQLite file or a "
+                    "SQLAlchemy URL such as postgresql://user:pass@host/db)")
     ap.add_argument("--name", required=True, help="query set name (unique in the DB)")
     ap.add_argument("--queries", type=int, default=20, help="queries to pool (the first N of the world "
                     "benchmark, or of a MovieNet set given as --gallery movienet:ROOT)")

@@ -12,14 +12,24 @@
 - **Blind**: `TaskView` carries the query and the item, never a method, score or rank.
 - **Attributable and private**: every read and write is scoped to one annotator id; writing a task
   that is not in that annotator's queue raises `PermissionError`.
+- **Concurrent writers**: on SQLite every writing transaction holds the file's write lock from
+  BEGIN. On PostgreSQL (several app replicas on one database) the writes lock rows instead: the
+  annotator's row before any write of theirs, and the query set's row before a claim (see
+  db/postgres.py); on SQLite `FOR UPDATE` is not emitted and the file lock does the same job.
+- **Fast**: a set's tasks never change after pooling, so its task list and each annotator's order
+  are computed once per process (`_SetCache`); a screen costs a handful of indexed queries.
+  Functions that write take `commit=True`; the service passes False to make one screen (answer +
+  next claim + progress) one transaction.
 """
 from __future__ import annotations
 
 import hashlib
 import random
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Optional
+from typing import Any, Optional
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -56,23 +66,64 @@ class Progress:
     latest: int  # the highest queue position assigned so far (0: none)
 
 
-def get_or_create_annotator(session: Session, name: str) -> Annotator:
-    """The annotator signed in as `name` (created on first sign-in). Commits a new row."""
-    name = (name or "").strip()
+def _dialect(session: Session) -> str:
+    return session.get_bind().dialect.name
+
+
+def find_annotator(session: Session, name: str) -> Annotator | None:
+    """The annotator signed in as `name`, or None (no write)."""
+    name = _check_name(name)
+    return session.scalars(select(Annotator).where(Annotator.name == name)).one_or_none()
+
+
+def _check_name(name: Any) -> str:
+    name = (name if isinstance(name, str) else "").strip()
     if not name:
         raise PermissionError("sign in first: annotation needs a signed-in user")
     if len(name) > MAX_NAME:
         raise ValueError(f"user name longer than {MAX_NAME} characters")
+    return name
+
+
+def get_or_create_annotator(session: Session, name: str, commit: bool = True) -> Annotator:
+    """The annotator signed in as `name` (created on first sign-in; commits a new row unless
+    `commit` is False). Two first sign-ins at once (two replicas) insert one row."""
+    name = _check_name(name)
     found = session.scalars(select(Annotator).where(Annotator.name == name)).one_or_none()
     if found is not None:
         return found
-    ann = Annotator(name=name)
-    session.add(ann)
-    session.commit()
+    dialect = _dialect(session)
+    if dialect in ("sqlite", "postgresql"):
+        if dialect == "sqlite":
+            from sqlalchemy.dialects.sqlite import insert
+        else:
+            from sqlalchemy.dialects.postgresql import insert
+        session.execute(insert(Annotator).values(name=name, created_at=utcnow())
+                        .on_conflict_do_nothing(index_elements=["name"]))
+    else:  # pragma: no cover (the two supported backends are above)
+        session.add(Annotator(name=name))
+        session.flush()
+    ann = session.scalars(select(Annotator).where(Annotator.name == name)).one()
+    if commit:
+        session.commit()
     return ann
 
 
+def lock_annotator(session: Session, annotator: Annotator) -> None:
+    """Serialise this annotator's writes (PostgreSQL row lock; SQLite already holds the file lock)."""
+    if _dialect(session) != "sqlite":
+        session.execute(select(Annotator.id).where(Annotator.id == annotator.id).with_for_update())
+
+
+def _lock_set(session: Session, qs: QuerySet) -> None:
+    """Serialise claims in one set (the overlap count), as above."""
+    if _dialect(session) != "sqlite":
+        session.execute(select(QuerySet.id).where(QuerySet.id == qs.id).with_for_update())
+
+
 def query_set_by_name(session: Session, name: str) -> QuerySet:
+    if not isinstance(name, str) or not name or len(name) > 200:
+        raise LookupError("no such query set")
     qs = session.scalars(select(QuerySet).where(QuerySet.name == name)).one_or_none()
     if qs is None:
         raise LookupError(f"no query set named {name!r}")
@@ -109,6 +160,56 @@ def _task_ids(session: Session, qs: QuerySet) -> list[tuple[int, int, bool]]:
     return [(int(t), int(q), bool(g)) for t, q, g in rows]
 
 
+class _SetCache:
+    """A set's tasks (fixed once pooled: pooling writes a set in one transaction and nothing
+    adds tasks later) and each annotator's order over them, per database and set. Keyed by the
+    database URL, the set's id, name and creation time, so a new DB at the same path or a set
+    pooled again under an old id is never served stale data."""
+
+    MAX = 256
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._tasks: OrderedDict[tuple, tuple[list[tuple[int, int, bool]], frozenset[int]]] = OrderedDict()
+        self._orders: OrderedDict[tuple, list[int]] = OrderedDict()
+
+    @staticmethod
+    def _key(session: Session, qs: QuerySet) -> tuple:
+        return (str(session.get_bind().url), qs.id, qs.name, str(qs.created_at))
+
+    def _get(self, cache: OrderedDict, key: tuple) -> Any:
+        with self._lock:
+            hit = cache.get(key)
+            if hit is not None:
+                cache.move_to_end(key)
+            return hit
+
+    def _put(self, cache: OrderedDict, key: tuple, value: Any) -> Any:
+        with self._lock:
+            cache[key] = value
+            while len(cache) > self.MAX:
+                cache.popitem(last=False)
+        return value
+
+    def tasks(self, session: Session, qs: QuerySet) -> tuple[list[tuple[int, int, bool]], frozenset[int]]:
+        key = self._key(session, qs)
+        hit = self._get(self._tasks, key)
+        if hit is None:
+            rows = _task_ids(session, qs)
+            hit = self._put(self._tasks, key, (rows, frozenset(t for t, _, g in rows if g)))
+        return hit
+
+    def order(self, session: Session, annotator: Annotator, qs: QuerySet) -> list[int]:
+        key = (*self._key(session, qs), annotator.name)
+        hit = self._get(self._orders, key)
+        if hit is None:
+            hit = self._put(self._orders, key, _order(annotator, qs, self.tasks(session, qs)[0]))
+        return hit
+
+
+SET_CACHE = _SetCache()
+
+
 def _taken_by_others(session: Session, qs: QuerySet, annotator_id: int) -> dict[int, int]:
     """task id -> how many other annotators hold it (judged, or claimed within CLAIM_TTL)."""
     judged = select(Judgment.task_id, Judgment.annotator_id).where(Judgment.annotator_id != annotator_id)
@@ -130,46 +231,126 @@ def assignments(session: Session, annotator_id: int, qs: QuerySet) -> list[Assig
 def _open_tasks(session: Session, annotator: Annotator, qs: QuerySet, mine: set[int]) -> list[int]:
     """Tasks this annotator could still be given, in their own order."""
     taken = _taken_by_others(session, qs, annotator.id)
-    tasks = _task_ids(session, qs)
-    gold = {t for t, _, g in tasks if g}
-    order = _order(annotator, qs, tasks)
+    gold = SET_CACHE.tasks(session, qs)[1]
+    order = SET_CACHE.order(session, annotator, qs)
     return [t for t in order if t not in mine and (t in gold or taken.get(t, 0) < qs.overlap)]
 
 
-def _view(session: Session, a: Assignment) -> TaskView:
-    task = session.get(Task, a.task_id)
-    q = session.get(Query, task.query_id)
-    j = session.scalars(select(Judgment).where(Judgment.annotator_id == a.annotator_id,
-                                               Judgment.task_id == a.task_id)).one_or_none()
-    return TaskView(task.id, a.position, q.external_id, q.reference_id, q.edit_text, task.item_id,
-                    j.status if j else None, j.identity if j else None, j.edit if j else None,
-                    j.skip_reason if j else None, j.comment if j else None)
+@dataclass
+class _Mine:
+    """This annotator's queue in one set and their judgments' statuses (two small queries)."""
+
+    queue: list[tuple[int, int]]  # (position, task id), by position
+    status: dict[int, str]  # task id -> 'answered' / 'skipped' (any set)
+
+    def first_open(self) -> tuple[int, int] | None:
+        return next(((p, t) for p, t in self.queue if t not in self.status), None)
+
+    def progress(self, open_tasks: list[int]) -> Progress:
+        statuses = [self.status[t] for _, t in self.queue if t in self.status]
+        done = len(statuses)
+        remaining = (len(self.queue) - done) + len(open_tasks)
+        return Progress(done, done + remaining, statuses.count("skipped"),
+                        self.queue[-1][0] if self.queue else 0)
 
 
-def current(session: Session, annotator: Annotator, qs: QuerySet) -> TaskView | None:
+def _mine(session: Session, annotator: Annotator, qs: QuerySet) -> _Mine:
+    rows = session.execute(select(Assignment.position, Assignment.task_id).where(
+        Assignment.annotator_id == annotator.id, Assignment.query_set_id == qs.id)
+        .order_by(Assignment.position)).all()
+    status = session.execute(select(Judgment.task_id, Judgment.status)
+                             .where(Judgment.annotator_id == annotator.id)).all()
+    return _Mine([(int(p), int(t)) for p, t in rows], {int(t): s for t, s in status})
+
+
+def _view(session: Session, annotator_id: int, position: int, task_id: int) -> TaskView:
+    row = session.execute(
+        select(Task.id, Task.item_id, Query.external_id, Query.reference_id, Query.edit_text,
+               Judgment.status, Judgment.identity, Judgment.edit, Judgment.skip_reason, Judgment.comment)
+        .join(Query, Task.query_id == Query.id)
+        .outerjoin(Judgment, (Judgment.task_id == Task.id) & (Judgment.annotator_id == annotator_id))
+        .where(Task.id == task_id)).one()
+    return TaskView(row[0], position, row[2], row[3], row[4], row[1], *row[5:])
+
+
+def first_unanswered(session: Session, annotator: Annotator, qs: QuerySet) -> TaskView | None:
+    """The first task in this annotator's queue not judged yet (no write; None if there is none)."""
+    first = _mine(session, annotator, qs).first_open()
+    return _view(session, annotator.id, *first) if first else None
+
+
+@dataclass(frozen=True)
+class Screen:
+    """What the Annotate tab shows now, and the items of the next few pairs (to render ahead)."""
+
+    task: TaskView | None
+    progress: Progress
+    upcoming: tuple[str, ...] = ()  # reference and candidate item ids of the next UPCOMING pairs
+
+
+UPCOMING = 3
+
+
+def _upcoming(session: Session, mine: _Mine, first: tuple[int, int] | None, open_: list[int]) -> tuple[str, ...]:
+    """Item ids of this annotator's next pairs: unanswered ones already queued, then open ones."""
+    cur = first[1] if first else None
+    ids = [t for _, t in mine.queue if t not in mine.status and t != cur][:UPCOMING]
+    ids += open_[:UPCOMING - len(ids)]
+    if not ids:
+        return ()
+    rows = session.execute(select(Task.id, Query.reference_id, Task.item_id)
+                           .join(Query, Task.query_id == Query.id).where(Task.id.in_(ids))).all()
+    by_id = {int(t): (r, i) for t, r, i in rows}
+    return tuple(dict.fromkeys(x for t in ids if t in by_id for x in by_id[t]))
+
+
+def screen(session: Session, annotator: Annotator, qs: QuerySet, claim: bool = True,
+           commit: bool = True) -> Screen:
+    """What the Annotate tab shows now — the current task (see `current`), the progress and the
+    next pairs' items — from one read of the queue. With `claim` False nothing is written (a
+    read transaction): the task is None when a claim would be needed (or nothing is left)."""
+    mine = _mine(session, annotator, qs)
+    first = mine.first_open()
+    if first is None and claim:
+        # A claim: lock (PostgreSQL), then look again — another replica may have claimed meanwhile.
+        lock_annotator(session, annotator)
+        _lock_set(session, qs)
+        mine = _mine(session, annotator, qs)
+        first = mine.first_open()
+        if first is None:
+            open_ = _open_tasks(session, annotator, qs, {t for _, t in mine.queue})
+            if not open_:
+                return Screen(None, mine.progress([]))
+            first = ((mine.queue[-1][0] if mine.queue else 0) + 1, open_[0])
+            session.add(Assignment(annotator_id=annotator.id, query_set_id=qs.id, task_id=first[1],
+                                   position=first[0]))
+            session.flush()
+            mine.queue.append(first)
+            view = _view(session, annotator.id, *first)
+            upcoming = _upcoming(session, mine, first, open_[1:])
+            if commit:
+                session.commit()
+            return Screen(view, mine.progress(open_[1:]), upcoming)
+    open_ = _open_tasks(session, annotator, qs, {t for _, t in mine.queue})
+    view = _view(session, annotator.id, *first) if first else None
+    return Screen(view, mine.progress(open_), _upcoming(session, mine, first, open_) if first else ())
+
+
+def current(session: Session, annotator: Annotator, qs: QuerySet, commit: bool = True) -> TaskView | None:
     """The task to show now: the first one in the queue not judged yet, claiming the next open
-    task when there is none. None: nothing left for this annotator. Commits a new claim."""
-    mine = assignments(session, annotator.id, qs)
-    judged = set(session.scalars(select(Judgment.task_id).where(Judgment.annotator_id == annotator.id)))
-    for a in mine:
-        if a.task_id not in judged:
-            return _view(session, a)
-    open_ = _open_tasks(session, annotator, qs, {a.task_id for a in mine})
-    if not open_:
-        return None
-    a = Assignment(annotator_id=annotator.id, query_set_id=qs.id, task_id=open_[0],
-                   position=(mine[-1].position if mine else 0) + 1)
-    session.add(a)
-    session.commit()
-    return _view(session, a)
+    task when there is none. None: nothing left for this annotator. Commits a new claim unless
+    `commit` is False."""
+    return screen(session, annotator, qs, claim=True, commit=commit).task
 
 
 def at_position(session: Session, annotator: Annotator, qs: QuerySet, position: int) -> TaskView | None:
     """This annotator's task at `position` (for back/undo); None when there is none."""
-    a = session.scalars(select(Assignment).where(
+    if isinstance(position, bool) or not isinstance(position, int) or not 1 <= position <= 10**9:
+        return None
+    task_id = session.scalar(select(Assignment.task_id).where(
         Assignment.annotator_id == annotator.id, Assignment.query_set_id == qs.id,
-        Assignment.position == position)).one_or_none()
-    return _view(session, a) if a is not None else None
+        Assignment.position == position))
+    return _view(session, annotator.id, position, task_id) if task_id is not None else None
 
 
 def _assignment(session: Session, annotator: Annotator, task_id: int) -> Assignment:
@@ -181,32 +362,39 @@ def _assignment(session: Session, annotator: Annotator, task_id: int) -> Assignm
     return a
 
 
+def _task_id(task_id: Any) -> int:
+    if isinstance(task_id, bool) or not isinstance(task_id, int):
+        raise PermissionError(f"task {task_id!r} is not in this annotator's queue")
+    return task_id
+
+
 def answer(session: Session, annotator: Annotator, task_id: int, identity: str, edit: str,
-           comment: str | None = None, time_spent_ms: int = 0) -> TaskView:
-    """Record (or change, with audit) this annotator's answer to one of their tasks. Commits."""
-    a = _assignment(session, annotator, task_id)
-    upsert_judgment(session, annotator.id, task_id, identity, edit, comment=comment,
+           comment: str | None = None, time_spent_ms: int = 0, commit: bool = True,
+           view: bool = True) -> TaskView | None:
+    """Record (or change, with audit) this annotator's answer to one of their tasks. Commits
+    unless `commit` is False; returns the task's view unless `view` is False."""
+    lock_annotator(session, annotator)
+    a = _assignment(session, annotator, _task_id(task_id))
+    upsert_judgment(session, annotator.id, a.task_id, identity, edit, comment=comment,
                     time_spent_ms=time_spent_ms, shown_position=a.position)
-    session.commit()
-    return _view(session, a)
+    if commit:
+        session.commit()
+    return _view(session, annotator.id, a.position, a.task_id) if view else None
 
 
 def skip(session: Session, annotator: Annotator, task_id: int, reason: str,
-         time_spent_ms: int = 0) -> TaskView:
-    """Skip one of this annotator's tasks with a reason (can be answered later via back). Commits."""
-    a = _assignment(session, annotator, task_id)
-    upsert_judgment(session, annotator.id, task_id, None, None, skip_reason=reason,
+         time_spent_ms: int = 0, commit: bool = True, view: bool = True) -> TaskView | None:
+    """Skip one of this annotator's tasks with a reason (can be answered later via back). Commits
+    unless `commit` is False."""
+    lock_annotator(session, annotator)
+    a = _assignment(session, annotator, _task_id(task_id))
+    upsert_judgment(session, annotator.id, a.task_id, None, None, skip_reason=reason,
                     time_spent_ms=time_spent_ms, shown_position=a.position)
-    session.commit()
-    return _view(session, a)
+    if commit:
+        session.commit()
+    return _view(session, annotator.id, a.position, a.task_id) if view else None
 
 
 def progress(session: Session, annotator: Annotator, qs: QuerySet) -> Progress:
-    mine = assignments(session, annotator.id, qs)
-    ids = [a.task_id for a in mine]
-    rows = session.execute(select(Judgment.status, func.count()).where(
-        Judgment.annotator_id == annotator.id, Judgment.task_id.in_(ids)).group_by(Judgment.status)).all()
-    counts = {s: int(n) for s, n in rows}
-    done = sum(counts.values())
-    remaining = (len(mine) - done) + len(_open_tasks(session, annotator, qs, set(ids)))
-    return Progress(done, done + remaining, counts.get("skipped", 0), mine[-1].position if mine else 0)
+    mine = _mine(session, annotator, qs)
+    return mine.progress(_open_tasks(session, annotator, qs, {t for _, t in mine.queue}))

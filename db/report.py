@@ -33,9 +33,10 @@ from db.results import (
     per_query_values,
     query_set_names,
 )
-from cir_core.stats import bootstrap_ci, paired_bootstrap
+from cir_core.stats import METHODS as CI_METHODS
+from cir_core.stats import MIN_QUERIES_TRUSTED, bootstrap_ci, paired_bootstrap
 
-__all__ = ["compute_report", "report_figure", "format_report", "main"]
+__all__ = ["compute_report", "gold_accuracy", "report_figure", "format_report", "main"]
 
 COMPARED_METRICS = ("identity", "edit")
 AGGREGATION = ("per (query, item): mean over annotators who answered (identity yes=1, no=0, "
@@ -102,12 +103,38 @@ def _gold(data: SetData) -> list[dict[str, Any]]:
     return [per[a] for a in sorted(per)]
 
 
+def gold_accuracy(session: Session, query_set_name: str, annotator: str) -> dict[str, Any] | None:
+    """One annotator's own gold line (`compute_report`'s "gold" entry), without the rest of the
+    report; None when they judged no gold task of the set."""
+    data = load_set(session, query_set_name)
+    data.judgments = [j for j in data.judgments if j.annotator == annotator]
+    mine = _gold(data)
+    return mine[0] if mine else None
+
+
+def _notes(methods: list[dict[str, Any]], ci: str) -> list[str]:
+    """What the reader must know before trusting the intervals."""
+    small = sorted({m["coverage"][d] for m in methods for d in ("at_1", "at_k")
+                    if 0 < m["coverage"][d] < MIN_QUERIES_TRUSTED})
+    if not small:
+        return []
+    return [f"Intervals over fewer than {MIN_QUERIES_TRUSTED} queries ({', '.join(map(str, small))} "
+            f"here) are too narrow: at 12 queries a nominal 95 % interval covers about 0.89-0.92 "
+            f"(percentile) or 0.90-0.93 (BCa) in bench/bootstrap_coverage.py. Read them as rough; "
+            f"this report uses {ci}."]
+
+
 def compute_report(session: Session, query_set_name: str, k: int | None = None,
-                   n_boot: int = 2000, seed: int = 0, progress: bool = False) -> dict[str, Any]:
+                   n_boot: int = 2000, seed: int = 0, progress: bool = False,
+                   ci: str = "percentile") -> dict[str, Any]:
     """The full report of one query set as a JSON-serialisable dict (NaN -> None).
 
     `k` defaults to the set's pool depth and may not exceed it (deeper items were never pooled).
+    `ci`: "percentile" (default) or "bca" intervals (cir_core/stats.py); `notes` says when the query
+    count is too small for them to be trusted.
     """
+    if ci not in CI_METHODS:
+        raise InputError(f"ci must be one of {CI_METHODS}, got {ci!r}")
     data = load_set(session, query_set_name)
     k = data.pool_k if k is None else k
     if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= data.pool_k:
@@ -123,7 +150,7 @@ def compute_report(session: Session, query_set_name: str, k: int | None = None,
             per_query[(combo, depth_name)] = dict(zip(covered, np.stack(
                 [values[m] for m in COMPARED_METRICS], axis=1))) if covered else {}
             entry["coverage"][depth_name] = len(covered)
-            entry[depth_name] = {m: _clean(bootstrap_ci(values[m], n_boot, seed).as_dict())
+            entry[depth_name] = {m: _clean(bootstrap_ci(values[m], n_boot, seed, method=ci).as_dict())
                                  for m in METRICS}
         methods.append(entry)
     comparisons = []
@@ -137,11 +164,12 @@ def compute_report(session: Session, query_set_name: str, k: int | None = None,
                 y = np.array([qb[q][i] for q in shared], dtype=np.float64)
                 comparisons.append({"a": "/".join(a), "b": "/".join(b), "depth": depth_name,
                                     "metric": metric,
-                                    **_clean(paired_bootstrap(x, y, n_boot, seed).as_dict())})
+                                    **_clean(paired_bootstrap(x, y, n_boot, seed, method=ci).as_dict())})
     skipped = [j for j in data.judgments if j.status == "skipped"]
     return {
         "query_set": data.name, "source": data.source, "pool_k": data.pool_k,
-        "overlap": data.overlap, "k": k, "n_boot": n_boot, "seed": seed,
+        "overlap": data.overlap, "k": k, "n_boot": n_boot, "seed": seed, "ci": ci,
+        "notes": _notes(methods, ci),
         "aggregation": AGGREGATION, "n_queries": len(data.query_ids),
         "judgments": {
             "answered": len(data.judgments) - len(skipped), "skipped": len(skipped),
@@ -183,6 +211,7 @@ def format_report(report: dict[str, Any]) -> str:
             d = ("n/a" if c["diff"] is None else
                  f"{c['diff']:+.3f} [{c['lo']:+.3f},{c['hi']:+.3f}] P>0={c['frac_positive']:.2f}")
             lines.append(f"{c['a']} - {c['b']} {c['depth']} {c['metric']}: {d} n={c['n']}")
+    lines += [f"note: {n}" for n in r.get("notes", [])]
     lines.append("-- agreement (n/a = undefined: one category only, or too few raters)")
     for attr, ag in r["agreement"].items():
         parts = [f"{name}={'n/a' if v['value'] is None else round(v['value'], 3)} "
@@ -206,15 +235,17 @@ def _plot_path(base: Path, name: str, several: bool) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m db.report", description=__doc__.splitlines()[0])
-    p.add_argument("--db", required=True, type=Path, help="the annotation SQLite file")
+    p.add_argument("--db", required=True, help="the annotation DB: a SQLite file or a SQLAlchemy URL")
     p.add_argument("--set", dest="query_set", help="one query set (default: every set)")
     p.add_argument("--k", type=int, help="depth for the @k rates (default: the set's pool_k)")
     p.add_argument("--json", type=Path, help="write {'query_sets': [report, ...]} here")
     p.add_argument("--plot", type=Path, help="bar chart PNG (several sets: OUT-<set>.png each)")
     p.add_argument("--bootstrap", type=int, default=2000, help="bootstrap resamples (2000)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed (0)")
+    p.add_argument("--ci", choices=CI_METHODS, default="percentile",
+                   help="interval: percentile (default) or bca (bias-corrected, accelerated)")
     args = p.parse_args(argv)
-    if not args.db.is_file():
+    if "://" not in args.db and not Path(args.db).is_file():
         p.error(f"no such database file: {args.db}")
     from db.sqlite import open_db, session_factory  # the CLI alone needs an engine
 
@@ -223,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
         with session_factory(engine)() as session:
             names = [args.query_set] if args.query_set else query_set_names(session)
             reports = [compute_report(session, n, args.k, args.bootstrap, args.seed,
-                                      progress=True) for n in names]
+                                      progress=True, ci=args.ci) for n in names]
     except CIRError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

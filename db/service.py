@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from db import queue
 from db.migrate import init_db
-from db.sqlite import open_db, session_factory
-from db.models import QuerySet
+from db.sqlite import describe, is_url, open_db, read_session_factory, session_factory
+from db.models import Assignment, QuerySet
 
 if TYPE_CHECKING:
     from cir_core.engine import Engine
@@ -32,6 +32,24 @@ SKIP_REASONS = ("reference unclear", "candidate unclear", "edit text unclear", "
 
 
 @dataclass(frozen=True)
+class _Ref:
+    """An annotator row's fields the queue reads (rows are never changed once written)."""
+
+    id: int
+    name: str
+
+
+@dataclass(frozen=True)
+class _SetRef:
+    """A query set row's fields the queue reads (fixed once pooled)."""
+
+    id: int
+    name: str
+    overlap: int
+    created_at: Any
+
+
+@dataclass(frozen=True)
 class QueueState:
     """One screen of the Annotate tab: the task at `task.position`, and where the queue stands."""
 
@@ -39,23 +57,79 @@ class QueueState:
     query_set: str
     task: queue.TaskView | None  # None: this annotator has finished the set
     progress: queue.Progress  # progress.latest: the highest position assigned so far
+    upcoming: tuple[str, ...] = ()  # items of the next pairs (the app renders them ahead)
 
 
 class AnnotationService:
-    """The annotation DB behind the app (thread-safe: one SQLAlchemy engine, short transactions)."""
+    """The annotation DB behind the app (thread-safe: one SQLAlchemy engine, short transactions).
 
-    def __init__(self, path: str | Path):
-        self.path = Path(path).expanduser()
-        if self.path.parent and not self.path.parent.exists():
-            raise FileNotFoundError(f"annotation DB folder {self.path.parent} does not exist")
+    `target` is a SQLite file or a SQLAlchemy URL (`postgresql://...`, db/postgres.py). Reads go
+    through `ReadSession` (on SQLite: no write lock, so they run in parallel), writes through
+    `Session`; one screen of the Annotate tab is at most one write transaction."""
+
+    def __init__(self, target: str | Path):
+        if is_url(str(target)):
+            self.path: str | Path = str(target)
+        else:
+            self.path = Path(target).expanduser()
+            if self.path.parent and not self.path.parent.exists():
+                raise FileNotFoundError(f"annotation DB folder {self.path.parent} does not exist")
         self.engine = open_db(self.path)
         init_db(self.engine)
         self.Session = session_factory(self.engine)
+        self.ReadSession = read_session_factory(self.engine)
         self._pool_lock = threading.Lock()
+        # Rows that never change once written (annotators and query sets are never deleted or
+        # renamed: every FK is RESTRICT), cached by name: two queries fewer per screen.
+        self._annotators: dict[str, _Ref] = {}
+        self._sets: dict[str, _SetRef] = {}
+
+    def _annotator(self, s: Any, user: str, create: bool) -> Any:
+        ref = self._annotators.get(user) if isinstance(user, str) else None
+        if ref is not None:
+            return ref
+        ann = queue.find_annotator(s, user)
+        if ann is not None:  # committed before this transaction: safe to remember
+            return self._cache(self._annotators, user, _Ref(ann.id, ann.name))
+        # Created in this transaction: not cached (a rollback would leave a dangling id).
+        return queue.get_or_create_annotator(s, user, commit=False) if create else None
+
+    def _set(self, s: Any, name: str) -> Any:
+        ref = self._sets.get(name) if isinstance(name, str) else None
+        if ref is None:
+            qs = queue.query_set_by_name(s, name)
+            ref = self._cache(self._sets, name, _SetRef(qs.id, qs.name, qs.overlap, qs.created_at))
+        return ref
+
+    @staticmethod
+    def _cache(d: dict, key: str, value: Any) -> Any:
+        if len(d) > 10_000:
+            d.clear()
+        d[key] = value
+        return value
+
+    def __repr__(self) -> str:
+        return f"AnnotationService({describe(self.path)!r})"
 
     def query_sets(self) -> list[str]:
-        with self.Session() as s:
+        with self.ReadSession() as s:
             return list(s.scalars(select(QuerySet.name).order_by(QuerySet.id)))
+
+    def current_set(self, user: str | None) -> str | None:
+        """The set `user` worked in last (their newest claim), else the first set; None if none."""
+        sets = self.query_sets()
+        if not sets:
+            return None
+        if user:
+            with self.ReadSession() as s:
+                ann = queue.find_annotator(s, user)
+                if ann is not None:
+                    name = s.scalar(select(QuerySet.name).join(Assignment, Assignment.query_set_id == QuerySet.id)
+                                    .where(Assignment.annotator_id == ann.id)
+                                    .order_by(Assignment.assigned_at.desc(), Assignment.id.desc()).limit(1))
+                    if name in sets:
+                        return name
+        return sets[0]
 
     def ensure_default_set(self, cir_engine: Engine, progress: Callable | None = None) -> str | None:
         """Pool the world demo set on first use when the DB has no query set at all (a fresh clone
@@ -76,36 +150,67 @@ class AnnotationService:
                 log.info("pooled the default annotation set %r", qs.name)
                 return qs.name
 
-    def _state(self, s: Any, ann: Any, qs: QuerySet, task: queue.TaskView | None) -> QueueState:
+    def _state(self, s: Any, ann: Any, qs: Any, task: queue.TaskView | None) -> QueueState:
         return QueueState(ann.name, qs.name, task, queue.progress(s, ann, qs))
 
     def open(self, user: str, set_name: str, position: int | None = None) -> QueueState:
-        """The current task (None position), or this user's task at `position` (back/undo)."""
-        with self.Session() as s:
-            ann = queue.get_or_create_annotator(s, user)
-            qs = queue.query_set_by_name(s, set_name)
-            task = None
-            if position is not None:
-                task = queue.at_position(s, ann, qs, int(position))
-            if task is None:
-                task = queue.current(s, ann, qs)
-            return self._state(s, ann, qs, task)
+        """The current task (None position), or this user's task at `position` (back/undo).
+        A read transaction when the task is already in the queue; a write one to claim."""
+        with self.ReadSession() as s:
+            ann = self._annotator(s, user, create=False)
+            qs = self._set(s, set_name)
+            if ann is not None:
+                task = queue.at_position(s, ann, qs, position) if position is not None else None
+                if task is not None:
+                    return self._state(s, ann, qs, task)
+                sc = queue.screen(s, ann, qs, claim=False)
+                if sc.task is not None:
+                    return QueueState(ann.name, qs.name, sc.task, sc.progress, sc.upcoming)
+        with self.Session() as s:  # a new annotator, or the next task to claim
+            ann = self._annotator(s, user, create=True)
+            qs = self._set(s, set_name)
+            sc = queue.screen(s, ann, qs, claim=True, commit=False)
+            s.commit()
+            return QueueState(ann.name, qs.name, sc.task, sc.progress, sc.upcoming)
 
     def answer(self, user: str, set_name: str, task_id: int, identity: str, edit: str,
                comment: str | None = None, time_spent_ms: int = 0) -> QueueState:
-        """Save the answer, then move on to the current task."""
+        """Save the answer, then move on to the current task: one transaction (the reply is
+        sent after its commit, so an acknowledged answer is on disk)."""
         with self.Session() as s:
-            ann = queue.get_or_create_annotator(s, user)
-            qs = queue.query_set_by_name(s, set_name)
-            queue.answer(s, ann, int(task_id), identity, edit, comment, time_spent_ms)
-            return self._state(s, ann, qs, queue.current(s, ann, qs))
+            ann = self._annotator(s, user, create=True)
+            qs = self._set(s, set_name)
+            queue.answer(s, ann, task_id, identity, edit, comment, time_spent_ms, commit=False, view=False)
+            sc = queue.screen(s, ann, qs, claim=True, commit=False)
+            s.commit()
+            return QueueState(ann.name, qs.name, sc.task, sc.progress, sc.upcoming)
 
     def skip(self, user: str, set_name: str, task_id: int, reason: str, time_spent_ms: int = 0) -> QueueState:
         with self.Session() as s:
-            ann = queue.get_or_create_annotator(s, user)
-            qs = queue.query_set_by_name(s, set_name)
-            queue.skip(s, ann, int(task_id), reason, time_spent_ms)
-            return self._state(s, ann, qs, queue.current(s, ann, qs))
+            ann = self._annotator(s, user, create=True)
+            qs = self._set(s, set_name)
+            queue.skip(s, ann, task_id, reason, time_spent_ms, commit=False, view=False)
+            sc = queue.screen(s, ann, qs, claim=True, commit=False)
+            s.commit()
+            return QueueState(ann.name, qs.name, sc.task, sc.progress, sc.upcoming)
+
+    def progress_of(self, user: str) -> dict[str, Any]:
+        """The user's own counts per set (what annotation-only mode's Results shows)."""
+        from db.models import Judgment, Task, Query
+
+        with self.ReadSession() as s:
+            ann = queue.find_annotator(s, user)
+            if ann is None:
+                return {}
+            rows = s.execute(select(QuerySet.name, Judgment.status, func.count())
+                             .join(Task, Judgment.task_id == Task.id).join(Query, Task.query_id == Query.id)
+                             .join(QuerySet, Query.query_set_id == QuerySet.id)
+                             .where(Judgment.annotator_id == ann.id)
+                             .group_by(QuerySet.name, Judgment.status)).all()
+        out: dict[str, Any] = {}
+        for name, status, n in rows:
+            out.setdefault(name, {"answered": 0, "skipped": 0})[status] = int(n)
+        return out
 
     def close(self) -> None:
         self.engine.dispose()

@@ -1,22 +1,72 @@
-"""The annotation DB's SQLite connection settings: WAL, FK enforcement and write-lock-at-BEGIN.
+"""The annotation DB's connection: a SQLite file (the default) or a server database by URL.
 
-`open_db(path)` returns SQLAlchemy's `Engine` for the file; `db.migrate.init_db` brings its schema
-to the newest revision."""
+`open_db(target)` takes a file path or a SQLAlchemy URL (`sqlite:///file`, `postgresql://...`)
+and returns SQLAlchemy's `Engine`; `db.migrate.init_db` brings its schema to the newest revision.
+
+SQLite: WAL, FK enforcement, and the write lock taken at BEGIN (`BEGIN IMMEDIATE`) for sessions
+that write; `read_session_factory` gives sessions that begin a plain (deferred) transaction, so
+reads run in parallel with each other and with the one writer (WAL snapshots) instead of queueing
+on the write lock. PostgreSQL: see `db.postgres` (row locks where SQLite relies on the file lock).
+"""
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import URL, make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 BUSY_TIMEOUT_MS = 5000
+READ_OPTION = "cir_read_only"  # execution option: begin a deferred (read) transaction
 
 
-def open_db(path: str | Path) -> Engine:
-    """Engine on the SQLite file at `path`, with the pragmas applied to every new connection."""
+def is_url(target: str | Path) -> bool:
+    return isinstance(target, str) and "://" in target
+
+
+def db_url(target: str | Path) -> URL:
+    """The SQLAlchemy URL of a path or URL string (a bare path is a SQLite file)."""
+    if is_url(target):
+        url = make_url(str(target))
+        if url.get_backend_name() == "postgresql" and url.get_driver_name() in ("", "psycopg2"):
+            url = _pg_driver(url)
+        return url
+    return make_url(f"sqlite:///{Path(target)}")
+
+
+def _pg_driver(url: URL) -> URL:
+    """`postgresql://` names psycopg2 by default; use psycopg (3) when that is what is installed."""
+    if url.get_driver_name() == "psycopg2":
+        return url
+    try:
+        import psycopg2  # noqa: F401
+        return url
+    except ImportError:
+        return url.set(drivername="postgresql+psycopg")
+
+
+def describe(target: str | Path) -> str:
+    """A path or URL for messages and logs: never the password."""
+    if is_url(target):
+        return db_url(target).render_as_string(hide_password=True)
+    return str(target)
+
+
+def open_db(target: str | Path) -> Engine:
+    """Engine on the SQLite file at `target` (pragmas applied to every new connection), or on
+    the database a URL names."""
+    url = db_url(target)
+    backend = url.get_backend_name()
+    if backend == "postgresql":
+        from db.postgres import open_postgres
+
+        return open_postgres(url)
+    if backend != "sqlite":
+        raise ValueError(f"unsupported annotation DB {describe(target)!r}: a SQLite file or a "
+                         "postgresql:// URL")
     engine = create_engine(
-        f"sqlite:///{Path(path)}",
+        url,
         # Gradio handlers run on worker threads; each checkout is still one thread at a time.
         connect_args={"check_same_thread": False, "timeout": BUSY_TIMEOUT_MS / 1000},
     )
@@ -41,6 +91,11 @@ def open_db(path: str | Path) -> Engine:
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Any) -> None:
+        if conn.get_execution_options().get(READ_OPTION):
+            # A read: a deferred BEGIN takes no lock; WAL gives it a snapshot while one writer
+            # commits. Never write in such a session (the upgrade to a write lock can fail).
+            conn.exec_driver_sql("BEGIN")
+            return
         # Take the write lock up front: a deferred BEGIN that later upgrades read->write can hit
         # SQLITE_BUSY immediately (busy_timeout can't help a lock upgrade in a read snapshot).
         conn.exec_driver_sql("BEGIN IMMEDIATE")
@@ -48,6 +103,17 @@ def open_db(path: str | Path) -> Engine:
     return engine
 
 
+def is_sqlite(engine: Engine) -> bool:
+    return engine.dialect.name == "sqlite"
+
+
 def session_factory(engine: Engine) -> sessionmaker[Session]:
-    """Session maker bound to `engine`; objects stay readable after commit."""
+    """Session maker bound to `engine`; objects stay readable after commit. On SQLite every
+    transaction takes the write lock at BEGIN: use it for anything that may write."""
     return sessionmaker(bind=engine, expire_on_commit=False)
+
+
+def read_session_factory(engine: Engine) -> sessionmaker[Session]:
+    """Session maker for read-only work: on SQLite a deferred BEGIN (no write lock, parallel
+    with other reads and the writer); elsewhere the same as `session_factory`."""
+    return sessionmaker(bind=engine.execution_options(**{READ_OPTION: True}), expire_on_commit=False)

@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -67,7 +68,7 @@ class RunResult:
     server_log: str = ""
 
 
-def seed_db(path: Path, clients: int, per_client: int) -> list[tuple[int, list[int]]]:
+def seed_db(path: Path | str, clients: int, per_client: int) -> list[tuple[int, list[int]]]:
     """A fresh migrated DB with one annotator and `per_client` tasks per client."""
     engine = open_db(path)
     init_db(engine)
@@ -115,7 +116,7 @@ def free_port() -> int:
 class ServerProcess:
     """`python -m db.serve` as a child process, output appended to a log file."""
 
-    def __init__(self, db: Path, port: int, log: Path) -> None:
+    def __init__(self, db: Path | str, port: int, log: Path) -> None:
         self.db, self.port, self.log = db, port, log
         self.proc: subprocess.Popen | None = None
 
@@ -234,13 +235,19 @@ def _client(k: int, writes: list[dict[str, Any]], port: int, cfg: StressConfig,
             time.sleep(cfg.think_ms / 1000 * (0.5 + rng.random()))
 
 
-def run_stress(cfg: StressConfig, db: Path, port: int | None = None) -> RunResult:
-    """Seed `db`, start the server, run the clients, kill -9 and restart it once mid-run."""
+def run_stress(cfg: StressConfig, db: Path | str, port: int | None = None,
+               log: Path | None = None) -> RunResult:
+    """Seed `db` (a new SQLite file, or an empty database's URL), start the server, run the
+    clients, kill -9 and restart it once mid-run. The server's output goes to `log` (default:
+    beside a SQLite file)."""
     people = seed_db(db, cfg.clients, cfg.per_client)
     rng = random.Random(cfg.seed)
     plans = [plan_writes(k, a, ts, cfg.revisions, rng) for k, (a, ts) in enumerate(people)]
     shared = _Shared(cfg, sum(map(len, plans)))
-    server = ServerProcess(db, port or free_port(), db.with_suffix(".server.log"))
+    if log is None:
+        log = Path(db).with_suffix(".server.log") if "://" not in str(db) else \
+            Path(tempfile.mkdtemp(prefix="cir-stress-")) / "server.log"
+    server = ServerProcess(db, port or free_port(), log)
     server.start()
     shared.kill_pid = server.proc.pid
     threads = [threading.Thread(target=_client, args=(k, w, server.port, cfg, shared), daemon=True)

@@ -1,5 +1,6 @@
 """Annotator sign-in for a locally run app: a file of `name:password` or `name:sha256:<hex>` lines
-(`#` comments and blank lines ignored), checked by Gradio's login page.
+(`#` comments and blank lines ignored), checked by Gradio's login page, and `SignInThrottle`, which
+slows and then locks out password guessing (per name and per client address).
 
     python -m db.users hash alice        # prints alice:sha256:<hex> for the file (prompts for it)
 """
@@ -9,10 +10,15 @@ import getpass
 import hashlib
 import hmac
 import sys
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 MAX_USERS = 10_000
+MAX_NAME = 200
 
 
 def _digest(password: str) -> str:
@@ -50,7 +56,9 @@ def checker(path: str | Path) -> Callable[[str, str], bool]:
     users = load_users(path)
 
     def check(username: str, password: str) -> bool:
-        secret = users.get((username or "").strip())
+        if not isinstance(username, str) or not isinstance(password, str) or len(password) > 4096:
+            return False
+        secret = users.get(username.strip())
         if secret is None:
             return False
         if secret.startswith("sha256:"):
@@ -58,6 +66,106 @@ def checker(path: str | Path) -> Callable[[str, str], bool]:
         return hmac.compare_digest(secret.encode(), (password or "").encode())
 
     return check
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """What the throttle decided for one sign-in attempt: wait `delay` seconds before answering;
+    `locked`: refuse without checking the password (the answer looks like a wrong password)."""
+
+    delay: float
+    locked: bool
+    reason: str = ""  # for the log: which limit locked it
+
+
+class SignInThrottle:
+    """Failed sign-ins per annotator name and per client address.
+
+    Every attempt counts as a failure from the moment it starts (so a burst of parallel guesses
+    is counted before any of them is answered) and is forgiven when the password was right.
+    With `n` recent failures (within `window_s`) on the name or the address:
+    - n < `free`: answered at once; then a growing delay, `base_delay * 2**(n - free)`, at most
+      `max_delay` seconds, before the answer (the caller sleeps without blocking other requests);
+    - n >= `lock_name_after` on a name, or `lock_addr_after` on an address: locked for `lock_s`
+      seconds — every attempt is refused, the right password too, and the refusal is the same
+      "incorrect credentials" as a wrong password.
+    A correct password clears the name's failures (not the address's: one valid account must not
+    reset a guesser's count). Unknown names are counted like known ones, so the throttle does not
+    reveal which names exist. State is in memory, per app process (bounded to `max_keys`).
+    """
+
+    def __init__(self, free: int = 3, base_delay: float = 0.5, max_delay: float = 8.0,
+                 lock_name_after: int = 10, lock_addr_after: int = 50, window_s: float = 900.0,
+                 lock_s: float = 900.0, max_keys: int = 100_000,
+                 clock: Callable[[], float] = time.monotonic):
+        self.free, self.base_delay, self.max_delay = free, base_delay, max_delay
+        self.lock_name_after, self.lock_addr_after = lock_name_after, lock_addr_after
+        self.window_s, self.lock_s, self.max_keys = window_s, lock_s, max_keys
+        self.clock = clock
+        self._fails: dict[tuple[str, str], deque[float]] = {}
+        self._locked: dict[tuple[str, str], float] = {}
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _keys(name: str, addr: str | None) -> tuple[tuple[str, str], tuple[str, str]]:
+        return ("name", (name or "").strip()[:MAX_NAME]), ("addr", addr or "unknown")
+
+    def _recent(self, key: tuple[str, str], now: float) -> deque[float]:
+        q = self._fails.get(key)
+        if q is None:
+            if len(self._fails) >= self.max_keys:
+                self._prune(now)
+            q = self._fails[key] = deque()
+        while q and now - q[0] > self.window_s:
+            q.popleft()
+        return q
+
+    def _prune(self, now: float) -> None:
+        for k in [k for k, q in self._fails.items() if not q or now - q[-1] > self.window_s]:
+            del self._fails[k]
+        for k in [k for k, until in self._locked.items() if until <= now]:
+            del self._locked[k]
+        while len(self._fails) >= self.max_keys:  # still full: forget the oldest
+            del self._fails[min(self._fails, key=lambda k: self._fails[k][-1] if self._fails[k] else 0)]
+
+    def begin(self, name: str, addr: str | None) -> Attempt:
+        """Count this attempt (as a failure until `success`) and say how to answer it."""
+        now = self.clock()
+        kname, kaddr = self._keys(name, addr)
+        with self._lock:
+            for key in (kname, kaddr):
+                until = self._locked.get(key)
+                if until is not None and until > now:
+                    return Attempt(0.0, True, f"{key[0]} locked for {until - now:.0f} s more")
+            fn, fa = self._recent(kname, now), self._recent(kaddr, now)
+            n = max(len(fn), len(fa))
+            fn.append(now)
+            fa.append(now)
+            if len(fn) > self.lock_name_after or len(fa) > self.lock_addr_after:
+                key, limit = (kname, self.lock_name_after) if len(fn) > self.lock_name_after \
+                    else (kaddr, self.lock_addr_after)
+                self._locked[key] = now + self.lock_s
+                return Attempt(0.0, True, f"{limit} failed attempts on this {key[0]}: locked for "
+                               f"{self.lock_s:.0f} s")
+        delay = 0.0 if n < self.free else min(self.base_delay * 2 ** (n - self.free), self.max_delay)
+        return Attempt(delay, False)
+
+    def success(self, name: str, addr: str | None) -> None:
+        """The password was right: forgive this attempt, clear the name's failures."""
+        now = self.clock()
+        kname, kaddr = self._keys(name, addr)
+        with self._lock:
+            self._fails.pop(kname, None)
+            fa = self._recent(kaddr, now)
+            if fa:
+                fa.pop()
+
+    def failures(self, name: str, addr: str | None) -> tuple[int, int]:
+        """(recent failures on the name, on the address): for tests and logs."""
+        now = self.clock()
+        kname, kaddr = self._keys(name, addr)
+        with self._lock:
+            return len(self._recent(kname, now)), len(self._recent(kaddr, now))
 
 
 def main(argv: list[str] | None = None) -> int:

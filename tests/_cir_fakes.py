@@ -138,3 +138,12 @@ def long_query(engine, min_sentences: int = 2):
     """A world query with at least `min_sentences` sentences: (query, reference row)."""
     q = next(q for q in engine.bench.queries if len(q.sentences) >= min_sentences)
     return engine.query(q.query_id)
+
+
+def plain(markdown: str) -> str:
+    """Markdown source with the backslash escapes of `ui.common.md_text` removed (and &lt; &gt;
+    &amp; decoded), i.e. the text a reader sees, for substring checks."""
+    import html
+    import re
+
+    return html.unescape(re.sub(r"\\(.)", r"\1", markdown))

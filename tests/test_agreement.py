@@ -127,3 +127,19 @@ def test_bad_shapes_raise() -> None:
 def test_encode_sorted_codes() -> None:
     codes, n = encode(np.array([["no", "yes"], ["cant_tell", None]], dtype=object), missing=None)
     assert n == 3 and codes.tolist() == [[1, 2], [0, -1]]
+
+
+def test_equal_labels_of_different_types_are_one_category() -> None:
+    """Object arrays: 1 and 1.0 (and numpy's 1) are equal, so one category; '1' is another."""
+    mixed = np.array([[1, 1.0], [2, np.int64(2)], [1, 2.0], [2, 2]], dtype=object)
+    same = np.array([[1, 1], [2, 2], [1, 2], [2, 2]])
+    codes, n = encode(mixed, missing=None)
+    assert n == 2 and (codes == encode(same, missing=None)[0]).all()
+    assert cohen_kappa(mixed, missing=None) == pytest.approx(cohen_kappa(same))
+    assert krippendorff_alpha_nominal(mixed, missing=None) == pytest.approx(krippendorff_alpha_nominal(same))
+    assert encode(np.array([[1, "1"]], dtype=object), missing=None)[1] == 2
+    assert encode(np.array([["a", 1, None]], dtype=object), missing=None)[1] == 2  # unsortable: ok
+    lists = np.empty((1, 2), dtype=object)
+    lists[0, 0], lists[0, 1] = [1], [2]
+    with pytest.raises(InputError, match="hashable"):
+        encode(lists, missing=None)

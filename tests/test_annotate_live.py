@@ -70,6 +70,9 @@ def test_keyboard_only_judging_survives_closing_the_browser(app) -> None:
             expect(page.locator(status)).to_contain_text("Signed in as alice", timeout=90_000)
             expect(page.locator(status)).to_contain_text("0 / ")
             assert "[1]" in page.locator("#ann-id-yes").inner_text()  # hotkeys shown on the buttons
+            for img in ("#ann-ref", "#ann-cand"):  # the pictures load from Gradio's file route
+                page.wait_for_function(f"document.querySelector('{img}') && "
+                                       f"document.querySelector('{img}').naturalWidth > 0", timeout=30_000)
             page.locator("body").click(position={"x": 5, "y": 5})  # focus the page, not a textbox
             for i in range(20):
                 page.keyboard.press("1" if i % 3 else "2")

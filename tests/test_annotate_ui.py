@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from _cir_fakes import fake_trained_methods, make_test_engine
+from _cir_fakes import fake_trained_methods, make_test_engine, plain
 from ui import annotate
 from db.service import DEFAULT_SET, AnnotationService
 from db.users import checker, load_users
@@ -102,10 +102,11 @@ def test_results_tab_rates_and_own_export(svc, cir_engine, tmp_path) -> None:
     for _ in range(6):
         v = _press(svc, cir_engine, "res1", v, "yes", "no")
     out = ar.results_view(holder, "res1", DEFAULT_SET, 1, out_dir=tmp_path)
+    summary = plain(out.summary)
     for name in cir_engine.columns:
-        assert f"| {name} · cosine |" in out.summary
+        assert f"| {name} · cosine |" in summary
     assert out.figure is not None and len(out.files) == 2
-    assert "**Pairwise @1**" in out.summary and " − pact · cosine |" in out.summary
+    assert "**Pairwise @1**" in summary and " − pact · cosine |" in summary
     rows = read_csv(out.files[0])
     assert len(rows) == 6 and {r["annotator"] for r in rows} == {"res1"}  # only the viewer's own
 
@@ -155,3 +156,19 @@ def test_guideline_examples_follow_the_world_truth(cir_engine) -> None:
     assert any(c.startswith("Different character · Edit satisfied") for c in labels)
     assert any("nothing changed" in c for c in labels)
     assert annotate.guideline_examples(type("E", (), {"bench": None})()) == []
+
+
+def test_next_pairs_are_rendered_ahead(svc, cir_engine) -> None:
+    """The screen names the next pairs' items; the tab renders them in the background, so the
+    next click finds its pictures as files (no rendering on the request path)."""
+    import time
+
+    st = svc.open("ahead", DEFAULT_SET)
+    assert st.upcoming and st.task.item_id not in st.upcoming
+    annotate.open_view(svc, cir_engine, "ahead", DEFAULT_SET)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not all(annotate.IMAGES.known(cir_engine, i) for i in st.upcoming):
+        time.sleep(0.1)
+    assert all(annotate.IMAGES.known(cir_engine, i) for i in st.upcoming)
+    html = annotate.pair_html(*[annotate.IMAGES.path(cir_engine, i) for i in st.upcoming[:2]])
+    assert html.count("<img") == 2 and "gradio_api/file=" in html

@@ -40,7 +40,6 @@ def test_render_marks_and_sizes(tmp_path):
     ('["test-00003"]', [{"query_id": "test-00003"}]),
     ('{"queries": [{"reference": "test/000001", "text": "Add a star."}]}',
      [{"reference": "test/000001", "text": "Add a star."}]),
-    ([{"reference_path": "/x.png", "text": "t"}], [{"reference_path": "/x.png", "text": "t"}]),
 ])
 def test_parse_entries(spec, want):
     assert parse_entries(spec) == want

@@ -153,6 +153,6 @@ def test_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = tmp_path / "bad.sqlite"
     bad.write_bytes(b"not a database at all" * 10)
     assert migrate.main(["--db", str(bad), "upgrade"]) == 1
-    assert "not a usable SQLite database" in capsys.readouterr().err
+    assert "not a usable annotation database" in capsys.readouterr().err
     assert migrate.main(["--db", str(tmp_path / "missing.sqlite"), "current"]) == 1
     assert not (tmp_path / "missing.sqlite").exists()

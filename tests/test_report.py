@@ -10,7 +10,7 @@ import pytest
 
 from cir_core.errors import InputError
 from db.sqlite import open_db, session_factory
-from db.report import compute_report, main, report_figure
+from db.report import compute_report, format_report, main, report_figure
 from db.report_plot import save_figure
 from cir_core.stats import bootstrap_ci, bootstrap_means, paired_bootstrap
 from _db_fixture import build
@@ -72,6 +72,52 @@ def test_paired_bootstrap_keeps_pairs() -> None:
     assert rev.diff == pytest.approx(-0.1) and rev.frac_positive == 0.0
     with pytest.raises(InputError, match="same queries"):
         paired_bootstrap(a, a[:-1])
+
+
+def test_exact_ties_are_not_positive() -> None:
+    """a - b = [+0.2, -0.2]: a resample's mean difference is > 0 only when it draws query 0
+    twice (1 in 4); the other ties are exactly 0, whatever the float sum gives."""
+    from cir_core.stats import _resample_counts
+
+    d = paired_bootstrap([0.4, 0.4], [0.2, 0.6], n_boot=20000, seed=0)
+    exact = float((_resample_counts(2, 20000, 0)[:, 0] == 2).mean())
+    assert d.frac_positive == exact and abs(exact - 0.25) < 0.01
+    assert d.diff == 0.0
+    # Many queries, values on a coarse grid: ties are frequent, and never counted as positive.
+    rng = np.random.default_rng(1)
+    a = rng.integers(0, 5, 40) / 4
+    b = a.copy()
+    b[:2] += 0.25
+    b[2:4] -= 0.25
+    tie = paired_bootstrap(a, b, n_boot=4000, seed=3)
+    counts = _resample_counts(40, 4000, 3)
+    exact = float(((counts[:, 2] + counts[:, 3]) > (counts[:, 0] + counts[:, 1])).mean())
+    assert tie.frac_positive == exact
+
+
+def test_bca_interval() -> None:
+    from cir_core.stats import MIN_QUERIES_TRUSTED
+
+    values = np.array([1, 1, 1, 0.8, 1, 0.6, 1, 1, 0.4, 1, 1, 0.8])  # skewed towards the ceiling
+    p = bootstrap_ci(values, n_boot=2000, seed=0)
+    b = bootstrap_ci(values, n_boot=2000, seed=0, method="bca")
+    assert b.mean == p.mean and b.lo <= b.mean <= b.hi
+    assert b.lo < p.lo  # BCa reaches further into the long tail
+    assert bootstrap_ci(np.full(6, 0.5), n_boot=100, method="bca") == bootstrap_ci(np.full(6, 0.5), n_boot=100)
+    with pytest.raises(InputError, match="method"):
+        bootstrap_ci(values, method="student")
+    assert MIN_QUERIES_TRUSTED == 30
+
+
+def test_report_says_when_intervals_rest_on_few_queries(db_path) -> None:
+    from db.sqlite import open_db, session_factory
+
+    engine = open_db(db_path)
+    with session_factory(engine)() as s:
+        rep = compute_report(s, "s", n_boot=200, ci="bca")
+    engine.dispose()
+    assert rep["ci"] == "bca" and rep["notes"] and "fewer than 30 queries" in rep["notes"][0]
+    assert "note: Intervals over fewer than 30" in format_report(rep)
 
 
 # --- the join back to methods ----------------------------------------------------------------

@@ -8,9 +8,10 @@ progress bar while a new gallery is embedded; a later start reads the embeddings
 """
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
 
-from .common import CSS, EngineHolder, theme
+from .common import CSS, EngineHolder, md_text, theme, warn
 from .settings import AppConfig
 
 if TYPE_CHECKING:
@@ -39,44 +40,69 @@ def _label(name: str) -> str:
     return method_label(name)
 
 
+# Gradio's own copies of the files the app serves (figure exports, judgment exports, pictures,
+# uploads): every 10 minutes, those older than an hour are deleted, and all of them at shutdown.
+DELETE_CACHE = (600, 3600)
+
+
 def build_demo(config: AppConfig | None = None, engine: Engine | None = None) -> Any:
     """The Blocks app. `engine` skips loading (tests inject a small one); otherwise the engine
-    is built from `config` on the first page load."""
+    is built from `config` on the first page load. With `config.annotation_only` the app has
+    the Annotate tab and the viewer's own Results only."""
     import gradio as gr
 
     from . import annotate, annotation_results, compare, figures
 
     cfg = config or AppConfig()
+    # Gradio's queue recomputes its monitoring summary (a pandas group-by over the last 10,000
+    # events) after every event by default: a cost that grows with the session. Every 1,000
+    # events is plenty for the dashboard; read when gr.Blocks creates its queue.
+    os.environ.setdefault("GRADIO_ANALYTICS_CACHE_FREQUENCY", "1000")
     holder = EngineHolder(cfg, engine)
     services = annotate.ServiceHolder(cfg.db)
-    with gr.Blocks(title="CIR Workbench", analytics_enabled=False) as demo:
+    from cir_core.config import cache_dir
+
+    annotate.IMAGES.configure(cfg.cache_dir or cache_dir())
+    only = bool(cfg.annotation_only)
+    with gr.Blocks(title="CIR Workbench", analytics_enabled=False, delete_cache=DELETE_CACHE) as demo:
         gr.Markdown("# CIR Workbench\nComposed image retrieval: one reference, one edit, every method "
-                    "side by side.", elem_id="app-title")
+                    "side by side." if not only else "# CIR Workbench · annotation\nJudge pairs blind: "
+                    "which method retrieved a candidate is never shown.", elem_id="app-title")
         top = gr.Markdown("Loading the backbone and the gallery…", elem_id="banner")
         with gr.Tabs():
-            with gr.Tab("Compare", id="compare"):
-                ctab = compare.build(holder, cfg)
-            with gr.Tab("Figures", id="figures"):
-                fig_outputs, fig_load = figures.build(holder, cfg, ctab)
+            if not only:
+                with gr.Tab("Compare", id="compare"):
+                    ctab = compare.build(holder, cfg)
+                with gr.Tab("Figures", id="figures"):
+                    fig_outputs, fig_load = figures.build(holder, cfg, ctab)
             with gr.Tab("Annotate", id="annotate"):
                 atab = annotate.build(holder, services)
-            with gr.Tab("Results", id="results"):
-                res_outputs, res_load = annotation_results.build(services)
+            with gr.Tab("Results", id="results") as rtab:
+                res_outputs, res_load = annotation_results.build(services, holder, own_only=only)
 
         def on_load(progress=gr.Progress()):
             from cir_core.errors import CIRError
 
-            n_out = 1 + len(ctab.load_outputs) + len(fig_outputs)
+            n_out = 1 + (0 if only else len(ctab.load_outputs) + len(fig_outputs))
             try:
                 eng = holder.get(progress)
             except CIRError as exc:
-                gr.Warning(str(exc))
-                return [f"⚠ {exc}"] + [gr.skip()] * (n_out - 1)
+                warn(str(exc))
+                msg = f"⚠ {md_text(exc)}"
+                return msg if only else [msg] + [gr.skip()] * (n_out - 1)
+            if only:
+                return banner(eng)  # one output: the value itself
             return [banner(eng), *ctab.load(eng), *fig_load(eng)]
 
-        demo.load(on_load, None, [top, *ctab.load_outputs, *fig_outputs], api_visibility="private")
-        demo.load(atab.load, None, atab.load_outputs, api_visibility="private")
-        demo.load(res_load, None, res_outputs, api_visibility="private")
+        load_outputs = [top] if only else [top, *ctab.load_outputs, *fig_outputs]
+        # The page-load events run in the Annotate tab's concurrency group: 32 annotators opening
+        # the page at once must not wait for each other one by one.
+        group = {"api_visibility": "private", "concurrency_limit": annotate.ANNOTATE_CONCURRENCY,
+                 "concurrency_id": "annotate"}
+        demo.load(on_load, None, load_outputs, **group)
+        demo.load(atab.load, None, atab.load_outputs, **group)
+        demo.load(res_load, None, res_outputs, **group)
+        rtab.select(res_load, None, res_outputs, **group)  # a set pooled since the page loaded
     demo.cir_holder = holder  # type: ignore[attr-defined]  (tests and scripts reach the engine)
     demo.cir_services = services  # type: ignore[attr-defined]
     return demo
@@ -84,17 +110,21 @@ def build_demo(config: AppConfig | None = None, engine: Engine | None = None) ->
 
 def launch_kwargs(cfg: AppConfig | None = None) -> dict:
     """What `demo.launch` needs besides the Blocks: host/port (None: Gradio's own defaults and env
-    vars), the theme and CSS (Gradio 6 takes them at launch), the upload size limit."""
+    vars), the theme and CSS (Gradio 6 takes them at launch), the upload size limit, and with an
+    annotators file the sign-in check (throttled per name and per client address, see
+    ui/signin.py) with the middleware that tells it the client's address. Also makes SIGTERM a
+    clean exit, so the temporary folders are removed when the process is stopped."""
     from .annotate_help import HOTKEY_JS
+    from .tempfiles import exit_cleanly_on_sigterm
 
     cfg = cfg or AppConfig()
+    exit_cleanly_on_sigterm()
     kw = {"server_name": cfg.host, "server_port": cfg.port, "theme": theme(), "css": CSS,
           "max_file_size": MAX_UPLOAD, "footer_links": ["api", "settings"], "head": HOTKEY_JS}
     if cfg.annotators:
-        from db.users import checker
+        from .signin import signin_kwargs
 
         # Gradio's login page guards the whole app; the Annotate tab reads request.username.
-        kw["auth"] = checker(cfg.annotators)
+        kw.update(signin_kwargs(cfg.annotators))
         kw["auth_message"] = "CIR Workbench: sign in with your annotator name and password."
     return kw
-

@@ -4,15 +4,30 @@ return the next day continues at the same task.
 
 Sign-in: Gradio's login page when the app runs with `--annotators FILE`; "Sign in with Hugging
 Face" on a Space with `hf_oauth: true`. Without either, annotation is refused. The handlers are
-plain functions (`open_view`, `answer_view`, ...) over an `AnnotationService`, tested directly.
+plain functions (`open_view`, `choose_view`, ...) over an `AnnotationService`, tested directly.
+
+Under load (docs/ANNOTATION.md, bench/load_annotation.py): the first label of a pair is kept in
+the session's state and touches nothing (no DB, no images); the second saves and moves on in one
+DB transaction; the pictures are rendered once per item into files (`ItemImages`: the next pairs
+are rendered in the background while the annotator judges this one), so a click normally neither
+renders nor encodes an image. The events run
+`ANNOTATE_CONCURRENCY` at a time (reads in parallel, SQLite serialises the writes).
 """
 from __future__ import annotations
 
 import functools
+import hashlib
+import html
+import queue as _queue
+import logging
 import os
+import tempfile
 import threading
 import time
+import urllib.parse
+import weakref
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +36,9 @@ import gradio as gr
 from db.service import SKIP_REASONS, AnnotationService, QueueState
 
 from .annotate_help import GUIDELINES, guideline_examples
-from .common import EngineHolder
+from .common import EngineHolder, choice_in, dict_in, md_text, text_in, warn
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from cir_core.engine import Engine
@@ -30,6 +47,8 @@ IDENTITY = (("yes", "Same character", "1"), ("no", "Different character", "2"),
             ("cant_tell", "Can't tell", "3"))
 EDIT = (("yes", "Edit satisfied", "Q"), ("partial", "Partly", "W"), ("no", "Not satisfied", "E"))
 IMAGE = 384
+ANNOTATE_CONCURRENCY = 16  # Annotate/Results-load events run at once (one shared Gradio queue slot set)
+MAX_COMMENT = 2000
 NO_SIGN_IN = ("**Sign in to annotate.** Annotation is attributed to a person: run the app with "
               "`--annotators FILE` (Gradio's login page) or, on a Space, set `hf_oauth: true` and use "
               "*Sign in with Hugging Face*.")
@@ -53,7 +72,7 @@ def user_of(request: Any, profile: Any = None) -> str | None:
 class AnnotateView:
     status: str
     edit: str
-    reference: Any  # PIL image or None
+    reference: Any  # the picture's file (ItemImages) or None
     candidate: Any
     state: dict = field(default_factory=dict)
     identity: str | None = None
@@ -61,17 +80,124 @@ class AnnotateView:
     comment: str = ""
 
 
-def _image(engine: Engine, item_id: str) -> Any:
-    try:
-        return engine.image(engine.row_of(item_id), IMAGE)
-    except Exception:  # an item no longer in this gallery: say so in the status, show nothing
-        return None
+class ItemImages:
+    """Each gallery item the Annotate tab shows, rendered once at `size` into a JPEG file that
+    Gradio's file route serves as it is (`pair_html`; the folder is one of Gradio's static
+    paths). Files are keyed by the item's fingerprint (what determines its pixels), under
+    `<cache dir>/annotate-images/` (`--cache-dir`, as the embeddings), so they outlive a restart:
+    a campaign renders each picture once. `prefetch` renders the annotator's next pairs on a
+    background thread while they judge this one, so a click neither renders nor encodes."""
+
+    def __init__(self, size: int = IMAGE, max_memo: int = 100_000):
+        self.size, self.max_memo = size, max_memo
+        self._dir: Path | None = None
+        # engine -> item id -> file (weak: a new engine that reuses an old one's id() starts empty)
+        self._memo: weakref.WeakKeyDictionary[Any, dict[str, str]] = weakref.WeakKeyDictionary()
+        self._lock = threading.Lock()
+        self._queue: Any = None
+
+    def known(self, engine: Engine, item_id: str) -> bool:
+        """Whether `item_id`'s file is already there (rendered in this process or before)."""
+        with self._lock:
+            return item_id in self._memo.get(engine, {})
+
+    def configure(self, root: str | Path) -> None:
+        """Where the pictures go (`<root>/annotate-images`); registered with Gradio as static."""
+        folder = Path(root).expanduser() / "annotate-images"
+        with self._lock:
+            if self._dir != folder:
+                self._dir = folder
+                self._memo = weakref.WeakKeyDictionary()
+        folder.mkdir(parents=True, exist_ok=True)
+        gr.set_static_paths([folder])
+
+    def _folder(self) -> Path:
+        if self._dir is None:
+            from cir_core.config import cache_dir
+
+            self.configure(cache_dir())
+        assert self._dir is not None
+        return self._dir
+
+    def path(self, engine: Engine, item_id: str) -> str | None:
+        """The file showing `item_id` (None: not in this gallery)."""
+        item_id = str(item_id)
+        with self._lock:
+            hit = self._memo.get(engine, {}).get(item_id)
+        if hit is not None:
+            return hit
+        folder = self._folder()
+        try:
+            row = engine.row_of(item_id)
+            digest = hashlib.sha1(f"{engine.gallery.fingerprint(row)}|{self.size}".encode()).hexdigest()
+        except Exception:  # an item no longer in this gallery: the status says so, nothing shown
+            return None
+        out = folder / digest[:2] / f"{digest}.jpg"
+        if not out.is_file():
+            try:
+                img = engine.image(row, self.size).convert("RGB")
+            except Exception:
+                return None
+            out.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(suffix=".part", dir=out.parent)
+            with os.fdopen(fd, "wb") as f:
+                img.save(f, format="JPEG", quality=92)
+            os.replace(tmp, out)  # atomic: a concurrent reader sees the whole file or none
+        with self._lock:
+            memo = self._memo.setdefault(engine, {})
+            if len(memo) > self.max_memo:
+                memo.clear()
+            memo[item_id] = str(out)
+        return str(out)
+
+    def prefetch(self, engine: Engine, item_ids: Any) -> None:
+        """Render these items ahead, on one background thread at the lowest CPU priority (the
+        next pairs of the annotator on screen: `QueueState.upcoming`)."""
+        todo = [i for i in item_ids if isinstance(i, str) and not self.known(engine, i)]
+        if not todo:
+            return
+        with self._lock:
+            if self._queue is None:
+                self._queue = _queue.SimpleQueue()
+                threading.Thread(target=self._prefetcher, name="cir-item-images", daemon=True).start()
+        for i in todo:
+            self._queue.put((engine, i))
+
+    def _prefetcher(self) -> None:
+        try:  # Linux: a thread is a task with its own nice value; never compete with a click
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+        except (AttributeError, OSError):
+            pass
+        while True:
+            engine, item = self._queue.get()
+            try:
+                self.path(engine, item)
+            except Exception as exc:  # a prefetch failure only costs speed
+                log.info("could not render %r ahead: %s", item, exc)
+
+
+IMAGES = ItemImages()
+
+
+def pair_html(reference: str | None, candidate: str | None) -> str:
+    """The reference and the candidate side by side: two <img> of `ItemImages` files, which the
+    browser fetches from Gradio's file route (the event's reply is this short string)."""
+    def fig(path: str | None, label: str, elem: str) -> str:
+        if not path:
+            img = f"<div class='ann-missing'>{label}: not in this gallery</div>"
+        else:
+            src = html.escape("gradio_api/file=" + urllib.parse.quote(path), quote=True)
+            img = f"<img id='{elem}' src='{src}' alt='{label}'>"
+        return f"<figure>{img}<figcaption>{label}</figcaption></figure>"
+
+    return (f"<div class='ann-pair'>{fig(reference, 'Reference', 'ann-ref')}"
+            f"{fig(candidate, 'Candidate', 'ann-cand')}</div>")
 
 
 def _view(engine: Engine, st: QueueState, note: str = "") -> AnnotateView:
     p = st.progress
-    head = (f"Signed in as **{st.user}** · set **{st.query_set}** · **{p.done} / {p.total}** done"
-            + (f" ({p.skipped} skipped)" if p.skipped else ""))
+    head = (f"Signed in as **{md_text(st.user)}** · set **{md_text(st.query_set)}** · "
+            f"**{p.done} / {p.total}** done" + (f" ({p.skipped} skipped)" if p.skipped else ""))
     if st.task is None:
         return AnnotateView(f"{head}\n\n✅ Nothing left for you in this set. Thank you!" + note, "",
                             None, None, {"set": st.query_set, "task": None, "latest": st.progress.latest})
@@ -79,17 +205,38 @@ def _view(engine: Engine, st: QueueState, note: str = "") -> AnnotateView:
     where = f"pair #{t.position}" + ("" if t.status is None else
                                      f" · your answer: {t.status if t.status == 'skipped' else t.identity + ' / ' + t.edit}"
                                      + (" (changing it keeps the old one in the audit log)"))
-    ref, cand = _image(engine, t.reference_id), _image(engine, t.item_id)
+    ref, cand = IMAGES.path(engine, t.reference_id), IMAGES.path(engine, t.item_id)
+    IMAGES.prefetch(engine, st.upcoming)
     missing = "" if ref is not None and cand is not None else \
         "\n\n⚠ An image of this pair is not in the app's gallery: skip it with reason *other*."
+    screen = f"{head} · {where}{missing}"
+    edit_md = f"### Edit: “{md_text(t.edit_text, 2000)}”"
     state = {"set": st.query_set, "task": t.task_id, "position": t.position, "latest": st.progress.latest,
-             "shown": time.time(), "identity": t.identity, "edit": t.edit}
-    return AnnotateView(f"{head} · {where}{missing}{note}", f"### Edit: “{t.edit_text}”", ref, cand, state,
-                        t.identity, t.edit, t.comment or "")
+             "shown": time.time(), "identity": t.identity, "edit": t.edit, "screen": screen,
+             "ref": ref, "cand": cand, "edit_md": edit_md}
+    return AnnotateView(f"{screen}{note}", edit_md, ref, cand, state, t.identity, t.edit, t.comment or "")
 
 
 def _elapsed(state: dict) -> int:
-    return max(0, int((time.time() - float(state.get("shown") or time.time())) * 1000))
+    shown = state.get("shown")
+    if isinstance(shown, bool) or not isinstance(shown, (int, float)):
+        return 0
+    return max(0, min(int((time.time() - float(shown)) * 1000), 24 * 3600 * 1000))
+
+
+def _valid_state(state: Any) -> dict | None:
+    """The session's state when it names a task (ints where ints belong), else None."""
+    st = dict_in(state)
+    task, pos = st.get("task"), st.get("position")
+    if not isinstance(st.get("set"), str) or isinstance(task, bool) or not isinstance(task, int) \
+            or isinstance(pos, bool) or not isinstance(pos, int):
+        return None
+    return st
+
+
+def _set_of(state: Any) -> str | None:
+    name = dict_in(state).get("set")
+    return name if isinstance(name, str) else None
 
 
 def open_view(svc: AnnotationService, engine: Engine, user: str | None, set_name: str | None,
@@ -101,52 +248,60 @@ def open_view(svc: AnnotationService, engine: Engine, user: str | None, set_name
     if not sets:
         return AnnotateView("No query set to annotate yet: pool one with `python -m db.pooling` "
                             "(see docs/ANNOTATION.md).", "", None, None)
-    name = set_name if set_name in sets else sets[0]
+    name = set_name if set_name in sets else (svc.current_set(user) or sets[0])
     return _view(engine, svc.open(user, name, position))
 
 
 def choose_view(svc: AnnotationService, engine: Engine, user: str | None, state: dict, kind: str,
                 value: str, comment: str | None) -> AnnotateView:
-    """One button press: remember the label; with both labels chosen, save and move on."""
+    """One button press: remember the label; with both labels chosen, save and move on. The
+    first label of a pair touches neither the DB nor the pictures."""
     if not user:
         return AnnotateView(NO_SIGN_IN, "", None, None)
-    if not state or state.get("task") is None:
-        return open_view(svc, engine, user, (state or {}).get("set"))
-    state = {**state, kind: value}
+    st = _valid_state(state)
+    if st is None:
+        return open_view(svc, engine, user, _set_of(state))
+    st = {**st, kind: value}
     # Save once both questions were answered on this screen (a revisited pair needs both again).
-    fresh = set(state.get("_fresh", ())) | {kind}
-    state["_fresh"] = sorted(fresh)
+    fresh = {f for f in st.get("_fresh", ()) if f in ("identity", "edit")} | {kind}
+    st["_fresh"] = sorted(fresh)
+    comment = text_in(comment, MAX_COMMENT + 1)
     if {"identity", "edit"} <= fresh:
-        st = svc.answer(user, state["set"], state["task"], state["identity"], state["edit"],
-                        comment=(comment or "").strip() or None, time_spent_ms=_elapsed(state))
-        return _view(engine, st, "")
+        saved = svc.answer(user, st["set"], st["task"], st["identity"], st["edit"],
+                           comment=comment.strip() or None, time_spent_ms=_elapsed(st))
+        return _view(engine, saved, "")
     other = "edit" if kind == "identity" else "identity"
-    view = _view(engine, svc.open(user, state["set"], state["position"]),
-                 f"\n\nNow the {other} question.")
-    view.state = {**view.state, kind: value, "_fresh": state["_fresh"], "shown": state["shown"]}
-    view.identity, view.edit_label = view.state.get("identity"), view.state.get("edit")
-    view.comment = comment or ""
-    return view
+    screen = st.get("screen") if isinstance(st.get("screen"), str) else ""
+    chosen = dict((v, label) for v, label, _ in (IDENTITY if kind == "identity" else EDIT)).get(value, value)
+    # The same pair stays on screen: the values it already shows (plain strings are cheaper for
+    # Gradio than gr.skip(), which rebuilds the component).
+    text = lambda k: st.get(k) if isinstance(st.get(k), str) else None  # noqa: E731
+    return AnnotateView(f"{screen}\n\n{kind.capitalize()}: **{chosen}**. Now the {other} question.",
+                        text("edit_md") or "", text("ref"), text("cand"), st, st.get("identity"),
+                        st.get("edit"), comment)
 
 
 def skip_view(svc: AnnotationService, engine: Engine, user: str | None, state: dict, reason: str | None) -> AnnotateView:
     if not user:
         return AnnotateView(NO_SIGN_IN, "", None, None)
-    if not state or state.get("task") is None:
-        return open_view(svc, engine, user, (state or {}).get("set"))
-    st = svc.skip(user, state["set"], state["task"], reason or "other", _elapsed(state))
-    return _view(engine, st)
+    st = _valid_state(state)
+    if st is None:
+        return open_view(svc, engine, user, _set_of(state))
+    st_ = svc.skip(user, st["set"], st["task"], choice_in(reason, SKIP_REASONS, "other"), _elapsed(st))
+    return _view(engine, st_)
 
 
 def move_view(svc: AnnotationService, engine: Engine, user: str | None, state: dict, step: str) -> AnnotateView:
     """'back': the previous position; 'next': the first unanswered task."""
     if not user:
         return AnnotateView(NO_SIGN_IN, "", None, None)
-    state = state or {}
-    pos = state.get("position") or (state.get("latest", 0) + 1)
+    st = dict_in(state)
+    pos, latest = st.get("position"), st.get("latest")
+    if isinstance(pos, bool) or not isinstance(pos, int):
+        pos = (latest if isinstance(latest, int) and not isinstance(latest, bool) else 0) + 1
     if step == "back":
-        return open_view(svc, engine, user, state.get("set"), max(1, pos - 1))
-    return open_view(svc, engine, user, state.get("set"))
+        return open_view(svc, engine, user, _set_of(st), max(1, min(pos, 10**9) - 1))
+    return open_view(svc, engine, user, _set_of(st))
 
 
 @dataclass
@@ -173,7 +328,9 @@ class ServiceHolder:
 def build(holder: EngineHolder, services: ServiceHolder) -> AnnotateTab:
     """Lay out the tab and wire it; returns what the page load fills."""
     c = _layout(auth_mode())
-    outs = [c.status, c.edit_md, c.ref_img, c.cand_img, c.comment, c.state, *c.id_btns, *c.ed_btns]
+    # No button-variant updates among the outputs: Gradio re-validates a component for every
+    # prop update (about 5 % of a click's server CPU each); the chosen label is in the status.
+    outs = [c.status, c.edit_md, c.pair, c.comment, c.state]
     render = _render
 
     def on_load(request: gr.Request, profile: gr.OAuthProfile | None):
@@ -185,10 +342,14 @@ def build(holder: EngineHolder, services: ServiceHolder) -> AnnotateTab:
             eng = holder.get()
             svc.ensure_default_set(eng)
             sets = svc.query_sets()
+            name = svc.current_set(user)
+            view = open_view(svc, eng, user, name)
         except Exception as exc:  # a DB that cannot open must not take the other tabs down
-            return [gr.update(), f"⚠ The annotation DB is unavailable: {exc}"] + [gr.skip()] * len(outs)
-        dd = gr.update(choices=sets, value=sets[0] if sets else None)
-        return [dd, *render(open_view(svc, eng, user, sets[0] if sets else None)), guideline_examples(eng)]
+            log.warning("Annotate tab could not load for %r: %s", user, exc)
+            return [gr.update(), f"⚠ The annotation DB is unavailable: {md_text(exc)}"] + \
+                [gr.skip()] * (len(outs) - 1) + [gr.skip()]
+        dd = gr.update(choices=sets, value=name)
+        return [dd, *render(view), guideline_examples(eng)]
 
     _wire(holder, services, c, outs, render)
     return AnnotateTab([c.set_dd, *outs, c.examples], on_load)
@@ -202,11 +363,7 @@ def _layout(mode: str) -> SimpleNamespace:
         c.set_dd = gr.Dropdown(label="Query set", choices=[], interactive=True, scale=2, elem_id="ann-set")
     c.status = gr.Markdown(NO_SIGN_IN, elem_id="ann-status", elem_classes="status-msg")
     c.edit_md = gr.Markdown("", elem_id="ann-edit")
-    with gr.Row(equal_height=True):
-        c.ref_img = gr.Image(label="Reference", type="pil", interactive=False, height=IMAGE,
-                             elem_id="ann-ref", buttons=[])
-        c.cand_img = gr.Image(label="Candidate", type="pil", interactive=False, height=IMAGE,
-                              elem_id="ann-cand", buttons=[])
+    c.pair = gr.HTML("", elem_id="ann-pair")  # pair_html: reference and candidate side by side
     with gr.Row():
         c.id_btns = [gr.Button(f"{label}  [{key}]", elem_id=f"ann-id-{v}", size="lg") for v, label, key in IDENTITY]
     with gr.Row():
@@ -227,13 +384,19 @@ def _layout(mode: str) -> SimpleNamespace:
 
 
 def _render(v: AnnotateView) -> list:
-    marks = [gr.update(variant="primary" if v.identity == val else "secondary") for val, _, _ in IDENTITY]
-    marks += [gr.update(variant="primary" if v.edit_label == val else "secondary") for val, _, _ in EDIT]
-    return [v.status, v.edit, v.reference, v.candidate, v.comment, v.state, *marks]
+    pair = pair_html(v.reference, v.candidate) if (v.reference or v.candidate or v.state.get("task")) \
+        else ""
+    return [v.status, v.edit, pair, v.comment, v.state]
 
 
 def _wire(holder: EngineHolder, services: ServiceHolder, c: SimpleNamespace, outs: list, render) -> None:
-    """The answer, skip, back/next and set events; a refused or unknown action is a message."""
+    """The answer, skip, back/next and set events; a refused or unknown action is a message.
+
+    The events share one Gradio concurrency group (`ANNOTATE_CONCURRENCY` at a time): reads run
+    in parallel, SQLite serialises the writes. They are callable by name (api_visibility
+    "undocumented": not listed, but gradio_client can drive them as the page does; every call
+    still needs a signed-in user and only touches that user's queue)."""
+    from sqlalchemy.exc import OperationalError
 
     def guarded(fn):
         # wraps: Gradio reads the signature (through __wrapped__) to inject request and profile.
@@ -242,9 +405,19 @@ def _wire(holder: EngineHolder, services: ServiceHolder, c: SimpleNamespace, out
             try:
                 return render(fn(*args))
             except (PermissionError, LookupError, ValueError) as exc:
-                gr.Warning(str(exc))
-                return [f"⚠ {exc}"] + [gr.skip()] * (len(outs) - 1)
+                msg = str(exc)
+            except OperationalError as exc:
+                log.warning("annotation DB busy: %s", exc.orig)
+                msg = "The annotation database is busy: press the key again (nothing was lost)."
+            except Exception:
+                log.exception("Annotate handler failed")
+                msg = "Something went wrong on the server: press N to reload your current pair."
+            warn(msg)
+            return [f"⚠ {md_text(msg)}"] + [gr.skip()] * (len(outs) - 1)
         return run
+
+    group = {"concurrency_limit": ANNOTATE_CONCURRENCY, "concurrency_id": "annotate",
+             "api_visibility": "undocumented"}
 
     def pick(kind: str, value: str):
         def fn(st: dict, com: str, request: gr.Request, profile: gr.OAuthProfile | None):
@@ -252,9 +425,9 @@ def _wire(holder: EngineHolder, services: ServiceHolder, c: SimpleNamespace, out
         return guarded(fn)
 
     for (val, _, _), b in zip(IDENTITY, c.id_btns):
-        b.click(pick("identity", val), [c.state, c.comment], outs, api_visibility="private")
+        b.click(pick("identity", val), [c.state, c.comment], outs, api_name=f"annotate_identity_{val}", **group)
     for (val, _, _), b in zip(EDIT, c.ed_btns):
-        b.click(pick("edit", val), [c.state, c.comment], outs, api_visibility="private")
+        b.click(pick("edit", val), [c.state, c.comment], outs, api_name=f"annotate_edit_{val}", **group)
 
     def on_skip(st, why, request: gr.Request, profile: gr.OAuthProfile | None):
         return skip_view(services.get(), holder.get(), user_of(request, profile), st, why)
@@ -265,9 +438,11 @@ def _wire(holder: EngineHolder, services: ServiceHolder, c: SimpleNamespace, out
         return guarded(fn)
 
     def on_set(name, request: gr.Request, profile: gr.OAuthProfile | None):
-        return open_view(services.get(), holder.get(), user_of(request, profile), name)
+        svc = services.get()
+        name = name if isinstance(name, str) and name in svc.query_sets() else None
+        return open_view(svc, holder.get(), user_of(request, profile), name)
 
-    c.skip_b.click(guarded(on_skip), [c.state, c.reason], outs, api_visibility="private")
-    c.back_b.click(on_move("back"), [c.state], outs, api_visibility="private")
-    c.next_b.click(on_move("next"), [c.state], outs, api_visibility="private")
-    c.set_dd.input(guarded(on_set), [c.set_dd], outs, api_visibility="private")
+    c.skip_b.click(guarded(on_skip), [c.state, c.reason], outs, api_name="annotate_skip", **group)
+    c.back_b.click(on_move("back"), [c.state], outs, api_name="annotate_back", **group)
+    c.next_b.click(on_move("next"), [c.state], outs, api_name="annotate_next", **group)
+    c.set_dd.input(guarded(on_set), [c.set_dd], outs, api_name="annotate_set", **group)

@@ -3,11 +3,17 @@ intervals over queries, agreement, a bar chart, and the signed-in annotator's ow
 
 Signed-in users only. Rates and agreement are aggregates; the per-annotator gold accuracy is
 shown for the viewer alone, and the export holds only the viewer's judgments (the full export is
-the operator's `python -m db.export`).
+the operator's `python -m db.export`). In annotation-only mode (`--annotation-only`) the tab shows
+the viewer's own work only — counts, gold accuracy, export — and no method rates, so a campaign's
+annotators learn nothing about the methods while they judge.
+
+The tab opens on the set the viewer works in (their newest claim) and refreshes its list when it
+is selected. Compute reads in a read transaction (SQLite: no write lock, so annotators' saves go
+on) and runs one at a time (`concurrency_limit=1`): the bootstrap is CPU work.
 """
 from __future__ import annotations
 
-import tempfile
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,9 +21,13 @@ from typing import Any
 import gradio as gr
 
 from db.export import export_rows, write_csv, write_jsonl
-from db.report import compute_report, report_figure
+from db.report import compute_report, gold_accuracy, report_figure
 
 from .annotate import NO_SIGN_IN, ServiceHolder, user_of
+from .common import EngineHolder, int_in, md_text, warn
+from .tempfiles import TEMP
+
+log = logging.getLogger(__name__)
 
 N_BOOT = 1000
 
@@ -46,13 +56,13 @@ def _diff(c: dict | None) -> str:
 def summary_markdown(rep: dict, user: str) -> str:
     """The report as markdown tables (the terminal version is `db.report.format_report`)."""
     j, k = rep["judgments"], rep["k"]
-    out = [f"**{rep['query_set']}** · {rep['n_queries']} queries · {j['annotators']} annotators · "
+    out = [f"**{md_text(rep['query_set'])}** · {rep['n_queries']} queries · {j['annotators']} annotators · "
            f"{j['answered']} answers, {j['skipped']} skips · {j['tasks_answered']} / {j['tasks']} pairs judged",
            "", f"| method · scoring | queries @1 / @{k} | identity @1 | identity @{k} | edit @1 | edit @{k} |",
            "|---|---|---|---|---|---|"]
     for m in rep["methods"]:
         cov = m["coverage"]
-        out.append(f"| {m['method']} · {m['scoring']} | {cov['at_1']} / {cov['at_k']} | "
+        out.append(f"| {md_text(m['method'])} · {md_text(m['scoring'])} | {cov['at_1']} / {cov['at_k']} | "
                    f"{_ci(m['at_1']['identity'])} | {_ci(m['at_k']['identity'])} | "
                    f"{_ci(m['at_1']['edit'])} | {_ci(m['at_k']['edit'])} |")
     pairs = [c for c in rep["comparisons"] if c["depth"] == "at_k"
@@ -66,7 +76,9 @@ def summary_markdown(rep: dict, user: str) -> str:
             by_pair.setdefault((c["a"], c["b"]), {})[c["metric"]] = c
         for (a, b), m in by_pair.items():
             cells = [_diff(m.get(x)) for x in ("identity", "edit")]
-            out.append(f"| {a.replace('/', ' · ')} − {b.replace('/', ' · ')} | {cells[0]} | {cells[1]} |")
+            out.append(f"| {md_text(a).replace('/', ' · ')} − {md_text(b).replace('/', ' · ')} | "
+                       f"{cells[0]} | {cells[1]} |")
+    out += [f"\n⚠ {md_text(n, 1000)}" for n in rep.get("notes", [])]
     out += ["", "Rates are means over queries with 95 % bootstrap intervals (queries resampled); a query "
             "counts only once all its top-k pairs are judged (the 'queries' column). Edit: yes = 1, "
             "partly = ½. Details: docs/ANNOTATION.md."]
@@ -85,8 +97,34 @@ def summary_markdown(rep: dict, user: str) -> str:
     return "\n".join(out)
 
 
+def _export(svc: Any, user: str, out_dir: str | Path | None) -> list[str]:
+    with svc.ReadSession() as s:
+        rows = export_rows(s, annotator=user)
+    out = Path(out_dir) if out_dir else TEMP.new("cir-judgments-")
+    safe = "".join(c if c.isalnum() else "-" for c in user)[:80]
+    files = [out / f"judgments-{safe}.csv", out / f"judgments-{safe}.jsonl"]
+    write_csv(rows, files[0])
+    write_jsonl(rows, files[1])
+    return [str(f) for f in files]
+
+
+def own_markdown(svc: Any, user: str, name: str) -> str:
+    """The viewer's own work in `name` (annotation-only mode): counts and gold accuracy."""
+    counts = svc.progress_of(user).get(name, {"answered": 0, "skipped": 0})
+    out = [f"**{md_text(name)}** · your work: **{counts['answered']}** answered, "
+           f"**{counts['skipped']}** skipped"]
+    with svc.ReadSession() as s:
+        g = gold_accuracy(s, name, user)
+    if g:
+        out.append(f"\n**Your gold accuracy**: identity {g['identity']['correct']}/{g['identity']['n']}, "
+                   f"edit {g['edit']['correct']}/{g['edit']['n']}")
+    out.append("\nThis campaign runs in annotation-only mode: method results are shown to the "
+               "organisers only, after annotation.")
+    return "\n".join(out)
+
+
 def results_view(services: ServiceHolder, user: str | None, set_name: str | None, k: int | None,
-                 out_dir: str | Path | None = None) -> ResultsView:
+                 out_dir: str | Path | None = None, own_only: bool = False) -> ResultsView:
     if not user:
         return ResultsView(NO_SIGN_IN)
     svc = services.get()
@@ -94,49 +132,61 @@ def results_view(services: ServiceHolder, user: str | None, set_name: str | None
     if not sets:
         return ResultsView("No query set yet: open the Annotate tab (it pools the demo set) or run "
                            "`python -m db.pooling`.")
-    name = set_name if set_name in sets else sets[0]
-    with svc.Session() as s:
+    name = set_name if set_name in sets else (svc.current_set(user) or sets[0])
+    if own_only:
+        return ResultsView(own_markdown(svc, user, name), None, _export(svc, user, out_dir), sets, name)
+    with svc.ReadSession() as s:
         rep = compute_report(s, name, int(k) if k else None, n_boot=N_BOOT)
-        rows = export_rows(s, annotator=user)
-    out = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="cir-judgments-"))
-    safe = "".join(c if c.isalnum() else "-" for c in user)
-    files = [out / f"judgments-{safe}.csv", out / f"judgments-{safe}.jsonl"]
-    write_csv(rows, files[0])
-    write_jsonl(rows, files[1])
-    return ResultsView(summary_markdown(rep, user), report_figure(rep), [str(f) for f in files], sets, name)
+    files = _export(svc, user, out_dir)
+    return ResultsView(summary_markdown(rep, user), report_figure(rep), files, sets, name)
 
 
-def build(services: ServiceHolder) -> tuple[list, Any]:
-    """Lay out the tab; returns (outputs filled on page load, the load function)."""
+def build(services: ServiceHolder, holder: EngineHolder | None = None, own_only: bool = False) -> tuple[list, Any]:
+    """Lay out the tab; returns (outputs filled on page load and on selecting the tab, the load
+    function)."""
     with gr.Row():
         set_dd = gr.Dropdown(label="Query set", choices=[], scale=2, elem_id="res-set")
         # No minimum: an emptied box arrives as 0, which means "the pool depth", not an error.
-        k = gr.Number(label="k (0: the set's pool depth)", value=0, precision=0, scale=1)
-        go = gr.Button("Compute", variant="primary", scale=1, elem_id="res-go")
+        k = gr.Number(label="k (0: the set's pool depth)", value=0, precision=0, scale=1, visible=not own_only)
+        go = gr.Button("Compute" if not own_only else "Show my work", variant="primary", scale=1,
+                       elem_id="res-go")
     summary = gr.Markdown(NO_SIGN_IN, elem_id="res-summary")
-    plot = gr.Plot(label="Rates with 95 % intervals", elem_id="res-plot")
+    plot = gr.Plot(label="Rates with 95 % intervals", elem_id="res-plot", visible=not own_only)
     files = gr.File(label="Your judgments (CSV, JSONL)", file_count="multiple", interactive=False)
 
     def run(name, kk, request: gr.Request, profile: gr.OAuthProfile | None):
         try:
-            v = results_view(services, user_of(request, profile), name, kk)
-        except Exception as exc:  # a bad k or an empty set is a message, not a stack trace
-            gr.Warning(str(exc))
-            return gr.skip(), f"⚠ {exc}", None, None
-        # The set list may have grown since the page loaded (the demo set is pooled on first use).
-        dd = gr.update(choices=v.sets, value=v.chosen) if v.sets else gr.skip()
-        return dd, v.summary, v.figure, v.files or None
+            v = results_view(services, user_of(request, profile), name if isinstance(name, str) else None,
+                             int_in(kk, 0, 0, 10_000), own_only=own_only)
+        except (ValueError, LookupError, PermissionError) as exc:  # a bad k: a message
+            msg = str(exc)
+        except Exception:
+            log.exception("Results failed")
+            msg = "The results could not be computed (the server log has the details)."
+        else:
+            # The set list may have grown since the page loaded (the demo set is pooled on first use).
+            dd = gr.update(choices=v.sets, value=v.chosen) if v.sets else gr.skip()
+            return dd, v.summary, v.figure, v.files or None
+        warn(msg)
+        return gr.skip(), f"⚠ {md_text(msg)}", None, None
 
-    go.click(run, [set_dd, k], [set_dd, summary, plot, files], api_visibility="private")
+    go.click(run, [set_dd, k], [set_dd, summary, plot, files], api_name="results_compute",
+             api_visibility="undocumented", concurrency_limit=1, concurrency_id="results")
 
     def on_load(request: gr.Request, profile: gr.OAuthProfile | None):
-        if not user_of(request, profile):
+        user = user_of(request, profile)
+        if not user:
             return gr.update(choices=[]), NO_SIGN_IN
         try:
-            sets = services.get().query_sets()
+            svc = services.get()
+            if holder is not None and holder.engine is not None:
+                svc.ensure_default_set(holder.engine)  # the same set the Annotate tab opens on
+            sets = svc.query_sets()
+            name = svc.current_set(user)
         except Exception as exc:
-            return gr.update(choices=[]), f"⚠ The annotation DB is unavailable: {exc}"
-        return (gr.update(choices=sets, value=sets[0] if sets else None),
-                "Choose a query set and press **Compute**.")
+            log.warning("Results tab could not load for %r: %s", user, exc)
+            return gr.update(choices=[]), f"⚠ The annotation DB is unavailable: {md_text(exc)}"
+        return (gr.update(choices=sets, value=name),
+                "Choose a query set and press **" + ("Show my work" if own_only else "Compute") + "**.")
 
     return [set_dd, summary], on_load

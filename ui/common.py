@@ -1,8 +1,11 @@
 """What the tabs share: the lazily built engine, result thumbnails with their marks, the look."""
 from __future__ import annotations
 
+import html
+import math
+import re
 import threading
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from PIL import Image, ImageDraw
 
@@ -51,6 +54,14 @@ class EngineHolder:
                     self.engine = (self._loader or load_engine)(self.config, progress_cb=cb)
                 except CIRError as exc:
                     self.error = exc
+                else:
+                    # The engine's millions of long-lived objects (torch, the gallery) leave the
+                    # GC's view: later collections scan only what requests allocate, instead of
+                    # pausing a click for a full sweep of the heap now and then.
+                    import gc
+
+                    gc.collect()
+                    gc.freeze()
             if self.error is not None:
                 raise type(self.error)(f"The workbench could not start: {self.error}")
             return self.engine
@@ -67,6 +78,94 @@ class EngineHolder:
         t = threading.Thread(target=build, name="engine-warm-up", daemon=True)
         t.start()
         return t
+
+
+# -- user text on the page -------------------------------------------------------------------------
+
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|~>$=:@])")
+
+
+def md_text(value: Any, limit: int | None = 300) -> str:
+    """`value` as literal text inside Markdown: HTML escaped (no tags, no entities from the user),
+    Markdown and LaTeX punctuation backslash-escaped, line breaks as spaces, cut at `limit`.
+    Every user-supplied string (names, ids, edit text, file names, error messages quoting them)
+    goes through this before it reaches a gr.Markdown."""
+    s = "" if value is None else str(value)
+    if limit is not None and len(s) > limit:
+        s = s[:limit] + "…"
+    s = " ".join(s.split())
+    return _MD_SPECIAL.sub(r"\\\1", html.escape(s, quote=False))
+
+
+def html_text(value: Any, limit: int | None = 500) -> str:
+    """`value` as literal text inside HTML (toasts are HTML)."""
+    s = "" if value is None else str(value)
+    if limit is not None and len(s) > limit:
+        s = s[:limit] + "…"
+    return html.escape(s)
+
+
+def warn(message: Any) -> None:
+    """A warning toast whose text is shown as text."""
+    import gradio as gr
+
+    gr.Warning(html_text(message))
+
+
+# -- what an event may carry --------------------------------------------------------------------
+# Handlers coerce their inputs with these, so a None, a wrong type, a huge value or NaN from a
+# crafted request becomes a default or a message, never an exception.
+
+MAX_TEXT = 20_000
+
+
+def text_in(value: Any, limit: int = MAX_TEXT) -> str:
+    """A text input: None or a non-text value -> "", cut at `limit` characters."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        return ""
+    s = str(value)
+    return s[:limit]
+
+
+def int_in(value: Any, default: int, lo: int, hi: int) -> int:
+    """A number input as an int in [lo, hi]; None, NaN, text or a bool -> `default`."""
+    if isinstance(value, bool):
+        return default
+    try:
+        f = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return default
+    if not math.isfinite(f):
+        return default
+    return int(min(max(round(f), lo), hi))
+
+
+def float_in(value: Any, default: float, lo: float, hi: float) -> float:
+    if isinstance(value, bool):
+        return default
+    try:
+        f = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return default
+    if not math.isfinite(f):
+        return default
+    return min(max(f, lo), hi)
+
+
+def bool_in(value: Any, default: bool = False) -> bool:
+    return value if isinstance(value, bool) else default
+
+
+def choice_in(value: Any, choices: Sequence[Any], default: Any) -> Any:
+    return value if isinstance(value, (str, int)) and value in choices else default
+
+
+def list_in(value: Any, limit: int = 1000) -> list:
+    return list(value[:limit]) if isinstance(value, (list, tuple)) else []
+
+
+def dict_in(value: Any) -> dict:
+    return value if isinstance(value, dict) else {}
 
 
 def mark(img: Image.Image, target: bool | None, same: bool | None) -> Image.Image:
@@ -144,6 +243,12 @@ CSS = """
   border: none !important; border-top: 1px solid var(--border-color-primary) !important;
   border-radius: 0 !important; font-size: 11px !important; line-height: 1.3 !important;
   padding: 2px 4px !important; text-align: center !important; background: transparent !important;}
+.ann-pair {display: flex; gap: 14px; justify-content: center;}
+.ann-pair figure {flex: 1 1 0; margin: 0; text-align: center; max-width: 50%;}
+.ann-pair img {width: 100%; max-height: 384px; object-fit: contain; border-radius: 8px;
+  border: 1px solid var(--border-color-primary); background: var(--background-fill-secondary);}
+.ann-pair figcaption {font-size: 0.85rem; color: var(--body-text-color-subdued);}
+.ann-missing {padding: 40px 8px; border: 1px dashed var(--border-color-primary); border-radius: 8px;}
 #ref-examples-gallery .caption-label {text-align: left !important; display: -webkit-box;
   -webkit-line-clamp: 3; -webkit-box-orient: vertical; overflow: hidden;}
 """

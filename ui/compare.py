@@ -21,13 +21,15 @@ from cir_core.errors import CIRError
 from cir_core.methods import method_label
 from cir_core.scoring import DEFAULT_LAMBDA
 
-from .common import LEGEND, EngineHolder
+from .common import (LEGEND, EngineHolder, bool_in, float_in, int_in, list_in, md_text, text_in,
+                     warn)
 from .settings import AppConfig
 from .reference import (NO_REFERENCE, PAGE_SIZE, PICK_THUMB, example_items, page_view,  # noqa: F401
                         reference_info, reference_view, resolve_reference, select_example,
                         select_from_page, upload_view)
-from .results import (CompareView, uploaded_path, column_header, compare_api, compare_view,  # noqa: F401
+from .results import (CompareView, column_header, compare_api, compare_view,  # noqa: F401
                       details, empty_headers, progression_header, status_line, timings_line)
+from .uploads import UploadRefused, uploaded_path  # noqa: F401
 
 if TYPE_CHECKING:
     from cir_core.engine import Engine
@@ -49,7 +51,14 @@ class CompareTab:
 
 
 def _warn(msg: str) -> None:
-    gr.Warning(msg)
+    warn(msg)  # escaped: a toast shows the user's text as text
+
+
+MAX_ID = 500  # a gallery id or a search is never longer; longer input is cut, then not found
+MAX_SEARCH = 500
+# One Compare request encodes and searches (CPU-bound, torch/faiss use their own threads): two at
+# a time keep one core for everything else (the Annotate tab must stay responsive).
+COMPARE_CONCURRENCY = 2
 
 
 def build(holder: EngineHolder, cfg: AppConfig) -> CompareTab:
@@ -153,14 +162,16 @@ def _results_panel(c: SimpleNamespace, names: list[str], optional: list[str]) ->
 
 
 def _wire_reference(holder: EngineHolder, c: SimpleNamespace) -> None:
-    """Browsing, searching, picking, uploading and typing a reference."""
+    """Browsing, searching, picking, uploading and typing a reference. Every input is coerced
+    (`ui.common.*_in`) and every user error is a toast plus a line in the tab."""
 
-    def on_page(search_text: str, page: int, delta: int):
+    def on_page(search_text: Any, page: Any, delta: int):
         try:
-            items, label, shown, page = page_view(holder.get(), search_text, int(page) + delta)
+            items, label, shown, page = page_view(holder.get(), text_in(search_text, MAX_SEARCH),
+                                                  int_in(page, 0, 0, 10**9) + delta)
         except CIRError as exc:
             _warn(str(exc))
-            return gr.skip(), f"⚠ {exc}", gr.skip(), gr.skip()
+            return gr.skip(), f"⚠ {md_text(exc)}", gr.skip(), gr.skip()
         return items, label, shown, page
 
     page_out = [c.browser, c.page_label, c.rows_state, c.page_state]
@@ -169,52 +180,67 @@ def _wire_reference(holder: EngineHolder, c: SimpleNamespace) -> None:
     c.prev_btn.click(lambda s, p: on_page(s, p, -1), [c.search, c.page_state], page_out, api_visibility="private")
     c.next_btn.click(lambda s, p: on_page(s, p, +1), [c.search, c.page_state], page_out, api_visibility="private")
 
-    def on_pick(rows: list[int], evt: gr.SelectData):
+    def on_pick(rows: Any, evt: gr.SelectData):
         try:
-            ref, img, info = select_from_page(holder.get(), rows, evt.index)
+            rows = [r for r in list_in(rows, PAGE_SIZE) if isinstance(r, int) and not isinstance(r, bool)]
+            ref, img, info = select_from_page(holder.get(), rows, _index(evt))
         except CIRError as exc:
             _warn(str(exc))
-            return gr.skip(), gr.skip(), gr.skip(), gr.skip()
+            return gr.skip(), gr.skip(), f"⚠ {md_text(exc)}", gr.skip()
         return ref, img, info, None
 
     c.browser.select(on_pick, [c.rows_state], [c.ref_id, c.preview, c.ref_info, c.upload], api_visibility="private")
 
-    def on_example(ids: list[str], evt: gr.SelectData):
+    def on_example(ids: Any, evt: gr.SelectData):
         try:
-            ref, text, img, info = select_example(holder.get(), ids, evt.index)
-        except (CIRError, IndexError) as exc:
+            ids = [i for i in list_in(ids, 100) if isinstance(i, str)]
+            i = _index(evt)
+            if not 0 <= i < len(ids):
+                raise CIRError("That example is no longer listed; pick again.")
+            ref, text, img, info = select_example(holder.get(), ids, i)
+        except CIRError as exc:
             _warn(str(exc))
-            return gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
+            return gr.skip(), gr.skip(), gr.skip(), f"⚠ {md_text(exc)}", gr.skip()
         return ref, text, img, info, None
 
     c.examples.select(on_example, [c.example_ids], [c.ref_id, c.edit, c.preview, c.ref_info, c.upload],
                       api_visibility="private")
 
-    def on_upload(path: str | None):
-        if not path:
-            return gr.skip(), gr.skip(), gr.skip(), gr.skip()
+    def on_upload(file: Any):
         try:
+            path = uploaded_path(file)
+            if not path:
+                return gr.skip(), gr.skip(), gr.skip(), gr.skip()
             img, info = upload_view(holder.get(), path)
         except CIRError as exc:
             _warn(str(exc))  # the bad file is dropped; the previous reference stays
-            return None, gr.skip(), gr.skip(), f"⚠ {exc}. The previous reference is kept."
+            return None, gr.skip(), gr.skip(), f"⚠ {md_text(exc)} The previous reference is kept."
         return gr.skip(), "", img, info
 
     c.upload.upload(on_upload, [c.upload], [c.upload, c.ref_id, c.preview, c.ref_info], api_visibility="private")
 
-    def on_ref_id(ref: str):
-        if not (ref or "").strip():
+    def on_ref_id(ref: Any):
+        ref = text_in(ref, MAX_ID)
+        if not ref.strip():
             return gr.skip(), gr.skip(), gr.skip()
         try:
             img, info = reference_view(holder.get(), ref)
         except CIRError as exc:
             _warn(str(exc))
-            return gr.skip(), gr.skip(), f"⚠ {exc}"
+            return gr.skip(), f"⚠ {md_text(exc)}", gr.skip()  # (preview, info, upload)
         return img, info, None
 
     c.ref_id.submit(on_ref_id, [c.ref_id], [c.preview, c.ref_info, c.upload], api_visibility="private")
-    c.own_lambda.change(lambda own: gr.update(interactive=not own), [c.own_lambda], [c.lam],
+    c.own_lambda.change(lambda own: gr.update(interactive=not bool_in(own, True)), [c.own_lambda], [c.lam],
                         api_visibility="private")
+
+
+def _index(evt: Any) -> int:
+    """The clicked item's index of a select event (-1 when the event carries none)."""
+    i = getattr(evt, "index", None)
+    if isinstance(i, (list, tuple)) and i:
+        i = i[0]
+    return i if isinstance(i, int) and not isinstance(i, bool) else -1
 
 
 def _wire_compare(holder: EngineHolder, c: SimpleNamespace, names: list[str], optional: list[str]) -> None:
@@ -222,29 +248,35 @@ def _wire_compare(holder: EngineHolder, c: SimpleNamespace, names: list[str], op
     `/compare`."""
     every = names + optional
 
-    def on_compare(ref: str, up: str | None, text: str, kk: float, sc: str, own: bool, lm: float,
-                   extra: list[str] | None, progress=gr.Progress()):
-        active = names + [n for n in optional if n in (extra or [])]
+    def on_compare(ref: Any, up: Any, text: Any, kk: Any, sc: Any, own: Any, lm: Any, extra: Any,
+                   progress=gr.Progress()):
+        k = int_in(kk, 8, 1, MAX_K)
+        chosen = [n for n in list_in(extra) if isinstance(n, str)]
+        active = names + [n for n in optional if n in chosen]
         try:
             engine = holder.get(progress)
+            path = uploaded_path(up)
         except CIRError as exc:
-            view = CompareView(status=f"⚠ {exc}", columns=empty_headers(active), error=str(exc))
+            view = CompareView(status=f"⚠ {md_text(exc)}", columns=empty_headers(active), error=str(exc))
         else:
-            view = compare_view(engine, ref, up, text, int(kk), sc, own, lm, active)
+            view = compare_view(engine, text_in(ref, MAX_ID), path, text_in(text, MAX_TEXT_CHARS + 1), k,
+                                text_in(sc, 20), bool_in(own, True), float_in(lm, DEFAULT_LAMBDA, 0.0, 1.0),
+                                active)
         if view.error:
             _warn(view.error)
         got = dict(zip(active, view.columns))
         view.columns = [got.get(n, ("", [])) for n in every]  # the extra columns not asked for stay empty
-        return view_updates(view, int(kk)) + [gr.update(visible=n in active) for n in optional]
+        return view_updates(view, k) + [gr.update(visible=n in active) for n in optional]
 
-    c.extra.change(lambda extra: [gr.update(visible=n in (extra or [])) for n in optional], [c.extra], c.opt_cols,
+    c.extra.change(lambda extra: [gr.update(visible=n in list_in(extra)) for n in optional], [c.extra], c.opt_cols,
                    api_visibility="private")
     inputs = [c.ref_id, c.upload, c.edit, c.k, c.scoring, c.own_lambda, c.lam, c.extra]
     outputs = [c.status, c.timings, *c.col_heads, *c.col_gals, c.prog_head, *c.step_mds, *c.step_gals,
                c.details_json, *c.opt_cols]
     # The button's event feeds ~35 components; programs use the JSON endpoint below instead.
-    c.run.click(on_compare, inputs, outputs, api_name="compare_view", api_visibility="undocumented")
-    c.edit.submit(on_compare, inputs, outputs, api_visibility="private")
+    c.run.click(on_compare, inputs, outputs, api_name="compare_view", api_visibility="undocumented",
+                concurrency_limit=COMPARE_CONCURRENCY, concurrency_id="compare")
+    c.edit.submit(on_compare, inputs, outputs, api_visibility="private", concurrency_id="compare")
 
     def compare(reference_id: str = "", edit: str = "", k: int = 8, scoring: str = "cosine",
                 lam: float | None = None, reference_image: FileData | None = None, methods: str = "") -> dict:
@@ -253,10 +285,16 @@ def _wire_compare(holder: EngineHolder, c: SimpleNamespace, names: list[str], op
         the per-sentence progression and the timings. The reference is a gallery id, or an
         uploaded image (reference_image, e.g. gradio_client.handle_file(path)), which wins.
         `methods`: comma-separated registered names (default: the app's columns)."""
-        return compare_api(holder.get(), reference_id, edit, k, scoring, lam, uploaded_path(reference_image),
-                           methods)
+        try:
+            path = uploaded_path(reference_image)
+            engine = holder.get()
+        except CIRError as exc:
+            return {"error": str(exc)}
+        lam_v = None if lam is None else float_in(lam, DEFAULT_LAMBDA, 0.0, 1.0)
+        return compare_api(engine, text_in(reference_id, MAX_ID), text_in(edit, MAX_TEXT_CHARS + 1),
+                           int_in(k, 8, 1, MAX_K), text_in(scoring, 20), lam_v, path, text_in(methods, 2000))
 
-    gr.api(compare, api_name="compare")
+    gr.api(compare, api_name="compare", concurrency_limit=COMPARE_CONCURRENCY, concurrency_id="compare")
 
 
 def view_updates(view: CompareView, k: int) -> list[Any]:

@@ -2,7 +2,7 @@
 PNG + PDF + the query-list JSON that regenerates them with `python -m cir_core.figures`."""
 from __future__ import annotations
 
-import tempfile
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,8 +15,11 @@ from cir_core.figures import export, parse_entries, to_image
 from cir_core.methods import method_label, split_baseline
 from cir_core.scoring import DEFAULT_LAMBDA
 
-from .common import EngineHolder
+from .common import (EngineHolder, bool_in, choice_in, float_in, int_in, list_in, md_text, text_in,
+                     warn)
 from .settings import AppConfig
+from .tempfiles import TEMP
+from .uploads import uploaded_path
 
 if TYPE_CHECKING:
     from cir_core.engine import Engine
@@ -25,11 +28,16 @@ CURRENT = "The current Compare query"
 LISTED = "World query ids or a JSON list"
 
 
+MAX_LISTED = 50_000  # characters of the query list box
+
+
 def current_entry(ref_id: str | None, upload: str | None, edit: str | None) -> dict:
+    """The Compare tab's query as a figure entry; `upload` must already have passed
+    `ui.uploads.uploaded_path` (the app never turns a typed path into an entry)."""
     if not (edit or "").strip():
         raise InputError("The Compare tab has no edit yet: type one there, or list query ids here.")
     if upload:
-        return {"reference_path": str(upload), "text": edit}
+        return {"upload": str(upload), "name": os.path.basename(str(upload)), "text": edit}
     if (ref_id or "").strip():
         return {"reference": ref_id.strip(), "text": edit}
     raise InputError("The Compare tab has no reference yet: choose one there, or list query ids here.")
@@ -48,13 +56,14 @@ def export_view(engine: Engine, source: str, listed: str, ref_id: str | None, up
                 own_lambda: bool = True, lam: float = DEFAULT_LAMBDA, marks: bool = True,
                 scores: bool = True, out_dir: str | Path | None = None,
                 progress_cb: Callable[[int, int], None] | None = None) -> FigureView:
-    """Build the figure and write fig.png, fig.pdf and queries.json under `out_dir` (a new temp
-    folder by default)."""
+    """Build the figure and write fig.png, fig.pdf and queries.json under `out_dir` (by default a
+    folder of `ui.tempfiles.TEMP`, removed shortly after Gradio has copied the files). A listed
+    query may not name an image file (`parse_entries` without an image root refuses it)."""
     try:
         entries = [current_entry(ref_id, upload, edit)] if source == CURRENT else parse_entries(listed)
         if len(entries) > 12:
             raise InputError(f"{len(entries)} queries: a figure holds at most 12; split the list.")
-        out = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="cir-figure-"))
+        out = Path(out_dir) if out_dir else TEMP.new("cir-figure-")
         stamp = time.strftime("%Y%m%d-%H%M%S")
         paths = [out / f"cir-figure-{stamp}.png", out / f"cir-figure-{stamp}.pdf",
                  out / f"cir-figure-{stamp}-queries.json"]
@@ -63,15 +72,15 @@ def export_view(engine: Engine, source: str, listed: str, ref_id: str | None, up
                      lam=None if own_lambda else float(lam), marks=marks, scores=scores,
                      progress_cb=progress_cb)
     except CIRError as exc:
-        return FigureView(None, [], f"⚠ {exc}", str(exc))
+        return FigureView(None, [], f"⚠ {md_text(exc)}", str(exc))
     preview = to_image(res.figure)
     missing = [f"{label}: {cells}" for p in res.panels for label, cells in p.rows if isinstance(cells, str)]
-    note = ("\n\nRows without results: " + "; ".join(dict.fromkeys(missing))) if missing else ""
+    note = ("\n\nRows without results: " + md_text("; ".join(dict.fromkeys(missing)), 2000)) if missing else ""
     n = len(entries)
     status = (f"Exported {n} quer{'y' if n == 1 else 'ies'} × {len(methods)} method"
               f"{'s' * (len(methods) != 1)}, top-{int(k)}. Regenerate with "
               f"`python -m cir_core.figures --queries {paths[2].name} --out fig.pdf --out fig.png`{note}")
-    return FigureView(preview, [str(p) for p in paths], status)
+    return FigureView(preview, [str(p) for p in [*paths, *res.references]], status)
 
 
 def build(holder: EngineHolder, cfg: AppConfig, compare: Any):
@@ -104,17 +113,21 @@ def build(holder: EngineHolder, cfg: AppConfig, compare: Any):
     def on_export(src, lst, ref, up, text, meth, kk, sc, own, lm, mk, scs, progress=gr.Progress()):
         try:
             engine = holder.get(progress)
+            path = uploaded_path(up) if src == CURRENT else None
         except CIRError as exc:
-            gr.Warning(str(exc))
-            return None, None, f"⚠ {exc}"
+            warn(str(exc))
+            return None, None, f"⚠ {md_text(exc)}"
 
         def cb(done: int, total: int) -> None:
             progress((done, total), desc="Retrieving and drawing", unit="queries")
 
-        view = export_view(engine, src, lst, ref, up, text, meth, int(kk), sc, own, lm, mk, scs,
-                           progress_cb=cb)
+        chosen = [m for m in list_in(meth, 50) if isinstance(m, str) and m in names]
+        view = export_view(engine, choice_in(src, (CURRENT, LISTED), CURRENT), text_in(lst, MAX_LISTED),
+                           text_in(ref, 500), path, text_in(text, 20_000), chosen, int_in(kk, 5, 1, 10),
+                           text_in(sc, 20), bool_in(own, True), float_in(lm, DEFAULT_LAMBDA, 0.0, 1.0),
+                           bool_in(mk, True), bool_in(scs, True), progress_cb=cb)
         if view.error:
-            gr.Warning(view.error)
+            warn(view.error)
         return view.preview, view.files or None, view.status
 
     run.click(on_export, [source, listed, compare.ref_id, compare.upload, compare.edit, methods, k,

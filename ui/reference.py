@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from cir_core.errors import CIRError
 
-from .common import fmt_ms
+from .common import fmt_ms, md_text
 
 if TYPE_CHECKING:
     from cir_core.engine import Engine, Reference
@@ -27,21 +27,21 @@ def page_view(engine: Engine, search: str, page: int) -> tuple[list, str, list[i
     items = [engine.thumbnail(r, PICK_THUMB) for r in shown]  # ids in the box once picked
     if rows:
         label = (f"{page * PAGE_SIZE + 1:,}–{page * PAGE_SIZE + len(shown):,} of {len(rows):,} images"
-                 + (f" matching “{search.strip()}”" if (search or "").strip() else "")
+                 + (f" matching “{md_text(search.strip(), 100)}”" if (search or "").strip() else "")
                  + f" · page {page + 1}/{pages}")
     else:
-        label = f"No image matches “{(search or '').strip()}”. Search by id (test/000123), a character " \
+        label = f"No image matches “{md_text((search or '').strip(), 100)}”. Search by id (test/000123), a character " \
                 "name or caption words (blue star beach)."
     return items, label, shown, page
 
 
 def reference_info(engine: Engine, ref: Reference) -> str:
     if ref.row is None:
-        return (f"**{ref.label}** · encoded in {fmt_ms(ref.encode_ms)}\n\n"
+        return (f"**{md_text(ref.label)}** · encoded in {fmt_ms(ref.encode_ms)}\n\n"
                 "Character unknown (uploaded image): no identity or ground-truth marks.")
-    who = f" · character **{ref.character}**" if ref.character else ""
+    who = f" · character **{md_text(ref.character)}**" if ref.character else ""
     cap = engine.caption(ref.row)
-    return f"**{ref.item_id}**{who}" + (f"\n\n<small>{cap}</small>" if cap else "")
+    return f"**{md_text(ref.item_id)}**{who}" + (f"\n\n<small>{md_text(cap, 1000)}</small>" if cap else "")
 
 
 def reference_view(engine: Engine, ref_id: str) -> tuple[Any, str]:
@@ -52,7 +52,7 @@ def reference_view(engine: Engine, ref_id: str) -> tuple[Any, str]:
 
 def select_from_page(engine: Engine, rows: list[int], index: int) -> tuple[str, Any, str]:
     """A click on thumbnail `index` of the current page: (reference id, preview, info)."""
-    if not rows or not 0 <= int(index) < len(rows):
+    if not rows or not 0 <= int(index) < len(rows) or not 0 <= int(rows[int(index)]) < len(engine.gallery):
         raise CIRError("That thumbnail is no longer on this page; pick again.")
     ref_id = engine.item_id(rows[int(index)])
     return (ref_id, *reference_view(engine, ref_id))

@@ -6,14 +6,12 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import gradio as gr
-
 from cir_core.engine import CompareResult
 from cir_core.methods import list_methods, method_label
 from cir_core.errors import CIRError, InputError
 from cir_core.scoring import DEFAULT_LAMBDA
 
-from .common import fmt_ms, gallery_items
+from .common import fmt_ms, gallery_items, md_text
 from .reference import resolve_reference
 
 if TYPE_CHECKING:
@@ -35,9 +33,9 @@ class CompareView:
 
 def column_header(m: Any, scoring: str) -> str:
     if not m.ok:
-        return f"**{m.label}**\n\n<span class='col-err'>⚠ {m.error}</span>"
+        return f"**{md_text(m.label)}**\n\n<span class='col-err'>⚠ {md_text(m.error)}</span>"
     lam = f" · λ {m.lam:.2f}" if scoring == "chord" and m.lam is not None else ""
-    return f"**{m.label}**{lam}\n\ncompose {fmt_ms(m.compose_ms)} · search {fmt_ms(m.search_ms)}"
+    return f"**{md_text(m.label)}**{lam}\n\ncompose {fmt_ms(m.compose_ms)} · search {fmt_ms(m.search_ms)}"
 
 
 def empty_headers(names: list[str]) -> list[tuple[str, list]]:
@@ -56,7 +54,7 @@ def compare_view(engine: Engine, ref_id: str | None, upload: str | None, edit: s
         res = engine.compare(ref, edit or "", k=int(k), scoring=scoring,
                              lam=None if own_lambda else float(lam), methods=names)
     except CIRError as exc:
-        return CompareView(status=f"⚠ {exc}", columns=empty_headers(names), error=str(exc))
+        return CompareView(status=f"⚠ {md_text(exc)}", columns=empty_headers(names), error=str(exc))
     t0 = time.perf_counter()
     columns = [(column_header(m, scoring), gallery_items(engine, m.hits) if m.ok else [])
                for m in res.methods]
@@ -65,7 +63,8 @@ def compare_view(engine: Engine, ref_id: str | None, upload: str | None, edit: s
     if prog is not None:
         for s in prog.steps:
             span = "sentence 1" if s.index == 1 else f"sentences 1–{s.index}"
-            steps.append((f"**Step {s.index}** · {span}\n\nadds “{s.sentence}”", gallery_items(engine, s.hits)))
+            steps.append((f"**Step {s.index}** · {span}\n\nadds “{md_text(s.sentence, 2000)}”",
+                          gallery_items(engine, s.hits)))
     render_ms = (time.perf_counter() - t0) * 1000
     return CompareView(status=status_line(res, engine.backbone.id), timings=timings_line(res, render_ms),
                        columns=columns,
@@ -75,12 +74,12 @@ def compare_view(engine: Engine, ref_id: str | None, upload: str | None, edit: s
 
 def status_line(res: CompareResult, backbone_id: str | None = None) -> str:
     ref = res.reference
-    who = f" ({ref.character})" if ref.character else ""
+    who = f" ({md_text(ref.character)})" if ref.character else ""
     n = len(res.sentences)
-    head = f"Reference **{ref.label}**{who} · {n} sentence{'s' * (n != 1)} · top-{res.k} by " \
+    head = f"Reference **{md_text(ref.label)}**{who} · {n} sentence{'s' * (n != 1)} · top-{res.k} by " \
            f"{'Chord' if res.scoring == 'chord' else 'cosine'}"
     if res.query_id:
-        gt = f"This is world query **{res.query_id}**: its ground-truth target is framed in green."
+        gt = f"This is world query **{md_text(res.query_id)}**: its ground-truth target is framed in green."
     elif ref.row is not None and res.reference.character:
         gt = "Free-text edit: no ground truth for it, so only identity marks are shown."
     else:
@@ -91,7 +90,7 @@ def status_line(res: CompareResult, backbone_id: str | None = None) -> str:
                    "`--backbone ViT-B-32 --pretrained laion2b_s34b_b79k` or `CIR_BACKBONE=hf-hub:ORG/REPO` "
                    "(docs/APP.md).")
     bad = [m.label for m in res.methods if not m.ok]
-    missing = f" Unavailable: {', '.join(bad)} (see their columns)." if bad else ""
+    missing = f" Unavailable: {md_text(', '.join(bad))} (see their columns)." if bad else ""
     return f"{head}. {gt}{missing}"
 
 
@@ -131,18 +130,3 @@ def compare_api(engine: Engine, reference_id: str | None, edit: str | None, k: i
                               methods=names).to_dict()
     except CIRError as exc:
         return {"error": str(exc)}
-
-
-def uploaded_path(file: Any) -> str | None:
-    """The server path of an API upload; only files in Gradio's upload folder are accepted, so a
-    client cannot make the server open an arbitrary path."""
-    if file is None:
-        return None
-    path = file.get("path") if isinstance(file, dict) else getattr(file, "path", None)
-    if not path:
-        return None
-    from gradio.utils import get_upload_folder, is_in_or_equal
-
-    if not is_in_or_equal(path, get_upload_folder()):
-        raise gr.Error("reference_image must be an uploaded file (gradio_client.handle_file(path))")
-    return str(path)

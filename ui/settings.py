@@ -7,6 +7,7 @@ annotation database and its snapshot repo, the annotators' sign-in file, host an
 | `--db` | `CIR_DB` | `annotations.sqlite` (the annotation tab's database) |
 | `--db-repo` | `CIR_DB_REPO` | none: a Hub dataset repo (or `file:///dir`) the annotation DB is snapshotted to and restored from |
 | `--annotators` | `CIR_ANNOTATORS` | none: a file of `name:password` lines turns on Gradio's login page |
+| `--annotation-only` | `CIR_ANNOTATION_ONLY` | off: on, the app has only the Annotate tab and the viewer's own Results (no Compare, no Figures, no method rates), so annotators cannot unblind a pair |
 | `--host` | `CIR_HOST` | Gradio's (127.0.0.1, or `GRADIO_SERVER_NAME`) |
 | `--port` | `CIR_PORT` | Gradio's (7860, or `GRADIO_SERVER_PORT`) |
 
@@ -24,7 +25,8 @@ from cir_core.errors import InputError
 from cir_core.settings import ENGINE_ENV, EngineConfig, add_engine_args, settings_from
 
 APP_ENV = {**ENGINE_ENV, "db": "CIR_DB", "annotators": "CIR_ANNOTATORS", "db_repo": "CIR_DB_REPO",
-           "host": "CIR_HOST", "port": "CIR_PORT"}
+           "annotation_only": "CIR_ANNOTATION_ONLY", "host": "CIR_HOST", "port": "CIR_PORT"}
+TRUE, FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off", "")
 
 
 @dataclass
@@ -34,6 +36,7 @@ class AppConfig(EngineConfig):
     db: str = "annotations.sqlite"
     annotators: str | None = None
     db_repo: str | None = None
+    annotation_only: bool = False
     host: str | None = None
     port: int | None = None
 
@@ -47,11 +50,16 @@ def build_parser(add_help: bool = True) -> argparse.ArgumentParser:
                                  "environment variable, given in brackets.", add_help=add_help)
     add_engine_args(ap)
     g = ap.add_argument_group("app")
-    g.add_argument("--db", help="SQLite path for annotations [CIR_DB]")
+    g.add_argument("--db", help="annotation database: a SQLite file, or a SQLAlchemy URL such as "
+                   "postgresql://user:pass@host/db for several app replicas on one server [CIR_DB]")
     g.add_argument("--db-repo", help="Hub dataset repo (owner/name) or file:///dir keeping snapshots of "
                    "the annotation DB; restored at start when the DB file is absent [CIR_DB_REPO]")
     g.add_argument("--annotators", help="file of 'name:password' (or 'name:sha256:<hex>') lines: "
                    "sign-in for the Annotate tab via Gradio's login page [CIR_ANNOTATORS]")
+    g.add_argument("--annotation-only", action="store_const", const="1", default=None,
+                   help="an annotation campaign: only the Annotate tab and each annotator's own "
+                   "Results (no Compare or Figures tab, no method rates), so nobody can see which "
+                   "method retrieved a pair [CIR_ANNOTATION_ONLY=1]")
     g.add_argument("--host", help="server name, 0.0.0.0 to listen on all interfaces [CIR_HOST]")
     g.add_argument("--port", type=int, help="server port [CIR_PORT]")
     return ap
@@ -64,9 +72,23 @@ def from_args(argv: Sequence[str] | None = None, env: Mapping[str, str] | None =
     ap = build_parser()
     args = ap.parse_known_args(argv)[0] if known_only else ap.parse_args(argv)
     try:
-        return settings_from(AppConfig, args, env, APP_ENV)
+        cfg = settings_from(AppConfig, args, env, APP_ENV)
+        cfg.annotation_only = parse_flag(cfg.annotation_only, "CIR_ANNOTATION_ONLY/--annotation-only")
+        return cfg
     except InputError as exc:
         raise SystemExit(f"error: {exc}") from None
+
+
+def parse_flag(value: object, name: str) -> bool:
+    """An on/off setting from a flag (True) or a variable ('1', 'true', 'yes', 'on' / '0', ...)."""
+    if isinstance(value, bool):
+        return value
+    v = str(value).strip().lower()
+    if v in TRUE:
+        return True
+    if v in FALSE:
+        return False
+    raise InputError(f"{name} must be 1/0, true/false, yes/no or on/off, got {value!r}")
 
 
 def apply_offline_default(cfg: AppConfig) -> None:

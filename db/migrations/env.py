@@ -1,8 +1,10 @@
-"""Alembic environment for the annotation DB (SQLite, batch mode).
+"""Alembic environment for the annotation DB (SQLite in batch mode, or PostgreSQL).
 
 Online runs use `db.sqlite.open_db`, so migrations get the same pragmas and BEGIN IMMEDIATE
 as the app. `db.migrate` passes its connection in `config.attributes["connection"]`; the alembic
-CLI gives the file with `-x db=FILE` (else the ini's sqlalchemy.url).
+CLI gives the file or URL with `-x db=FILE|URL` (else the ini's sqlalchemy.url). On PostgreSQL
+every pending revision runs in one transaction (DDL is transactional there too) under an
+advisory lock, so app replicas starting together migrate once.
 """
 from __future__ import annotations
 
@@ -27,8 +29,10 @@ def _db_path() -> str:
     if override:
         return override
     url = make_url(config.get_main_option("sqlalchemy.url"))
+    if url.get_backend_name() == "postgresql":
+        return url.render_as_string(hide_password=False)
     if url.get_backend_name() != "sqlite" or not url.database:
-        raise SystemExit(f"the annotation DB is a SQLite file; got sqlalchemy.url={url!r}")
+        raise SystemExit(f"the annotation DB is a SQLite file or a PostgreSQL URL; got sqlalchemy.url={url!r}")
     return url.database
 
 
@@ -45,14 +49,28 @@ def _configure(**kw: object) -> None:
 
 def run_migrations_offline() -> None:
     """Print the SQL instead of running it (`alembic upgrade head --sql`)."""
-    _configure(url=f"sqlite:///{_db_path()}", literal_binds=True,
-               dialect_opts={"paramstyle": "named"})
+    from db.sqlite import db_url
+
+    _configure(url=db_url(_db_path()), literal_binds=True, dialect_opts={"paramstyle": "named"})
     with context.begin_transaction():
+        context.run_migrations()
+
+
+def _run_on_postgres(conn: Connection) -> None:
+    """Every pending migration in ONE transaction under a transaction-scoped advisory lock."""
+    from db.postgres import MIGRATION_LOCK
+
+    _configure(connection=conn, transactional_ddl=True)
+    with context.begin_transaction():
+        conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK})")
         context.run_migrations()
 
 
 def _run_on(conn: Connection) -> None:
     """Run every pending migration in ONE transaction, foreign keys off, checked before commit."""
+    if conn.dialect.name == "postgresql":
+        _run_on_postgres(conn)
+        return
     if conn.in_transaction():
         # PRAGMA foreign_keys is a no-op inside a transaction, and batch mode's table copy
         # (DROP of a referenced table) would trip RESTRICT FKs.

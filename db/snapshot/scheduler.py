@@ -164,6 +164,14 @@ def start_persistence(db_path: str | Path, repo: str | None = None, *, token: st
     repo never stops the app: it starts with an empty DB and says so at ERROR level.
     """
     repo = repo if repo is not None else os.environ.get("CIR_DB_REPO") or None
+    from db.sqlite import describe, is_url
+
+    if is_url(str(db_path)) and not str(db_path).startswith("sqlite:"):
+        if repo or remote is not None:
+            log.error("CIR_DB_REPO is ignored: snapshots are for a SQLite file, and the annotation "
+                      "DB is the server database %s (back it up with the server's own tools)",
+                      describe(str(db_path)))
+        return None
     if remote is None and not repo:
         level = logging.WARNING if os.environ.get("SPACE_ID") else logging.INFO
         log.log(level, "CIR_DB_REPO is not set: annotation DB %s is NOT persisted anywhere; on a "

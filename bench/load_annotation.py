@@ -1,0 +1,644 @@
+"""Annotation under load through the real app: N signed-in gradio_client sessions drive
+`python app.py --annotators ... --db ...` as annotators do, the app is killed with SIGKILL halfway
+and restarted, then every acknowledged write is checked against the database.
+
+    OMP_NUM_THREADS=1 .venv/bin/python bench/load_annotation.py \
+        [--clients 32 --judgments 40 --think-s 2.0 --kill-at 0.5 --down-s 1.0 --queries 200 \
+         --db FILE|URL --out load_annotation.txt --json clicks.json] [-- APP FLAGS]
+
+Run it at normal priority: it lowers its simulated browsers to nice 10 itself, and the app it
+starts must not be niced with them.
+
+Each annotator is a `gradio_client.Client` signed in with its own name (Gradio's login page)
+that calls the Annotate tab's own events by name (`/annotate_next`, `/annotate_identity_*`,
+`/annotate_edit_*`, `/annotate_skip`, `/annotate_back`), with a think time before every click
+(uniform in [0.5, 1.5] × --think-s). Per pair: one identity click and one edit click (the second
+saves and shows the next pair); 8 % of pairs are skipped with a reason; after 8 % of answers the
+annotator presses Back, checks that the previous pair shows its saved answer, and changes it.
+Every write carries a unique comment, so a stale row is always detectable. The clients run in
+--procs processes (threads inside) so the client side is not one GIL.
+
+When --kill-at of the planned first answers are acknowledged, the app process gets SIGKILL; it is
+restarted on the same database --down-s seconds later. A client whose click fails signs in again
+(the old session died with the process) and presses Next: the queue must show the pair it was on
+(or the next one, if the lost reply's write had committed). The write in flight at the kill is
+recorded as "unacknowledged": the check accepts it committed or not.
+
+Then, against the DB: an acknowledged write with no row is lost; two rows for one (annotator,
+task) are duplicated; a row whose values are not the last acknowledged write (nor a later
+unacknowledged one) is stale; a row on a task outside its annotator's queue, or one no client
+wrote, is misattributed; plus SQLite's integrity and foreign-key checks. Latency is the client's
+wall time per click (submit to reply), p50/p95, over clicks answered in one attempt; the outage
+is from SIGKILL to the first answered click after the restart. Exits 1 if the run does not prove
+the property (anything lost/duplicated/stale/misattributed, a failed check, a resume at the wrong
+pair) — latency is reported, not asserted.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import platform
+import random
+import re
+import secrets
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # run from a clone, no install needed
+
+IDENTITY = ("yes", "no", "cant_tell")
+EDIT = ("yes", "partial", "no")
+SKIP_REASONS = ("reference unclear", "candidate unclear", "edit text unclear", "other")
+SET = "load"
+RESUME_TIMEOUT_S = 1200.0
+
+
+@dataclass
+class LoadConfig:
+    clients: int = 32
+    judgments: int = 40          # first answers (or skips) per annotator
+    think_s: float = 2.0         # mean pause before a click
+    p_skip: float = 0.08
+    p_back: float = 0.08
+    kill_at: float = 0.5         # SIGKILL once this fraction of the planned first answers is acked
+    down_s: float = 1.0
+    queries: int = 200           # pooled into the benchmark's own set
+    overlap: int = 2
+    procs: int = 4
+    client_nice: int = 10
+    kill: bool = True
+    seed: int = 0
+    app_args: list[str] = field(default_factory=list)  # extra flags for app.py
+
+
+# -- the app process -------------------------------------------------------------------------------
+
+def _cpu(pid: int) -> float:
+    """CPU seconds (user + system) a process has used, from /proc; 0 once it is gone."""
+    try:
+        f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class App:
+    """`python app.py` as a child process (its output appended to a log file)."""
+
+    def __init__(self, db: str, users: Path, port: int, log: Path, extra: list[str]):
+        self.db, self.users, self.port, self.log, self.extra = db, users, port, log, extra
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/"
+
+    def start(self, timeout_s: float = 900.0) -> None:
+        # Gradio's monitoring summary (per-function processing times) refreshed every 200 events,
+        # so the report can read the server's own measure at the end.
+        env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1",
+               "GRADIO_ANALYTICS_CACHE_FREQUENCY": "200"}
+        with open(self.log, "ab") as out:
+            self.proc = subprocess.Popen(
+                [sys.executable, "app.py", "--annotators", str(self.users), "--db", self.db,
+                 "--host", "127.0.0.1", "--port", str(self.port), *self.extra],
+                cwd=REPO, stdout=out, stderr=subprocess.STDOUT, env=env)
+        import httpx
+
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"app.py exited with {self.proc.returncode}:\n{self.tail()}")
+            try:
+                if httpx.get(self.url, timeout=15.0).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError(f"app.py not answering after {timeout_s} s:\n{self.tail()}")
+
+    def kill9(self) -> None:
+        assert self.proc is not None
+        os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def tail(self, n: int = 3000) -> str:
+        return self.log.read_text(errors="replace")[-n:] if self.log.exists() else ""
+
+
+# -- one annotator ----------------------------------------------------------------------------------
+
+POS = re.compile(r"pair #(\d+)")
+ANSWER = re.compile(r"your answer: (skipped|[a-z_]+ / [a-z_]+)")
+
+
+def _status(out: Any) -> str:
+    s = out[0] if isinstance(out, (list, tuple)) else out
+    return re.sub(r"\\(.)", r"\1", s or "")  # the Markdown escapes off
+
+
+class Annotator:
+    """One signed-in session; everything it saw, in `rec` (JSON-serialisable)."""
+
+    def __init__(self, k: int, name: str, password: str, url: str, cfg: LoadConfig, acked: Any):
+        self.k, self.name, self.password, self.url, self.cfg, self.acked = k, name, password, url, cfg, acked
+        self.rng = random.Random(cfg.seed * 10_000 + k)
+        self.client: Any = None
+        self.pos: int | None = None
+        self.shown_answer: str | None = None
+        self.writes = 0
+        self.rec: dict[str, Any] = {"name": name, "clicks": [], "acks": [], "unacked": [], "resumes": [],
+                                    "read_back": [], "errors": [], "finished": False}
+
+    def connect(self) -> None:
+        from gradio_client import Client
+
+        self.client = Client(self.url, auth=(self.name, self.password), verbose=False, download_files=False)
+
+    def _click(self, api: str, *args: Any, kind: str) -> Any | None:
+        """One click; None if it failed (the app went away): the caller then resumes."""
+        t0 = time.monotonic()
+        try:
+            out = self.client.predict(*args, api_name=api)
+        except Exception as exc:  # connection refused/reset, session gone: the outage
+            self.rec["errors"].append([round(t0, 3), api, type(exc).__name__, str(exc)[:120]])
+            return None
+        self.rec["clicks"].append([kind, round(t0, 4), round(time.monotonic() - t0, 4)])
+        return out
+
+    def _screen(self, out: Any) -> None:
+        st = _status(out)
+        m = POS.search(st)
+        self.pos = int(m.group(1)) if m else None
+        a = ANSWER.search(st)
+        self.shown_answer = a.group(1) if a else None
+        if "Nothing left" in st:
+            self.pos = None
+
+    def resume(self, in_flight: dict | None) -> None:
+        """Sign in again until the app answers, press Next, check where the queue resumed."""
+        deadline = time.monotonic() + RESUME_TIMEOUT_S
+        attempt = 0
+        while True:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the app did not come back within {RESUME_TIMEOUT_S} s")
+            # Exponential backoff with jitter, as a browser's reconnect does: 32 sessions
+            # retrying every second would keep a restarting app busy with sign-ins.
+            time.sleep(min(0.5 * 2 ** attempt, 8.0) * (0.5 + self.rng.random()))
+            attempt += 1
+            try:
+                self.connect()
+            except Exception:
+                continue
+            out = self._click("/annotate_next", kind="resume")
+            if out is not None:
+                break
+        before = in_flight["position"] if in_flight else None
+        self._screen(out)
+        ok = in_flight is None or self.pos in (before, None) or (
+            in_flight.get("kind") == "answer" and in_flight.get("revision") and self.pos is not None) or (
+            self.pos is not None and before is not None and self.pos == before + 1)
+        self.rec["resumes"].append({"t": round(time.monotonic(), 3), "in_flight_position": before,
+                                    "resumed_at": self.pos, "ok": bool(ok)})
+
+    def _think(self) -> None:
+        time.sleep(self.cfg.think_s * (0.5 + self.rng.random()))
+
+    def _write(self, kind: str, revision: bool = False) -> bool:
+        """Answer or skip the pair on screen: True once acknowledged."""
+        pos = self.pos
+        self.writes += 1
+        comment = f"{self.name} w{self.writes} p{pos}"
+        if kind == "skip":
+            reason = self.rng.choice(SKIP_REASONS)
+            payload = {"position": pos, "status": "skipped", "identity": None, "edit": None,
+                       "skip_reason": reason, "comment": None, "revision": revision, "kind": kind}
+            self._think()
+            out = self._click("/annotate_skip", reason, kind="skip")
+        else:
+            ident, edit = self.rng.choice(IDENTITY), self.rng.choice(EDIT)
+            payload = {"position": pos, "status": "answered", "identity": ident, "edit": edit,
+                       "skip_reason": None, "comment": comment, "revision": revision, "kind": kind}
+            self._think()
+            out = self._click(f"/annotate_identity_{ident}", comment, kind="first-label")
+            if out is None:
+                self.rec["unacked"].append({**payload, "t": round(time.monotonic(), 3), "sent": False})
+                self.resume({**payload, "sent": False})
+                return False
+            self._think()
+            out = self._click(f"/annotate_edit_{edit}", comment, kind="save")
+        if out is None:
+            self.rec["unacked"].append({**payload, "t": round(time.monotonic(), 3), "sent": True})
+            self.resume(payload)
+            return False
+        self.rec["acks"].append({**payload, "t": round(time.monotonic(), 3)})
+        self._screen(out)
+        return True
+
+    def run(self) -> None:
+        try:
+            out = None
+            try:
+                self.connect()
+                out = self._click("/annotate_next", kind="open")
+            except Exception as exc:  # the sign-in itself timed out (32 arriving at once)
+                self.rec["errors"].append([round(time.monotonic(), 3), "connect", type(exc).__name__, str(exc)[:120]])
+            if out is None:
+                self.resume(None)
+            else:
+                self._screen(out)
+            first = 0
+            while first < self.cfg.judgments and self.pos is not None:
+                kind = "skip" if self.rng.random() < self.cfg.p_skip else "answer"
+                at = self.pos
+                if not self._write(kind):
+                    continue  # resumed: the same pair again, or the next if the write had committed
+                first += 1
+                with self.acked.get_lock():
+                    self.acked.value += 1
+                if kind == "answer" and self.rng.random() < self.cfg.p_back and at > 1:
+                    self._think()
+                    out = self._click("/annotate_back", kind="back")
+                    if out is None:
+                        self.resume(None)
+                        continue
+                    self._screen(out)
+                    saved = [a for a in self.rec["acks"] if a["position"] == self.pos]
+                    want = None if not saved else ("skipped" if saved[-1]["status"] == "skipped"
+                                                   else f"{saved[-1]['identity']} / {saved[-1]['edit']}")
+                    self.rec["read_back"].append({"position": self.pos, "shown": self.shown_answer,
+                                                  "saved": want})
+                    if self.pos is not None:
+                        self._write("answer", revision=True)  # change it: the audit keeps the old one
+            self.rec["finished"] = True
+        except Exception as exc:  # a bug in the benchmark or the app: reported, never hidden
+            self.rec["errors"].append([round(time.monotonic(), 3), "fatal", type(exc).__name__, str(exc)[:300]])
+
+
+def _worker(ks: list[int], users: list[tuple[str, str]], url: str, cfg: LoadConfig, acked: Any,
+            out_dir: str) -> None:
+    # The sessions stand in for browsers on other machines: they yield the CPU to the app
+    # (and to everything else on this shared machine) instead of competing with it.
+    os.nice(cfg.client_nice)
+    annotators = [Annotator(k, *users[k], url, cfg, acked) for k in ks]
+    threads = []
+    for a in annotators:
+        th = threading.Thread(target=a.run, daemon=True)
+        th.start()
+        threads.append(th)
+        time.sleep(0.25 + 0.5 * random.random())  # people do not all sign in in the same second
+    for th in threads:
+        th.join()
+    for a in annotators:
+        Path(out_dir, f"client-{a.k}.json").write_text(json.dumps(a.rec))
+
+
+# -- checking the database ------------------------------------------------------------------------
+
+@dataclass
+class Check:
+    acked: int = 0
+    acked_keys: int = 0
+    rows: int = 0
+    lost: list[str] = field(default_factory=list)
+    duplicated: list[str] = field(default_factory=list)
+    stale: list[str] = field(default_factory=list)
+    misattributed: list[str] = field(default_factory=list)
+    committed_unacked: int = 0     # rows holding a write whose reply was lost to the kill
+    read_back_wrong: list[str] = field(default_factory=list)
+    resumes: int = 0
+    resumes_wrong: list[str] = field(default_factory=list)
+    integrity: str = "n/a"
+    fk_violations: int | None = None
+    audits: int = 0
+
+
+def check_db(db: str, recs: list[dict]) -> Check:
+    from sqlalchemy import text
+
+    from db.sqlite import open_db
+
+    c = Check()
+    engine = open_db(db)
+    try:
+        with engine.connect() as conn:
+            if engine.dialect.name == "sqlite":
+                c.integrity = "; ".join(r[0] for r in conn.exec_driver_sql("PRAGMA integrity_check"))
+                c.fk_violations = len(conn.exec_driver_sql("PRAGMA foreign_key_check").all())
+            rows = conn.execute(text(
+                "SELECT an.name, j.task_id, a.position, j.status, j.identity, j.edit, j.skip_reason, "
+                "j.comment FROM judgments j JOIN annotators an ON an.id = j.annotator_id "
+                "LEFT JOIN assignments a ON a.annotator_id = j.annotator_id AND a.task_id = j.task_id")).all()
+            c.audits = conn.execute(text("SELECT count(*) FROM judgment_audits")).scalar()
+    finally:
+        engine.dispose()
+    c.rows = len(rows)
+    stored: dict[tuple[str, int], list[Any]] = {}
+    seen_pairs: dict[tuple[str, int], int] = {}
+    for r in rows:
+        seen_pairs[(r[0], r[1])] = seen_pairs.get((r[0], r[1]), 0) + 1
+        if r[2] is None:
+            c.misattributed.append(f"{r[0]} task {r[1]}: a judgment on a task outside their queue")
+            continue
+        stored.setdefault((r[0], r[2]), []).append(r)
+    c.duplicated = [f"{k}: {n} rows" for k, n in seen_pairs.items() if n > 1]
+    values = lambda p: (p["status"], p["identity"], p["edit"], p["skip_reason"], p["comment"])  # noqa: E731
+    written: set[tuple[str, int]] = set()
+    for rec in recs:
+        name = rec["name"]
+        acks: dict[int, list[dict]] = {}
+        for a in rec["acks"]:
+            acks.setdefault(a["position"], []).append(a)
+        maybe: dict[int, list[dict]] = {}
+        for u in rec["unacked"]:
+            if u.get("sent"):
+                maybe.setdefault(u["position"], []).append(u)
+        c.acked += len(rec["acks"])
+        c.acked_keys += len(acks)
+        for pos in set(acks) | set(maybe):
+            written.add((name, pos))
+            row = stored.get((name, pos))
+            last = acks[pos][-1] if pos in acks else None
+            if row is None:
+                if last is not None:
+                    c.lost.append(f"{name} pair #{pos}")
+                continue
+            got = tuple(row[0][3:8])
+            later = [u for u in maybe.get(pos, []) if last is None or u["t"] > last["t"]]
+            if last is not None and got == values(last):
+                continue
+            if any(got == values(u) for u in later):
+                c.committed_unacked += 1
+                continue
+            if last is not None:
+                c.stale.append(f"{name} pair #{pos}: stored {got}, last acknowledged {values(last)}")
+        for rb in rec["read_back"]:  # what Back showed against the last answer acked before it
+            if rb["saved"] is not None and rb["shown"] != rb["saved"]:
+                c.read_back_wrong.append(f"{name} pair #{rb['position']}: Back showed {rb['shown']!r}, "
+                                         f"saved {rb['saved']!r}")
+        c.resumes += len(rec["resumes"])
+        c.resumes_wrong += [f"{name}: {r}" for r in rec["resumes"] if not r["ok"]]
+    c.misattributed += [f"{k[0]} pair #{k[1]}: a row no client wrote" for k in stored if k not in written]
+    return c
+
+
+# -- the run ----------------------------------------------------------------------------------------
+
+def pct(values: list[float], q: float) -> str:
+    return f"{np.percentile(np.asarray(values), q) * 1000:.0f} ms" if values else "n/a"
+
+
+def _server_times(url: str, user: tuple[str, str]) -> dict[str, Any]:
+    """Gradio's own per-function processing times (from the start of the handler's processing to
+    the reply being ready, queue wait excluded) since the app's last start: /monitoring/summary."""
+    import httpx
+
+    try:
+        with httpx.Client(timeout=30) as c:
+            c.post(url + "login", data={"username": user[0], "password": user[1]})
+            r = c.get(url + "monitoring/summary")
+            return r.json().get("functions", {}) if r.status_code == 200 else {}
+    except (httpx.HTTPError, ValueError):
+        return {}
+
+
+def run(cfg: LoadConfig, db: str, work: Path, port: int | None) -> dict[str, Any]:
+    users = [(f"ann{k:02d}", secrets.token_urlsafe(9)) for k in range(cfg.clients)]
+    warm = ("warmup", secrets.token_urlsafe(9))
+    users_file = work / "annotators.txt"
+    users_file.write_text("".join(f"{n}:{p}\n" for n, p in [*users, warm]))
+    # The benchmark's own set, large enough for every annotator (the demo set is 30 queries).
+    t = time.monotonic()
+    subprocess.run([sys.executable, "-m", "db.pooling", "--db", db, "--name", SET, "--queries",
+                    str(cfg.queries), "--k", "5", "--overlap", str(cfg.overlap), "--gold", "0.1",
+                    *cfg.app_args], cwd=REPO, check=True, capture_output=True)
+    pool_s = time.monotonic() - t
+    app = App(db, users_file, port or free_port(), work / "app.log", cfg.app_args)
+    app.start()
+    from gradio_client import Client
+
+    t = time.monotonic()
+    Client(app.url, auth=warm, verbose=False, download_files=False).predict(api_name="/annotate_next")
+    warm_s = time.monotonic() - t  # the first request loads the engine and the pictures' warm-up starts
+    time.sleep(2.0)
+    acked = mp.Value("i", 0)
+    ctx = mp.get_context("fork")
+    shards = [list(range(cfg.clients))[i::cfg.procs] for i in range(cfg.procs)]
+    procs = [ctx.Process(target=_worker, args=(s, users, app.url, cfg, acked, str(work)), daemon=True)
+             for s in shards if s]
+    planned = cfg.clients * cfg.judgments
+    t_start = time.monotonic()
+    load0 = os.getloadavg()
+    for p in procs:
+        p.start()
+    cpu0 = {"app": _cpu(app.proc.pid), "clients": sum(_cpu(p.pid) for p in procs)}
+    t_kill = t_ready = None
+    cpu_before_kill = cpu_clients_last = app_cpu_last = 0.0
+    loads = []
+    try:
+        while any(p.is_alive() for p in procs):
+            time.sleep(0.05)
+            if len(loads) < 100_000 and int(time.monotonic() * 20) % 100 == 0:
+                loads.append(os.getloadavg()[0])
+            if cfg.kill and t_kill is None and acked.value >= cfg.kill_at * planned:
+                cpu_before_kill = _cpu(app.proc.pid) - cpu0["app"]
+                app.kill9()
+                t_kill = time.monotonic()
+                cpu0["app"] = 0.0
+                time.sleep(cfg.down_s)
+                app.start()
+                t_ready = time.monotonic()
+            if any(p.is_alive() for p in procs):
+                clients_cpu = sum(_cpu(p.pid) for p in procs if p.is_alive())
+                if clients_cpu:
+                    cpu_clients_last = clients_cpu - cpu0["clients"]
+            app_cpu_last = _cpu(app.proc.pid) - cpu0["app"]
+        wall = time.monotonic() - t_start
+        server = _server_times(app.url, warm)
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.terminate()
+        app.stop()
+    recs = [json.loads(Path(work, f"client-{k}.json").read_text()) for k in range(cfg.clients)
+            if Path(work, f"client-{k}.json").exists()]
+    return {"recs": recs, "t_kill": t_kill, "t_ready": t_ready, "wall": wall, "pool_s": pool_s,
+            "cpu_app_s": cpu_before_kill + app_cpu_last, "cpu_clients_s": cpu_clients_last,
+            "server": server,
+            "warm_s": warm_s, "planned": planned, "load_start": load0[0],
+            "load_mean": float(np.mean(loads)) if loads else os.getloadavg()[0], "app_log": app.tail()}
+
+
+def _server_lines(fns: dict[str, Any]) -> list[str]:
+    """The app's own processing time per event kind (Gradio's monitoring, since the restart)."""
+    kinds = {"first label or save": ("annotate_identity_", "annotate_edit_"), "skip": ("annotate_skip",),
+             "back": ("annotate_back",), "next (resume)": ("annotate_next",)}
+    out = []
+    for label, prefixes in kinds.items():
+        rows = [v for k, v in fns.items() if k and k.startswith(prefixes) and v.get("total_requests")]
+        if not rows:
+            continue
+        n = sum(r["total_requests"] for r in rows)
+        # Percentiles of several functions cannot be merged exactly: the request-weighted mean of
+        # each function's percentile, and the worst one.
+        p = {q: (sum(r["process_time_percentiles"][q] * r["total_requests"] for r in rows) / n,
+                 max(r["process_time_percentiles"][q] for r in rows)) for q in ("50th", "90th", "99th")}
+        out.append(f"  server-side, {label:21s} p50 {p['50th'][0] * 1000:.0f} ms, p90 {p['90th'][0] * 1000:.0f} ms, "
+                   f"p99 {p['99th'][0] * 1000:.0f} ms (worst function p99 {p['99th'][1] * 1000:.0f} ms; {n} events)")
+    if out:
+        out.insert(0, "server-side processing (Gradio's own measure per event, handler start to reply, "
+                      "queue wait and transfer excluded; since the restart):")
+    return out
+
+
+def report(cfg: LoadConfig, db: str, res: dict, chk: Check) -> tuple[str, bool]:
+    recs, t_kill = res["recs"], res["t_kill"]
+    clicks = [c for r in recs for c in r["clicks"]]
+    after = [c for c in clicks if t_kill is not None and c[1] > t_kill]
+    first_after = min((c[1] + c[2] for c in after), default=None)
+    outage = (first_after - t_kill) if first_after and t_kill else None
+    steady = [c for c in clicks if c[0] not in ("resume", "open")]
+    lat = lambda kinds: [c[2] for c in steady if c[0] in kinds]  # noqa: E731
+    all_clicks = lat(("first-label", "save", "skip", "back"))
+    errors = [e for r in recs for e in r["errors"]]
+    fatal = [e for e in errors if e[1] == "fatal"]
+    sign_in_retries = [e for e in errors if e[1] == "connect"]
+    unfinished = [r["name"] for r in recs if not r["finished"]]
+    why = []
+    for label, items in (("lost", chk.lost), ("duplicated", chk.duplicated), ("stale", chk.stale),
+                         ("misattributed", chk.misattributed), ("Back showed a wrong answer", chk.read_back_wrong),
+                         ("resumed at a wrong pair", chk.resumes_wrong), ("client errors", fatal),
+                         ("unfinished clients", unfinished)):
+        if items:
+            why.append(f"{len(items)} {label}")
+    if chk.integrity not in ("ok", "n/a") or chk.fk_violations:
+        why.append("integrity/foreign-key check failed")
+    if cfg.kill and (t_kill is None or not after):
+        why.append("the kill did not land mid-run")
+    ok = not why
+    n_first = sum(1 for r in recs for a in r["acks"] if not a["revision"])
+    n_rev = sum(1 for r in recs for a in r["acks"] if a["revision"])
+    backend = "PostgreSQL" if "://" in db and db.startswith("postgres") else f"SQLite {sqlite3.sqlite_version}"
+    lines = [
+        f"Annotation under load through the real app: {cfg.clients} gradio_client sessions x "
+        f"{cfg.judgments} judgments, SIGKILL of app.py at {cfg.kill_at:.0%}",
+        f"run: {datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC}, python {platform.python_version()}, "
+        f"{backend}, {os.cpu_count()} cores shared; load avg {res['load_start']:.1f} at start, "
+        f"{res['load_mean']:.1f} mean during the run",
+        f"config: think {cfg.think_s} s mean per click (uniform x0.5-1.5), skip {cfg.p_skip:.0%}, "
+        f"back+change {cfg.p_back:.0%}, set of {cfg.queries} queries (overlap {cfg.overlap}, 10 % gold), "
+        f"client processes {cfg.procs}, app args {cfg.app_args or 'none'}",
+        "",
+        f"writes acknowledged               {chk.acked} ({n_first} first answers/skips of {res['planned']} "
+        f"planned, {n_rev} changed answers after Back)",
+        f"rows stored (judgments)           {chk.rows}; audit rows {chk.audits}",
+        f"lost (acked, no row)              {len(chk.lost)}",
+        f"duplicated (>1 row per pair)      {len(chk.duplicated)}",
+        f"stale (row != last acked value)   {len(chk.stale)}",
+        f"misattributed                     {len(chk.misattributed)} (rows outside their annotator's "
+        "queue, or written by no client)",
+        f"committed, reply lost to the kill {chk.committed_unacked} (row holds the unacknowledged write: allowed)",
+        f"Back showed the saved answer      {sum(len(r['read_back']) for r in recs) - len(chk.read_back_wrong)}"
+        f"/{sum(len(r['read_back']) for r in recs)}",
+        f"queues resumed at the right pair  {chk.resumes - len(chk.resumes_wrong)}/{chk.resumes}",
+        f"integrity_check / FK violations   {chk.integrity} / {chk.fk_violations}",
+        "",
+        f"latency per click, p50 / p95      {pct(all_clicks, 50)} / {pct(all_clicks, 95)} "
+        f"({len(all_clicks)} clicks answered in one attempt)",
+        f"  first label (no DB)             {pct(lat(('first-label',)), 50)} / {pct(lat(('first-label',)), 95)}",
+        f"  saving click (answer + next)    {pct(lat(('save',)), 50)} / {pct(lat(('save',)), 95)}",
+        f"  skip                            {pct(lat(('skip',)), 50)} / {pct(lat(('skip',)), 95)}",
+        f"  back                            {pct(lat(('back',)), 50)} / {pct(lat(('back',)), 95)}",
+        f"  after the restart only          {pct([c[2] for c in after if c[0] not in ('resume',)], 50)} / "
+        f"{pct([c[2] for c in after if c[0] not in ('resume',)], 95)}",
+        *_server_lines(res.get("server") or {}),
+        f"outage                            {outage:.1f} s from SIGKILL to the first answered click "
+        f"(down {cfg.down_s} s + app start {res['t_ready'] - t_kill - cfg.down_s:.1f} s + sign-in and "
+        "engine load)" if outage is not None else "outage                            n/a",
+        f"failed clicks (the outage)        {len(errors) - len(fatal) - len(sign_in_retries)}"
+        f"{f'; {len(sign_in_retries)} first sign-ins timed out and were retried' if sign_in_retries else ''}",
+        f"wall time                         {res['wall']:.0f} s (pooling {res['pool_s']:.0f} s and the "
+        f"first engine load {res['warm_s']:.0f} s before it)",
+        f"CPU used                          app {res['cpu_app_s']:.0f} s "
+        f"({res['cpu_app_s'] / res['wall']:.0%} of one core), the {cfg.clients} client sessions "
+        f"{res['cpu_clients_s']:.0f} s ({res['cpu_clients_s'] / res['wall']:.0%}, at nice {cfg.client_nice})",
+    ]
+    for label, items in (("lost", chk.lost), ("stale", chk.stale), ("misattributed", chk.misattributed),
+                         ("read-back", chk.read_back_wrong), ("resume", chk.resumes_wrong), ("fatal", fatal)):
+        lines += [f"  {label}: {x}" for x in items[:5]]
+    lines.append("RESULT: " + ("PASS" if ok else "FAIL: " + "; ".join(why)))
+    return "\n".join(lines) + "\n", ok
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    d = LoadConfig()
+    for f in ("clients", "judgments", "queries", "overlap", "procs", "seed", "client_nice"):
+        ap.add_argument(f"--{f.replace('_', '-')}", type=int, default=getattr(d, f))
+    ap.add_argument("--no-kill", action="store_true", help="no SIGKILL (latency alone)")
+    for f in ("think_s", "p_skip", "p_back", "kill_at", "down_s"):
+        ap.add_argument(f"--{f.replace('_', '-')}", type=float, default=getattr(d, f))
+    ap.add_argument("--db", default=None, help="a new SQLite file or a PostgreSQL URL (an empty "
+                    "database); default: a temporary SQLite file")
+    ap.add_argument("--port", type=int, default=None)
+    ap.add_argument("--out", type=Path, default=None, help="also write the report here")
+    ap.add_argument("--json", type=Path, default=None, help="every click and write, for analysis")
+    ap.add_argument("app_args", nargs="*", help="after --: extra flags for app.py and db.pooling "
+                    "(e.g. -- --world-queries 200)")
+    a = ap.parse_args(argv)
+    cfg = LoadConfig(clients=a.clients, judgments=a.judgments, think_s=a.think_s, p_skip=a.p_skip,
+                     p_back=a.p_back, kill_at=a.kill_at, down_s=a.down_s, queries=a.queries,
+                     overlap=a.overlap, procs=max(1, a.procs), seed=a.seed, app_args=list(a.app_args),
+                     client_nice=a.client_nice, kill=not a.no_kill)
+    with tempfile.TemporaryDirectory(prefix="cir-load-") as tmp:
+        work = Path(tmp)
+        db = a.db or str(work / "load.sqlite")
+        if "://" not in db and Path(db).exists():
+            ap.error(f"--db {db} exists; the benchmark needs a new database")
+        res = run(cfg, db, work, a.port)
+        chk = check_db(db, res["recs"])
+        text, ok = report(cfg, db, res, chk)
+        if a.json:
+            a.json.write_text(json.dumps({"config": asdict(cfg), "check": asdict(chk),
+                                          **{k: v for k, v in res.items() if k != "app_log"}}))
+        if not ok:
+            print(f"app log tail:\n{res['app_log']}", file=sys.stderr)
+    print(text, end="")
+    if a.out:
+        a.out.parent.mkdir(parents=True, exist_ok=True)
+        a.out.write_text(text)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

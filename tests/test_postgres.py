@@ -1,0 +1,206 @@
+"""The annotation DB on PostgreSQL (`--db postgresql://...`, several app replicas on one server):
+the same models and Alembic migrations, the backend-independent DB and queue tests of
+test_db.py and test_queue.py run again on it, replicas claiming and answering concurrently, and
+a small kill -9 stress run through db.serve. Needs a server: Debian's `postgresql` (a private
+cluster is started in a temporary folder) or CIR_TEST_POSTGRES_URL; skipped, with the reason,
+when neither is there (tests/_postgres.py)."""
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, func, select
+
+from _postgres import Server, Unavailable
+from db.migrate import head, init_db
+from db.sqlite import db_url, open_db, session_factory
+
+# The backend-independent tests, collected here a second time with this module's fixtures
+# (`engine`, `S`) giving a fresh PostgreSQL database instead of a SQLite file.
+from test_db import (  # noqa: F401
+    test_db_rejects_half_answer_and_bad_gold,
+    test_delete_task_with_judgments_refused,
+    test_fk_to_missing_task_rejected,
+    test_judgment_check_constraints,
+    test_judgments_for_isolates_annotators,
+    test_rank_check_constraint,
+    test_repeating_the_same_write_is_a_no_op,
+    test_skip_then_answer_keeps_history,
+    test_skip_validation,
+    test_unique_annotator_task_at_db_level,
+    test_upsert_updates_and_audits,
+    test_upsert_validates_before_db,
+)
+from test_queue import (  # noqa: F401
+    cir_engine,
+    test_gold_tasks_go_to_everyone_with_world_truth,
+    test_join_back_counts_a_judgment_for_every_method_that_retrieved_the_item,
+    test_order_groups_each_query_and_differs_between_annotators,
+    test_overlap_gives_each_task_to_n_annotators,
+    test_pool_refuses_bad_input_and_writes_nothing,
+    test_pool_stores_every_method_and_distinct_tasks,
+    test_queue_resumes_and_orders_per_annotator,
+    test_skip_back_and_privacy,
+)
+
+
+@pytest.fixture(scope="module")
+def pg():
+    server = Server()
+    try:
+        server.start()
+    except (Unavailable, OSError) as exc:
+        server.stop()
+        pytest.skip(f"no PostgreSQL server: {exc}")
+    yield server
+    server.stop()
+
+
+def _drop(pg: Server, url: str) -> None:
+    admin = create_engine(db_url(pg.admin_url), isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as c:
+            c.exec_driver_sql(f'DROP DATABASE IF EXISTS "{db_url(url).database}" WITH (FORCE)')
+    finally:
+        admin.dispose()
+
+
+@pytest.fixture()
+def pg_url(pg):
+    url = pg.new_database()
+    yield url
+    _drop(pg, url)
+
+
+@pytest.fixture()
+def engine(pg_url):
+    eng = open_db(pg_url)
+    init_db(eng)
+    yield eng
+    eng.dispose()
+
+
+@pytest.fixture()
+def S(engine):
+    return session_factory(engine)
+
+
+def test_migrations_build_the_models_schema(pg_url) -> None:
+    from alembic.autogenerate import compare_metadata
+    from alembic.runtime.migration import MigrationContext
+
+    from db import migrate
+    from db.models import Base
+
+    eng = open_db(pg_url)
+    try:
+        assert eng.dialect.name == "postgresql"
+        init_db(eng)
+        init_db(eng)  # idempotent
+        assert migrate.current(pg_url) == head()
+        with eng.connect() as conn:
+            mc = MigrationContext.configure(conn, opts={"compare_type": True})
+            assert compare_metadata(mc, Base.metadata) == []
+    finally:
+        eng.dispose()
+
+
+def test_annotation_service_on_postgres(pg_url, cir_engine) -> None:
+    from db.export import export_rows
+    from db.models import JudgmentAudit
+    from db.report import compute_report
+    from db.service import DEFAULT_SET, AnnotationService
+
+    svc = AnnotationService(pg_url)
+    try:
+        assert svc.ensure_default_set(cir_engine) == DEFAULT_SET
+        st = svc.open("alice", DEFAULT_SET)
+        first = st.task.task_id
+        st = svc.answer("alice", DEFAULT_SET, first, "yes", "partial")
+        assert st.task.position == 2 and st.progress.done == 1
+        again = svc.answer("alice", DEFAULT_SET, first, "yes", "partial")  # a retried request
+        assert again.task.task_id == st.task.task_id
+        svc.answer("alice", DEFAULT_SET, first, "no", "no")  # a change: audited
+        with svc.Session() as s:
+            assert s.scalar(select(func.count()).select_from(JudgmentAudit)) == 1
+        back = svc.open("alice", DEFAULT_SET, 1)
+        assert (back.task.identity, back.task.edit) == ("no", "no")
+        with pytest.raises(PermissionError):
+            svc.answer("bob", DEFAULT_SET, first, "yes", "yes")  # not in bob's queue
+        svc.skip("alice", DEFAULT_SET, st.task.task_id, "other")
+        with svc.ReadSession() as s:
+            rep = compute_report(s, DEFAULT_SET, n_boot=50)
+            assert rep["judgments"]["answered"] == 1 and rep["judgments"]["skipped"] == 1
+            assert len(export_rows(s, annotator="alice")) == 2
+        assert svc.current_set("alice") == DEFAULT_SET
+    finally:
+        svc.close()
+
+
+def test_replicas_share_one_database(pg_url, cir_engine) -> None:
+    """Two app replicas (two services on one database), eight annotators in threads, two of
+    them signed in on both replicas at once: every claim respects the overlap, every queue's
+    positions are 1..n without gaps or doubles, no write fails."""
+    from db.models import Assignment, Judgment, Task
+    from db.pooling import pool_query_set, world_queries
+    from db.service import AnnotationService
+
+    replicas = [AnnotationService(pg_url), AnnotationService(pg_url)]
+    with replicas[0].Session() as s:
+        pool_query_set(s, cir_engine, "shared", world_queries(cir_engine, 4), ["pact", "sum"], k=3,
+                       overlap=2, gold_fraction=0.0)
+    errors: list[BaseException] = []
+
+    def annotate(name: str, svc: AnnotationService, n: int) -> None:
+        try:
+            st = svc.open(name, "shared")
+            for i in range(n):
+                if st.task is None:
+                    return
+                if i % 5 == 4:
+                    st = svc.skip(name, "shared", st.task.task_id, "other")
+                else:
+                    st = svc.answer(name, "shared", st.task.task_id, "yes", "no")
+        except BaseException as exc:  # noqa: BLE001 (reported below)
+            errors.append(exc)
+
+    threads = [threading.Thread(target=annotate, args=(f"ann{i}", replicas[i % 2], 12)) for i in range(8)]
+    threads += [threading.Thread(target=annotate, args=(f"ann{i}", replicas[(i + 1) % 2], 12)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    try:
+        assert errors == []
+        with replicas[0].Session() as s:
+            holders = Counter(s.scalars(select(Assignment.task_id)))
+            assert max(holders.values()) <= 2  # overlap 2, no gold
+            rows = s.execute(select(Assignment.annotator_id, Assignment.position)).all()
+            by_ann: dict[int, list[int]] = {}
+            for a, p in rows:
+                by_ann.setdefault(a, []).append(p)
+            for positions in by_ann.values():
+                assert sorted(positions) == list(range(1, len(positions) + 1))
+            assert s.scalar(select(func.count()).select_from(Judgment)) > 0
+            n_tasks = s.scalar(select(func.count()).select_from(Task))
+            assert sum(holders.values()) <= 2 * n_tasks
+    finally:
+        for r in replicas:
+            r.close()
+
+
+def test_kill9_stress_on_postgres(pg_url, tmp_path: Path) -> None:
+    from db.stress import StressConfig, run_stress
+    from db.stress_verify import verify
+
+    cfg = StressConfig(clients=4, per_client=8, revisions=2, kill_at=0.5, down_s=0.3, think_ms=20,
+                       progress=False)
+    res = run_stress(cfg, pg_url, log=tmp_path / "server.log")
+    assert res.failures == [] and len(res.acks) == res.planned == 4 * 10
+    assert 0 < res.acked_at_kill < res.planned and any(a.t_ack > res.t_kill for a in res.acks)
+    v = verify(pg_url, res.acks)
+    assert (v.lost, v.duplicated, v.stale) == ([], [], [])
+    assert v.rows == v.acked_keys == 32
+    assert v.integrity == ["n/a"] and v.fk_violations == 0 and v.unique_constraint == "held"
