@@ -130,3 +130,31 @@ def test_trainer_learns_exports_and_reloads(head_cfg, tiny_backbone, tmp_path):
     assert conf["method"] == "lincir" and conf["chord_lambda"] in (0.05, 0.34) and conf["arch"]["input_scale"] == 3.0
     assert conf["hparams"]["noise_std"] == 1.0 and conf["hparams"]["schedule"] == "constant"
     assert isinstance(create_method("lincir", tiny_backbone, tmp_path / "export"), LinCIR)
+
+
+def test_the_best_validated_phi_is_exported_and_survives_a_resume(head_cfg, tiny_backbone, tmp_path):
+    """train_phi.py's `phi_best`: the export is the φ of the best val R@1, kept across a resume."""
+    from safetensors.torch import load_file
+
+    from training.loop import run
+    from training.train_lincir import DEFAULTS, LinCIRTask
+
+    def go(steps, scores):
+        cfg = head_cfg(DEFAULTS, steps=steps, val_queries=8, eval_every=1, ckpt_every=1, lr=1e-3,
+                       lambda_grid=[0.34], input_scale=3.0)
+        task = LinCIRTask(cfg, tiny_backbone)
+        real = task.val.report
+        task.val.report = lambda m: {**real(m), "val_R@1": scores[task.step]}  # a chosen val curve
+        run(task, cfg)
+        return task
+
+    go(2, {0: 0.1, 1: 0.5})  # step 2 is the best so far: kept in the loop's checkpoint
+    assert load_file(str(tmp_path / "run" / "last" / "model.safetensors"))["best_step"].item() == 2
+    task = go(4, {2: 0.3, 3: 0.2})  # resumed: steps 3 and 4 validate worse
+    conf = json.loads((tmp_path / "export" / "config.json").read_text())
+    assert conf["metrics"]["selected_step"] == 2 and conf["metrics"]["selected_val_R@1"] == 0.5
+    assert conf["metrics"]["last_step_metrics"]["val_R@1"] == 0.2
+    best = task.model.best.state_dict()
+    m = create_method("lincir", tiny_backbone, tmp_path / "export")
+    assert all(torch.equal(m.mapper.state_dict()[k], best[k]) for k in best)
+    assert not all(torch.equal(best[k], v) for k, v in task.model.net.state_dict().items())

@@ -5,6 +5,7 @@ LinCIR's captions and spaCy keywords). The text tower is frozen throughout, as p
 """
 from __future__ import annotations
 
+import copy
 import json
 import re
 import time
@@ -38,6 +39,31 @@ class TextInvSettings(HeadSettings):
     beta2: float = 0.999
     eps: float = 1e-8
     decay_biases: bool = True
+    keep_best: str = ""  # a validation metric (e.g. "val_R@1"): export the best-validated φ, not the last
+
+
+class PhiModule(EMAWrapper):
+    """What the loop trains and checkpoints: φ, its EMA, and (with `keep_best`) the weights of
+    the best validation so far with their value and step (LinCIR's `phi_best`), kept in the
+    state dict so that a resumed run keeps them too."""
+
+    def __init__(self, net: torch.nn.Module, decay: float, keep_best: bool):
+        super().__init__(net, decay)
+        self.keep_best = keep_best
+        if keep_best:
+            self.best = copy.deepcopy(net).requires_grad_(False)
+            self.register_buffer("best_value", torch.tensor(float("-inf")))
+            self.register_buffer("best_step", torch.tensor(-1, dtype=torch.long))
+
+    @torch.no_grad()
+    def offer(self, value: float, step: int, state: dict) -> bool:
+        """Keep `state` if `value` beats the best so far (ties keep the earlier one)."""
+        if not self.keep_best or value <= float(self.best_value):
+            return False
+        self.best.load_state_dict(state)
+        self.best_value.fill_(value)
+        self.best_step.fill_(step)
+        return True
 
 
 class TextInvTask:
@@ -61,7 +87,8 @@ class TextInvTask:
             torch.manual_seed(cfg.seed)
             self.method = cls(self.backbone, {"arch": arch.to_dict()})
         self.method.mapper.train()
-        self.model = EMAWrapper(self.method.mapper, cfg.ema)
+        self.model = PhiModule(self.method.mapper, cfg.ema, bool(cfg.keep_best))
+        self.step = 0
         self.eval_method = cls(self.backbone, {"arch": arch.to_dict()})
         self.val = ValBench(self.backbone, cfg.val_queries,
                             Path(cfg.val_cache_root) if cfg.val_cache_root else None) if cfg.val_queries else None
@@ -83,6 +110,7 @@ class TextInvTask:
                 {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0, **extra}]
 
     def before_step(self, step: int, optimizer: Any) -> None:
+        self.step = step
         if step > 0:  # the weights after `step` updates (the last one is folded in at export)
             self.model.update()
 
@@ -95,7 +123,12 @@ class TextInvTask:
     def validate(self) -> dict[str, float]:
         if self.val is None:
             return {}
-        return self.val.report(self._eval_method())
+        metrics = self.val.report(self._eval_method())
+        if self.cfg.keep_best:
+            if self.cfg.keep_best not in metrics:
+                raise SystemExit(f"keep_best={self.cfg.keep_best!r} is not a validation metric: {sorted(metrics)}")
+            self.model.offer(float(metrics[self.cfg.keep_best]), self.step + 1, self.model.averaged_state())
+        return metrics
 
     def export(self, out_dir: Path, metrics: dict[str, float]) -> None:
         """Choose Chord λ on val, write the checkpoint to `export_dir` (default `<out>/export`).
@@ -106,7 +139,14 @@ class TextInvTask:
             print(f"stopped at step {done} of {self.cfg.steps}: not exported (run again to resume)")
             return
         m = self._eval_method()
-        out = {**metrics, **{f"train_{k}": round(v, 4) for k, v in self.last_logs.items()},
+        out: dict[str, Any] = {}
+        if self.cfg.keep_best and int(self.model.best_step) >= 0:  # the best-validated φ, not the last
+            m.mapper.load_state_dict(self.model.best.state_dict())
+            out = {"selected_step": int(self.model.best_step), "selected_by": self.cfg.keep_best,
+                   f"selected_{self.cfg.keep_best}": round(float(self.model.best_value), 4),
+                   "last_step_metrics": dict(metrics)}
+            metrics = {}
+        out = {**out, **metrics, **{f"train_{k}": round(v, 4) for k, v in self.last_logs.items()},
                "train_queries": len(self.cache), "train_cache": self.cache.folder.name,
                "wall_minutes": round((time.time() - self.t0) / 60, 1), **self.extra_metrics()}
         if self.val is not None:

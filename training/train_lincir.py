@@ -11,7 +11,9 @@ that stands at *every* `$`; the loss is MSE(f_T(masked caption with φ(t + u·n)
 No images anywhere: the captions are the reference, target and negative captions of the embed
 cache's training queries (their image embeddings are never read), the keywords come from the
 world's closed vocabulary (training/textinv.py). AdamW lr 1e-4, wd 0.01 on every parameter,
-constant lr with no warmup, φ dropout 0.5, batch 512 (README: 8 × 64). Chord λ on val.
+constant lr with no warmup, φ dropout 0.5, batch 512 (README: 8 × 64). The exported φ is the one
+with the best val R@1 among the periodic validations (`phi_best`, which their README evaluates;
+`keep_best`). Chord λ on val.
 """
 from __future__ import annotations
 
@@ -45,7 +47,8 @@ class LinCIRSettings(TextInvSettings, PhiConfig):
     input_scale: float = 0.0  # 0: the backbone's mean raw image-feature norm (what φ reads at inference)
     noise_std: float = 1.0  # n ~ N(0, noise_std²·I), scaled by u ~ U(0, 1) per caption
     l2_normalize: bool = False  # `--l2_normalize`: φ reads normalised features (then input_scale = 1)
-    eval_every: int = 500
+    keep_best: str = "val_R@1"  # train_phi.py keeps `phi_best`, the best CIRR-val R@1 of its validations
+    eval_every: int = 50
     ckpt_every: int = 100
     log_every: int = 20
     out_dir: str = "runs/lincir"
