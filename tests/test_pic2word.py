@@ -196,3 +196,19 @@ def test_the_eval_cli_reports_them_with_their_own_lambda(tmp_path, monkeypatch):
     rep = json.loads(out.read_text())
     assert set(rep["results"]) == set(OPTIONAL)
     assert all(set(rep["results"][m]) == {"cosine", "chord"} for m in OPTIONAL)
+
+
+def test_a_figure_shows_them(tmp_path, monkeypatch):
+    from _cir_fakes import N_QUERIES, cache_root
+    from PIL import Image
+
+    from cir_core.figures import main as figures
+
+    monkeypatch.delenv("CIR_BACKBONE", raising=False)
+    q = tmp_path / "q.json"
+    q.write_text(json.dumps(["test-00001"]))
+    out = tmp_path / "spec.json"
+    assert figures(["--queries", str(q), "--out", str(tmp_path / "f.png"), "--out", str(out),
+                    "--world-queries", str(N_QUERIES), "--cache-dir", str(cache_root()),
+                    "--methods", ",".join(OPTIONAL), "--k", "3"]) == 0
+    assert json.loads(out.read_text())["methods"] == OPTIONAL and Image.open(tmp_path / "f.png").width > 300
