@@ -1,0 +1,138 @@
+"""Convert an authors' checkpoint of a textual-inversion method (Pic2Word, SEARLE, LinCIR) into
+this project's checkpoint folder (config.json + model.safetensors).
+
+    python -m cir_core.methods.convert searle SEARLE_ViTL14.pt out/searle-xl \\
+        --backbone ViT-L-14 --pretrained openai --allow-pickle
+
+The source is what the authors' code writes: a `torch.save` dict holding φ's state dict under
+`state_dict_img2text` (Pic2Word, `src/main.py`) or `Phi` (SEARLE and LinCIR, `save_phi`), keys
+as in their module definitions (a `module.` prefix from DDP is dropped); or a bare state dict;
+or a `.safetensors` file of those keys. A pickle (`.pt`, `.pth`, `.bin`, `.ckpt`) can run code
+when it is loaded, so it is refused unless `--allow-pickle` is given, and even then it is read
+with `torch.load(weights_only=True)` (tensors and plain containers only). φ's hidden widths are
+read from the tensors; its input and output widths must be the backbone's embedding dimension
+and token width, or the conversion stops with the file, the key and both shapes.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import sys
+from pathlib import Path
+from typing import Any
+
+from cir_core.errors import CheckpointError, CIRError, InputError
+
+from .base import get_method_class
+from .textinv import TextInversionMethod, token_width
+
+PICKLE_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt", ".pkl")
+
+
+def read_source(path: str | Path, allow_pickle: bool = False) -> dict[str, Any]:
+    """The object stored at `path`: safetensors read directly; a pickle only with `allow_pickle`,
+    and then through `torch.load(weights_only=True)`."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint file {path} not found")
+    if path.suffix == ".safetensors":
+        from safetensors.torch import load_file
+        try:
+            return dict(load_file(str(path), device="cpu"))
+        except Exception as exc:
+            raise CheckpointError(f"cannot read {path}: {type(exc).__name__}: {exc}".splitlines()[0]) from None
+    if not allow_pickle:
+        raise CheckpointError(f"{path} is a pickle (torch.save), which can run code when loaded; "
+                              "pass --allow-pickle to read it with torch.load(weights_only=True), "
+                              "or convert it to .safetensors first")
+    import torch
+    try:
+        obj = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # not a pickle, or one holding more than tensors and containers
+        raise CheckpointError(f"cannot read {path} with torch.load(weights_only=True): "
+                              f"{type(exc).__name__}: {exc}".splitlines()[0]) from None
+    if not isinstance(obj, dict):
+        raise CheckpointError(f"{path} holds a {type(obj).__name__}, not a dict")
+    return obj
+
+
+def mapper_state(obj: dict[str, Any], cls: type[TextInversionMethod], where: str) -> dict[str, Any]:
+    """φ's state dict out of what the authors' code saved: `obj[cls.source_key]` when present,
+    else `obj` itself; DDP's `module.` prefix dropped."""
+    import torch
+
+    state = obj.get(cls.source_key, obj) if isinstance(obj.get(cls.source_key), dict) else obj
+    if not state or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        keys = ", ".join(sorted(map(str, obj))[:6])
+        raise CheckpointError(f"{where} has no {cls.source_key!r} state dict of tensors for {cls.name} "
+                              f"(top-level keys: {keys}; layout: {cls.source_file})")
+    return {k.removeprefix("module."): v for k, v in state.items()}
+
+
+def convert(method: str, source: str | Path, out: str | Path, backbone: Any, allow_pickle: bool = False,
+            chord_lambda: float | None = None, input_scale: float | None = None) -> Path:
+    """Write `out` (config.json + model.safetensors) from the authors' checkpoint `source`, for
+    `backbone`. `input_scale` None measures the backbone's mean raw image-feature norm
+    (`textinv.raw_image_norm`); `chord_lambda` None keeps the default (no val search here)."""
+    from .textinv import raw_image_norm
+
+    cls = get_method_class(method)
+    if not (isinstance(cls, type) and issubclass(cls, TextInversionMethod)):
+        raise InputError(f"{method!r} is not a textual-inversion method; convert takes "
+                         "pic2word, searle or lincir")
+    source = Path(source)
+    state = mapper_state(read_source(source, allow_pickle), cls, str(source))
+    shapes = {k: tuple(v.shape) for k, v in state.items()}
+    arch = cls.arch_from_state(shapes, cls.config_cls())
+    width = token_width(backbone)
+    # build φ for this backbone with the checkpoint's hidden widths: every key and shape must match
+    expected = {k: tuple(v.shape) for k, v in cls.build_mapper(backbone.dim, width, arch).state_dict().items()}
+    try:
+        cls.check_state(shapes, expected, str(source))
+    except CheckpointError as exc:
+        raise CheckpointError(f"{exc} (backbone {backbone.id}: embedding dim {backbone.dim}, "
+                              f"token width {width})") from None
+    arch.input_scale = float(input_scale) if input_scale is not None else raw_image_norm(backbone)
+    config: dict[str, Any] = {"arch": arch.to_dict()}
+    if chord_lambda is not None:
+        config["chord_lambda"] = float(chord_lambda)
+    m = cls(backbone, config)
+    m.mapper.load_state_dict({k: v.float() for k, v in state.items()}, strict=True)
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()
+    return m.save(out, metrics={}, converted_from={
+        "file": source.name, "sha256": digest, "layout": cls.source_file,
+        "input_scale": "given" if input_scale is not None else "measured: mean raw image-feature norm, 64 world images"})
+
+
+def main(argv: list[str] | None = None) -> int:
+    from cir_core.settings import DEFAULT_BACKBONE
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("method", choices=("pic2word", "searle", "lincir"))
+    ap.add_argument("source", type=Path, help="the authors' checkpoint (.pt / .pth / .safetensors)")
+    ap.add_argument("out", type=Path, help="the checkpoint folder to write")
+    ap.add_argument("--backbone", default=DEFAULT_BACKBONE, help="open_clip model or local-dir: folder")
+    ap.add_argument("--pretrained", default=None, help="open_clip pretrained tag or weights file")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--allow-pickle", action="store_true",
+                    help="read a torch.save pickle (with torch.load(weights_only=True))")
+    ap.add_argument("--chord-lambda", type=float, default=None, help="Chord λ to record (default 0.34)")
+    ap.add_argument("--input-scale", type=float, default=None,
+                    help="φ's input = this × the unit reference embedding (default: the backbone's "
+                         "measured mean raw image-feature norm)")
+    args = ap.parse_args(argv)
+    try:
+        from cir_core.backbone import load_backbone
+
+        bb = load_backbone(args.backbone, args.pretrained, device=args.device)
+        folder = convert(args.method, args.source, args.out, bb, args.allow_pickle, args.chord_lambda,
+                         args.input_scale)
+    except CIRError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"wrote {folder} ({args.method} for {bb.id})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

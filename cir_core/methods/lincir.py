@@ -1,0 +1,40 @@
+"""LinCIR (Gu et al., CVPR 2024; navervision/lincir) as a registered method, an optional column.
+
+φ is LinCIR's `Phi` (`models.py`, a copy of SEARLE's: hidden 4 × projection_dim, dropout 0.5),
+trained on text alone (self-masking projection, training/train_lincir.py). Their checkpoints are
+`torch.save({'epoch': ..., 'Phi': phi.state_dict()})` (`train_phi.py: save_phi`; the released
+`lincir_large.pt` is read as `state_dict['Phi']` in `demo.py`). The query is
+`"a photo of $ that {edit}"` (`validate.py`) and *every* `$` token takes φ(v_r)
+(`encode_with_pseudo_tokens.py: encode_with_pseudo_tokens_HF`, `torch.where(text == 259, ...)`);
+q_∅ is `"a photo of $"`, the prompt LinCIR's loader falls back to when a caption has no keyword.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from torch import nn
+
+from .base import register_method
+from .textinv import PhiConfig, TextInversionMethod, build_phi, phi_arch_from_state
+
+
+@register_method
+class LinCIR(TextInversionMethod):
+    name = "lincir"
+    label = "LinCIR"
+    description = "φ(v_r) (language-only training) as $ in 'a photo of $ that {edit}', frozen text tower"
+    config_cls = PhiConfig
+    prompt = "a photo of $ that {edit}"
+    empty_prompt = "a photo of $"
+    placeholder = "$"
+    replace = "all"
+    source_key = "Phi"
+    source_file = "navervision/lincir train_phi.py (save_phi), models.py (Phi), demo.py"
+
+    @classmethod
+    def build_mapper(cls, dim: int, width: int, arch: PhiConfig) -> nn.Module:
+        return build_phi(dim, width, arch)
+
+    @classmethod
+    def arch_from_state(cls, shapes: dict[str, tuple], arch: Any) -> PhiConfig:
+        return phi_arch_from_state(shapes, arch)
