@@ -10,7 +10,7 @@ import torch
 from cir_core.backbone import save_backbone_dir
 from training import probe_backbone
 from training.probe_backbone import PROBES, evaluate, heldout_set, probe_alternatives
-from training.train_backbone import DEFAULTS, BackboneTask
+from training.train_backbone import AUX_HEADS, DEFAULTS, BackboneTask, attribute_labels
 
 
 def test_heldout_set_is_deterministic():
@@ -46,19 +46,31 @@ def test_probe_cli_reads_a_local_dir(tiny_backbone, tmp_path, one_thread, capsys
 @pytest.fixture(scope="module")
 def task():
     cfg = replace(DEFAULTS, extra={**DEFAULTS.extra, "batch_size": 16, "pair_fraction": 0.5,
-                                   "group_size": 4, "text_negatives": 1, "val_scenes": 4,
-                                   "probe_scenes": 2})
+                                   "group_size": 4, "text_negatives": 1, "aux_weight": 0.5,
+                                   "val_scenes": 4, "probe_scenes": 2})
     return BackboneTask(cfg)
 
 
 def test_batch_groups_and_negatives(task, one_thread):
-    images, tokens, same = task.batch(0, 0, random.Random(0))
+    batch = task.batch(0, 0, random.Random(0))
+    images, tokens, same, img_labels, txt_labels = batch
     assert images.shape == (16, 3, task.size, task.size)
     assert 16 < tokens.shape[0] <= 32 and same.shape == (16, tokens.shape[0])
     assert same[:, :16].diagonal().all()  # every image's own caption
     assert not same[torch.arange(16), 16 + torch.arange(min(16, tokens.shape[0] - 16))].all()
-    loss, logs = task.loss(task.model, (images, tokens, same))
-    assert torch.isfinite(loss) and set(logs) == {"loss", "scale"}
+    assert img_labels.shape == (16, len(AUX_HEADS)) and (img_labels >= 0).all()  # pixels say all
+    assert txt_labels.shape == (tokens.shape[0], len(AUX_HEADS))
+    loss, logs = task.loss(task.model, batch)
+    assert torch.isfinite(loss) and set(logs) == {"loss", "scale", "aux"}
+    assert {f"clip.{k}" for k in task.clip.state_dict()} < set(task.model.state_dict())  # + heads
+
+
+def test_attribute_labels_follow_what_the_caption_says():
+    s = heldout_set(1).scenes[0]
+    full = attribute_labels(s)
+    silent = attribute_labels(s, {"name": True, "character": False, "background": False})
+    assert silent[:4] == [-100] * 4 and silent[4:] == full[4:]
+    assert attribute_labels(s, {"name": False, "character": True, "background": True})[2] == -100
 
 
 def test_batch_is_deterministic(task):

@@ -7,12 +7,16 @@ atomic edit of a different kind (`pair_fraction` of the batch; pairs when `group
 Their captions differ in one attribute, so the contrastive loss cannot ignore fine attributes
 (positions, facing, identity: the hard ones). From `balanced_pairs_from` on, the kind of change
 is drawn first (identity swaps included, weighted by `op_weights`), so rare kinds get their
-share; before, an edit is drawn uniformly ("add" is ~80 % of all edits). `text_negatives` adds,
-per image, that many captions of its scene after one edit, with the same phrasing (NegCLIP-style
-hard negatives for the image→text side). A text that also describes another image of the batch
-(same scene, or the same words) is not used as a negative for it. Validation is
-`training.probe_backbone.evaluate`: text→image retrieval over held-out scenes plus a zero-shot
-probe per attribute.
+share; before, an edit is drawn uniformly ("add" is ~80 % of all edits).
+
+`aux_weight` > 0 adds linear attribute heads (character position, facing, identity, background,
+shape/colour/size per slot), shared by both towers' normalised embeddings and trained with the
+train split's ground truth; a caption is not asked what it is silent on. They are never exported.
+`text_negatives` adds, per image, that many captions of its scene after one edit, with the same
+phrasing (NegCLIP-style hard negatives for the image→text side). A text that also describes
+another image of the batch (same scene, or the same words) is not used as a negative for it.
+Validation is `training.probe_backbone.evaluate`: text→image retrieval over held-out scenes plus
+a zero-shot probe per attribute.
 """
 from __future__ import annotations
 
@@ -28,7 +32,8 @@ import torch.nn.functional as F
 from cir_core.backbone import TINY_MODEL, register_project_configs, save_backbone_dir
 from cir_core.text_tower import encode_tokens
 from cir_core.world import apply_edit, caption, possible_edits, render, sample_scene
-from cir_core.world.spec import N_IDENTITIES, Scene
+from cir_core.world.spec import (BACKGROUNDS, COLOURS, FACINGS, N_IDENTITIES, POSITIONS, SHAPES,
+                                 SIZES, Scene)
 
 from .loop import LoopConfig, parse_cli, run
 from .probe_backbone import evaluate, heldout_set, to_tensor
@@ -37,18 +42,66 @@ DEFAULTS = LoopConfig(steps=4000, lr=1e-3, weight_decay=0.1, warmup=200, eval_ev
                       ckpt_every=250, out_dir="runs/backbone",
                       extra={"batch_size": 128, "pair_fraction": 0.5, "group_size": 2,
                              "balanced_pairs_from": 0, "op_weights": {}, "text_negatives": 0,
-                             "val_scenes": 1000, "probe_scenes": 200})
+                             "aux_weight": 0.0, "aux_scale": 10.0, "val_scenes": 1000,
+                             "probe_scenes": 200})
 __all__ = ["BackboneTask", "main", "to_tensor", "train_caption"]
 
 
-def train_caption(scene: Scene, rng: random.Random) -> str:
-    """80 % full captions with the name, 10 % "a character", 10 % partial."""
+# Attribute heads (training only, never exported): scene attribute -> number of classes; an
+# object attribute per slot has one more class, "no object there".
+AUX_HEADS = {"char_position": len(POSITIONS), "facing": len(FACINGS), "identity": N_IDENTITIES,
+             "background": len(BACKGROUNDS),
+             **{f"{slot}_{attr}": len(values) + 1 for slot in POSITIONS
+                for attr, values in (("shape", SHAPES), ("colour", COLOURS), ("size", SIZES))}}
+
+
+def caption_mode(rng: random.Random) -> dict[str, bool]:
+    """What a training caption says: 80 % everything, 10 % "a character" for the name, 10 %
+    partial (background and/or character left out)."""
     r = rng.random()
     if r < 0.8:
-        return caption(scene, rng)
+        return {"name": True, "character": True, "background": True}
     if r < 0.9:
-        return caption(scene, rng, name=False)
-    return caption(scene, rng, background=rng.random() < 0.5, character=rng.random() < 0.5)
+        return {"name": False, "character": True, "background": True}
+    background = rng.random() < 0.5
+    return {"name": True, "character": rng.random() < 0.5, "background": background}
+
+
+def train_caption(scene: Scene, rng: random.Random) -> str:
+    return caption(scene, rng, **caption_mode(rng))
+
+
+def attribute_labels(s: Scene, mode: dict[str, bool] | None = None) -> list[int]:
+    """One class index per `AUX_HEADS` entry; -100 (ignored) where a caption in `mode` is silent."""
+    c = s.character
+    said = mode or {"name": True, "character": True, "background": True}
+    out = [POSITIONS.index(c.position) if said["character"] else -100,
+           FACINGS.index(c.facing) if said["character"] else -100,
+           c.identity if said["character"] and said["name"] else -100,
+           BACKGROUNDS.index(s.background) if said["background"] else -100]
+    for slot in POSITIONS:
+        o = next((o for o in s.objects if o.position == slot), None)
+        out += [0 if o is None else 1 + values.index(getattr(o, attr))
+                for attr, values in (("shape", SHAPES), ("colour", COLOURS), ("size", SIZES))]
+    return out
+
+
+class WithHeads(torch.nn.Module):
+    """The CLIP model plus linear attribute heads shared by both towers (training only)."""
+
+    def __init__(self, clip: torch.nn.Module, dim: int, scale: float = 10.0) -> None:
+        super().__init__()
+        self.clip, self.heads = clip, torch.nn.Linear(dim, sum(AUX_HEADS.values()))
+        self.scale = scale  # the features are unit vectors: a fixed gain lets the heads be sure
+
+    def attribute_loss(self, feats: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """Mean over heads of the cross-entropy on the labelled rows."""
+        losses = []
+        logits = self.heads(self.scale * feats).split(list(AUX_HEADS.values()), dim=1)
+        for lg, y in zip(logits, labels.T):
+            if (y != -100).any():
+                losses.append(F.cross_entropy(lg, y, ignore_index=-100))
+        return torch.stack(losses).mean()
 
 
 def edit_kinds(s: Scene) -> dict[str, list]:
@@ -76,8 +129,11 @@ class BackboneTask:
 
         register_project_configs()
         self.cfg, self.x = cfg, cfg.extra
-        self.model = open_clip.create_model(TINY_MODEL, pretrained=None)
-        self.size = int(self.model.visual.image_size[0])
+        self.clip = open_clip.create_model(TINY_MODEL, pretrained=None)
+        model_cfg = open_clip.get_model_config(TINY_MODEL)
+        self.size, dim = int(model_cfg["vision_cfg"]["image_size"]), int(model_cfg["embed_dim"])
+        self.aux = float(self.x.get("aux_weight", 0.0))
+        self.model = WithHeads(self.clip, dim, float(self.x["aux_scale"])) if self.aux else self.clip
         self.tokenizer = open_clip.get_tokenizer(TINY_MODEL)
         self.held = heldout_set(max(int(self.x["val_scenes"]), int(self.x["probe_scenes"])))
         self.clock: dict = {}
@@ -107,10 +163,9 @@ class BackboneTask:
             return [apply_edit(s, e) for e in rng.sample(edits, min(n, len(edits)))]
         return [apply_kind(s, kinds, k, rng) for k in self._kinds(kinds, n, rng)]
 
-    def batch(self, step: int, rank: int, rng: random.Random
-              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def batch(self, step: int, rank: int, rng: random.Random) -> tuple[torch.Tensor, ...]:
         """(images B×3×H×W, tokens of the B captions then the hard-negative captions, `same`
-        B×T: text t also describes image i)."""
+        B×T: text t also describes image i, attribute labels of the images and of the texts)."""
         bs, k = int(self.x["batch_size"]), int(self.x.get("group_size", 2))
         balanced = step >= int(self.x.get("balanced_pairs_from", 0))
         scenes: list[Scene] = []
@@ -120,9 +175,10 @@ class BackboneTask:
         scenes += [sample_scene(rng, allow_novel=False) for _ in range(bs - len(scenes))]
         images = [render(s, self.size, rng.randrange(1 << 30)) for s in scenes]
         seeds = [rng.randrange(1 << 30) for _ in scenes]  # one caption RNG per image, replayed
+        modes = [caption_mode(random.Random(sd)) for sd in seeds]
         texts = [train_caption(s, random.Random(sd)) for s, sd in zip(scenes, seeds)]
-        text_scenes = list(scenes)
-        for s, sd, pos in zip(scenes, seeds, list(texts)):
+        text_scenes, text_modes = list(scenes), list(modes)
+        for s, sd, mode, pos in zip(scenes, seeds, modes, list(texts)):
             kinds = edit_kinds(s)
             for _ in range(int(self.x.get("text_negatives", 0))):
                 for _try in range(4):  # a caption silent on the change would be a false negative
@@ -131,6 +187,7 @@ class BackboneTask:
                     if neg != pos:
                         texts.append(neg)
                         text_scenes.append(other)
+                        text_modes.append(mode)
                         break
         ids: dict = {}
         img_key = torch.tensor([ids.setdefault(s.key(), len(ids)) for s in scenes])
@@ -139,12 +196,15 @@ class BackboneTask:
         img_words = torch.tensor([words.setdefault(t, len(words)) for t in texts[:len(scenes)]])
         txt_words = torch.tensor([words.setdefault(t, len(words)) for t in texts])
         same = (img_key[:, None] == txt_key[None]) | (img_words[:, None] == txt_words[None])
-        return to_tensor(images), self.tokenizer(texts), same
+        img_labels = torch.tensor([attribute_labels(s) for s in scenes])
+        txt_labels = torch.tensor([attribute_labels(s, m) for s, m in zip(text_scenes, text_modes)])
+        return to_tensor(images), self.tokenizer(texts), same, img_labels, txt_labels
 
     def loss(self, model, batch) -> tuple[torch.Tensor, dict[str, float]]:
         dev = next(model.parameters()).device
-        images, tokens, same = (t.to(dev) for t in batch)
-        m = getattr(model, "module", model)
+        images, tokens, same, img_labels, txt_labels = (t.to(dev) for t in batch)
+        top = getattr(model, "module", model)
+        m = top.clip if isinstance(top, WithHeads) else top
         img = F.normalize(m.encode_image(images), dim=-1)
         txt = F.normalize(encode_tokens(m, tokens), dim=-1)  # trimmed: ~40 of 64 tokens used
         scale = m.logit_scale.exp().clamp(max=100)
@@ -153,10 +213,15 @@ class BackboneTask:
         ignore = same & ~torch.eye(n, same.shape[1], dtype=torch.bool, device=dev)
         logits = (scale * img @ txt.T).masked_fill(ignore, float("-inf"))  # B × (B + negatives)
         loss = (F.cross_entropy(logits, labels) + F.cross_entropy(logits[:, :n].T, labels)) / 2
-        return loss, {"loss": loss.item(), "scale": float(scale.detach())}
+        logs = {"loss": loss.item(), "scale": float(scale.detach())}
+        if isinstance(top, WithHeads):
+            aux = (top.attribute_loss(img, img_labels) + top.attribute_loss(txt, txt_labels)) / 2
+            loss = loss + self.aux * aux
+            logs["aux"] = aux.item()
+        return loss, logs
 
     def validate(self) -> dict[str, float]:
-        return evaluate(self.model, self.tokenizer, self.size, int(self.x["val_scenes"]),
+        return evaluate(self.clip, self.tokenizer, self.size, int(self.x["val_scenes"]),
                         int(self.x["probe_scenes"]), self.held)
 
     def after_run(self, clock: dict) -> None:
@@ -164,7 +229,7 @@ class BackboneTask:
 
     def export(self, out_dir: Path, metrics: dict[str, float]) -> None:
         dest = Path(self.x.get("export_dir") or out_dir / "export")
-        save_backbone_dir(self.model, TINY_MODEL, dest, extra={
+        save_backbone_dir(self.clip, TINY_MODEL, dest, extra={
             "heldout_metrics": metrics, "training": self.clock,
             "recipe": {"loop": {k: v for k, v in vars(self.cfg).items() if k != "extra"}, **self.x}})
         print(json.dumps({"exported": str(dest), **metrics, **self.clock}))
