@@ -64,6 +64,7 @@ class TrainTask(Protocol):
     # optional: before_step(self, step: int, optimizer) -> None, called after the lr is set
     # optional: global_batches = True: every process gets the same rng (one batch for all of them,
     # which the task splits by `self.rank` / `self.world`, set by the loop) instead of its own
+    # optional: after_run(self, clock: dict) -> None, called before export with `run_clock`
 
 
 def seed_everything(seed: int) -> None:
@@ -90,8 +91,18 @@ def lr_factor(step: int, cfg: LoopConfig) -> float:
     return 0.5 * (1 + math.cos(math.pi * min(1.0, t)))
 
 
+def run_clock(clock: dict, cfg: LoopConfig) -> dict:
+    """Wall time and speed over every session of a (resumed) run: `wall_time_s` counts training,
+    validation and checkpoints; `steps_per_s` counts optimizer steps over step time only."""
+    steps, step_s = clock.get("steps_run", 0), clock.get("step_time_s", 0.0)
+    return {"wall_time_s": round(clock.get("wall_time_s", 0.0), 1), "step_time_s": round(step_s, 1),
+            "steps": clock.get("step", 0), "steps_run": steps, "sessions": clock.get("sessions", 0),
+            "steps_per_s": round(steps / step_s, 4) if step_s else None,
+            "threads": cfg.threads or torch.get_num_threads()}
+
+
 def _save(out: Path, task: TrainTask, opt: torch.optim.Optimizer, step: int, cfg: LoopConfig,
-          history: list) -> None:
+          history: list, clock: dict | None = None) -> None:
     tmp = out / "last.tmp"
     tmp.mkdir(parents=True, exist_ok=True)
     state = {k: v.detach().contiguous().clone() for k, v in task.model.state_dict().items()}
@@ -99,7 +110,8 @@ def _save(out: Path, task: TrainTask, opt: torch.optim.Optimizer, step: int, cfg
     torch.save(opt.state_dict(), tmp / "optimizer.pt")
     torch.save({"torch_rng": torch.get_rng_state()}, tmp / "rng.pt")
     (tmp / "state.json").write_text(json.dumps(
-        {"step": step, "config": cfg.to_dict(), "history": history, "git_commit": git_commit()}, indent=1))
+        {"step": step, "config": cfg.to_dict(), "history": history, "clock": clock or {},
+         "git_commit": git_commit()}, indent=1))
     last = out / "last"
     if last.exists():
         for f in last.iterdir():
@@ -108,15 +120,15 @@ def _save(out: Path, task: TrainTask, opt: torch.optim.Optimizer, step: int, cfg
     tmp.rename(last)  # a kill mid-save leaves the previous checkpoint intact
 
 
-def _resume(out: Path, task: TrainTask, opt: torch.optim.Optimizer) -> tuple[int, list]:
+def _resume(out: Path, task: TrainTask, opt: torch.optim.Optimizer) -> tuple[int, list, dict]:
     last = out / "last"
     if not (last / "state.json").exists():
-        return 0, []
+        return 0, [], {}
     task.model.load_state_dict(load_file(str(last / "model.safetensors")))
     opt.load_state_dict(torch.load(last / "optimizer.pt", weights_only=True))
     torch.set_rng_state(torch.load(last / "rng.pt", weights_only=True)["torch_rng"])
     state = json.loads((last / "state.json").read_text())
-    return int(state["step"]), list(state.get("history", []))
+    return int(state["step"]), list(state.get("history", [])), dict(state.get("clock", {}))
 
 
 def run(task: TrainTask, cfg: LoopConfig, resume: bool = True) -> dict[str, float]:
@@ -135,7 +147,9 @@ def run(task: TrainTask, cfg: LoopConfig, resume: bool = True) -> dict[str, floa
     opt = torch.optim.AdamW(task.param_groups(cfg), lr=cfg.lr, weight_decay=cfg.weight_decay)
     for g in opt.param_groups:
         g["base_lr"] = g["lr"]
-    start, history = _resume(out, task, opt) if resume else (0, [])
+    start, history, clock = _resume(out, task, opt) if resume else (0, [], {})
+    clock["sessions"] = clock.get("sessions", 0) + 1
+    base_wall = clock.get("wall_time_s", 0.0)
     if getattr(task, "global_batches", False):  # the task splits one shared batch by rank itself
         task.rank, task.world = rank, world
     model, wrapped_for = task.model, None
@@ -143,6 +157,7 @@ def run(task: TrainTask, cfg: LoopConfig, resume: bool = True) -> dict[str, floa
     bar = tqdm(range(start, cfg.steps), initial=start, total=cfg.steps, disable=rank != 0,
                desc=Path(cfg.out_dir).name, dynamic_ncols=True)
     for step in bar:
+        t_step = time.time()
         for g in opt.param_groups:
             g["lr"] = g["base_lr"] * lr_factor(step, cfg)
         if hasattr(task, "before_step"):  # e.g. PACT's phases: freeze a group by zeroing its lr
@@ -166,16 +181,21 @@ def run(task: TrainTask, cfg: LoopConfig, resume: bool = True) -> dict[str, floa
         opt.step()
         opt.zero_grad(set_to_none=True)
         done = step + 1
+        clock["step_time_s"] = clock.get("step_time_s", 0.0) + time.time() - t_step
+        clock["steps_run"], clock["step"] = clock.get("steps_run", 0) + 1, done
         if done % cfg.log_every == 0:
             bar.set_postfix({k: f"{v:.3f}" for k, v in logs.items()})
         timed_out = cfg.max_minutes and (time.time() - t0) > 60 * cfg.max_minutes
         if rank == 0 and (done % cfg.eval_every == 0 or done == cfg.steps or timed_out):
             task.model.eval()
             metrics = task.validate()
-            history.append({"step": done, **metrics, **logs})
+            clock["wall_time_s"] = base_wall + time.time() - t0
+            speed = {k: run_clock(clock, cfg)[k] for k in ("wall_time_s", "steps_per_s")}
+            history.append({"step": done, **metrics, **logs, **speed})
             tqdm.write(json.dumps(history[-1]))
         if rank == 0 and (done % cfg.ckpt_every == 0 or done == cfg.steps or timed_out):
-            _save(out, task, opt, done, cfg, history)
+            clock["wall_time_s"] = base_wall + time.time() - t0
+            _save(out, task, opt, done, cfg, history, clock)
         if timed_out:
             tqdm.write(f"stopping after {cfg.max_minutes} min at step {done} (resumable)")
             break
@@ -183,6 +203,9 @@ def run(task: TrainTask, cfg: LoopConfig, resume: bool = True) -> dict[str, floa
         if not metrics:
             task.model.eval()
             metrics = task.validate()
+        clock["wall_time_s"] = base_wall + time.time() - t0
+        if hasattr(task, "after_run"):
+            task.after_run(run_clock(clock, cfg))
         task.export(out, metrics)
     return metrics
 

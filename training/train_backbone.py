@@ -2,36 +2,49 @@
 
     python -m training.train_backbone [--config FILE] [key=value ...]
 
-Half of every batch is pairs (scene, the same scene after one atomic edit): the captions of a
-pair differ in one attribute, so the contrastive loss cannot ignore fine attributes (position
-above all, the hard one). From `balanced_pairs_from` on, the kind of change is drawn first
-(identity swaps included), so rare kinds get their share of hard negatives. Validation is text→image retrieval over held-out scenes (held-out
-attribute combinations included) plus a zero-shot probe per attribute.
+Part of every batch is groups: a scene and `group_size - 1` variants of it, each after one
+atomic edit of a different kind (`pair_fraction` of the batch; pairs when `group_size` is 2).
+Their captions differ in one attribute, so the contrastive loss cannot ignore fine attributes
+(positions, facing, identity: the hard ones). From `balanced_pairs_from` on, the kind of change
+is drawn first (identity swaps included, weighted by `op_weights`), so rare kinds get their
+share; before, an edit is drawn uniformly ("add" is ~80 % of all edits).
+
+`aux_weight` > 0 adds linear attribute heads (character position, facing, identity, background,
+shape/colour/size per slot), shared by both towers' normalised embeddings and trained with the
+train split's ground truth; a caption is not asked what it is silent on. They are never exported.
+`text_negatives` adds, per image, that many captions of its scene after one edit, with the same
+phrasing (NegCLIP-style hard negatives for the image→text side). A text that also describes
+another image of the batch (same scene, or the same words) is not used as a negative for it.
+Validation is `training.probe_backbone.evaluate`: text→image retrieval over held-out scenes plus
+a zero-shot probe per attribute.
 """
 from __future__ import annotations
 
 import json
+import os
 import random
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
 from cir_core.backbone import TINY_MODEL, register_project_configs, save_backbone_dir
 from cir_core.text_tower import encode_tokens
 from cir_core.world import apply_edit, caption, possible_edits, render, sample_scene
-from cir_core.world.spec import N_IDENTITIES, Scene
+from cir_core.world.spec import (BACKGROUNDS, COLOURS, FACINGS, N_IDENTITIES, POSITIONS, SHAPES,
+                                 SIZES, Scene)
 
 from .loop import LoopConfig, parse_cli, run
 from .registry import CONFIGS, Trainer, register_trainer
+from .probe_backbone import evaluate, heldout_set, to_tensor
 
 
 
 @dataclass
 class BackboneSettings(LoopConfig):
-    """The backbone trainer's settings: the loop's, the batch composition, validation sizes."""
+    """The backbone trainer's settings: the loop's, the batch composition, the attribute heads,
+    validation sizes."""
 
     steps: int = 4000
     lr: float = 1e-3
@@ -41,8 +54,13 @@ class BackboneSettings(LoopConfig):
     ckpt_every: int = 250
     out_dir: str = "runs/backbone"
     batch_size: int = 128
-    pair_fraction: float = 0.5  # share of the batch made of (scene, scene after one edit) pairs
-    balanced_pairs_from: int = 1 << 60  # from this step, pairs draw the kind of change first
+    pair_fraction: float = 0.5  # share of the batch made of groups (a scene and its variants)
+    group_size: int = 2  # a scene and group_size - 1 variants, each after one edit
+    balanced_pairs_from: int = 0  # from this step, the kind of change is drawn first
+    op_weights: dict = field(default_factory=dict)  # kind -> weight when drawing kinds
+    text_negatives: int = 0  # NegCLIP-style captions of edited scenes per image
+    aux_weight: float = 0.0  # attribute heads' loss weight (0: no heads)
+    aux_scale: float = 10.0
     val_scenes: int = 1000
     probe_scenes: int = 200
     export_dir: str | None = None
@@ -51,25 +69,83 @@ class BackboneSettings(LoopConfig):
 DEFAULTS = BackboneSettings()
 register_trainer(Trainer("backbone", "training.train_backbone", f"{CONFIGS}/backbone_tiny.json",
                          run_dir="runs/backbone", stage=0))
-
-MEAN = torch.tensor((0.48145466, 0.4578275, 0.40821073)).view(3, 1, 1)
-STD = torch.tensor((0.26862954, 0.26130258, 0.27577711)).view(3, 1, 1)
-PROBE_OPS = ("background", "char_move", "char_face", "colour", "size", "shape", "move")
+__all__ = ["BackboneSettings", "BackboneTask", "main", "to_tensor", "train_caption"]
 
 
-def to_tensor(images: list) -> torch.Tensor:
-    """Same arithmetic as open_clip's eval transform on an image already at model size."""
-    arr = torch.from_numpy(np.stack([np.asarray(im, dtype=np.uint8) for im in images]))
-    return (arr.permute(0, 3, 1, 2).float() / 255.0 - MEAN) / STD
+# Attribute heads (training only, never exported): scene attribute -> number of classes; an
+# object attribute per slot has one more class, "no object there".
+AUX_HEADS = {"char_position": len(POSITIONS), "facing": len(FACINGS), "identity": N_IDENTITIES,
+             "background": len(BACKGROUNDS),
+             **{f"{slot}_{attr}": len(values) + 1 for slot in POSITIONS
+                for attr, values in (("shape", SHAPES), ("colour", COLOURS), ("size", SIZES))}}
+
+
+def caption_mode(rng: random.Random) -> dict[str, bool]:
+    """What a training caption says: 80 % everything, 10 % "a character" for the name, 10 %
+    partial (background and/or character left out)."""
+    r = rng.random()
+    if r < 0.8:
+        return {"name": True, "character": True, "background": True}
+    if r < 0.9:
+        return {"name": False, "character": True, "background": True}
+    background = rng.random() < 0.5
+    return {"name": True, "character": rng.random() < 0.5, "background": background}
 
 
 def train_caption(scene: Scene, rng: random.Random) -> str:
-    r = rng.random()
-    if r < 0.8:
-        return caption(scene, rng)
-    if r < 0.9:
-        return caption(scene, rng, name=False)
-    return caption(scene, rng, background=rng.random() < 0.5, character=rng.random() < 0.5)
+    return caption(scene, rng, **caption_mode(rng))
+
+
+def attribute_labels(s: Scene, mode: dict[str, bool] | None = None) -> list[int]:
+    """One class index per `AUX_HEADS` entry; -100 (ignored) where a caption in `mode` is silent."""
+    c = s.character
+    said = mode or {"name": True, "character": True, "background": True}
+    out = [POSITIONS.index(c.position) if said["character"] else -100,
+           FACINGS.index(c.facing) if said["character"] else -100,
+           c.identity if said["character"] and said["name"] else -100,
+           BACKGROUNDS.index(s.background) if said["background"] else -100]
+    for slot in POSITIONS:
+        o = next((o for o in s.objects if o.position == slot), None)
+        out += [0 if o is None else 1 + values.index(getattr(o, attr))
+                for attr, values in (("shape", SHAPES), ("colour", COLOURS), ("size", SIZES))]
+    return out
+
+
+class WithHeads(torch.nn.Module):
+    """The CLIP model plus linear attribute heads shared by both towers (training only)."""
+
+    def __init__(self, clip: torch.nn.Module, dim: int, scale: float = 10.0) -> None:
+        super().__init__()
+        self.clip, self.heads = clip, torch.nn.Linear(dim, sum(AUX_HEADS.values()))
+        self.scale = scale  # the features are unit vectors: a fixed gain lets the heads be sure
+
+    def attribute_loss(self, feats: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """Mean over heads of the cross-entropy on the labelled rows."""
+        losses = []
+        logits = self.heads(self.scale * feats).split(list(AUX_HEADS.values()), dim=1)
+        for lg, y in zip(logits, labels.T):
+            if (y != -100).any():
+                losses.append(F.cross_entropy(lg, y, ignore_index=-100))
+        return torch.stack(losses).mean()
+
+
+def edit_kinds(s: Scene) -> dict[str, list]:
+    """The training-split edits of `s` by kind (op), plus "identity": every other identity."""
+    kinds: dict[str, list] = {}
+    for e in possible_edits(s):
+        if not apply_edit(s, e).is_novel():
+            kinds.setdefault(e.op, []).append(e)
+    kinds["identity"] = [k for k in range(N_IDENTITIES) if k != s.character.identity and not
+                         replace(s, character=replace(s.character, identity=k)).is_novel()]
+    return kinds
+
+
+def apply_kind(s: Scene, kinds: dict[str, list], kind: str, rng: random.Random) -> Scene:
+    """`s` after a random edit of that kind."""
+    choice = rng.choice(kinds[kind])
+    if kind == "identity":
+        return replace(s, character=replace(s.character, identity=choice))
+    return apply_edit(s, choice)
 
 
 class BackboneTask:
@@ -78,13 +154,14 @@ class BackboneTask:
 
         register_project_configs()
         self.cfg = cfg
-        self.size = 64
-        self.model = open_clip.create_model(TINY_MODEL, pretrained=None)
+        self.clip = open_clip.create_model(TINY_MODEL, pretrained=None)
+        model_cfg = open_clip.get_model_config(TINY_MODEL)
+        self.size, dim = int(model_cfg["vision_cfg"]["image_size"]), int(model_cfg["embed_dim"])
+        self.aux = cfg.aux_weight
+        self.model = WithHeads(self.clip, dim, cfg.aux_scale) if self.aux else self.clip
         self.tokenizer = open_clip.get_tokenizer(TINY_MODEL)
-        vrng = random.Random("backbone-val")
-        self.val_scenes = [sample_scene(vrng) for _ in range(cfg.val_scenes)]
-        self.val_seeds = [vrng.randrange(1 << 30) for _ in self.val_scenes]
-        self.val_caps = [caption(s, vrng) for s in self.val_scenes]
+        self.held = heldout_set(max(cfg.val_scenes, cfg.probe_scenes))
+        self.clock: dict = {}
 
     def param_groups(self, cfg: LoopConfig) -> list[dict]:
         decay, no_decay = [], []
@@ -92,95 +169,95 @@ class BackboneTask:
             (no_decay if p.ndim < 2 or "logit_scale" in n or "embedding" in n else decay).append(p)
         return [{"params": decay}, {"params": no_decay, "weight_decay": 0.0}]
 
-    def batch(self, step: int, rank: int, rng: random.Random) -> tuple[torch.Tensor, torch.Tensor]:
-        bs = self.cfg.batch_size
-        n_pairs = int(bs * self.cfg.pair_fraction) // 2
-        scenes: list[Scene] = []
+    def _kinds(self, kinds: dict[str, list], n: int, rng: random.Random) -> list[str]:
+        """`n` distinct edit kinds (fewer if the scene has fewer), weighted by `op_weights`."""
+        w = self.cfg.op_weights or {}
+        left = sorted(k for k, v in kinds.items() if v)
+        out = []
+        while left and len(out) < n:
+            k = rng.choices(left, weights=[float(w.get(k, 1.0)) for k in left])[0]
+            out.append(k)
+            left.remove(k)
+        return out
+
+    def _variants(self, s: Scene, n: int, rng: random.Random, balanced: bool) -> list[Scene]:
+        """`n` variants of `s`, each after one edit (of distinct kinds when `balanced`)."""
+        kinds = edit_kinds(s)
+        if not balanced:
+            edits = [e for k, v in kinds.items() if k != "identity" for e in v]
+            return [apply_edit(s, e) for e in rng.sample(edits, min(n, len(edits)))]
+        return [apply_kind(s, kinds, k, rng) for k in self._kinds(kinds, n, rng)]
+
+    def batch(self, step: int, rank: int, rng: random.Random) -> tuple[torch.Tensor, ...]:
+        """(images B×3×H×W, tokens of the B captions then the hard-negative captions, `same`
+        B×T: text t also describes image i, attribute labels of the images and of the texts)."""
+        bs, k = self.cfg.batch_size, self.cfg.group_size
         balanced = step >= self.cfg.balanced_pairs_from
-        for _ in range(n_pairs):
+        scenes: list[Scene] = []
+        for _ in range(int(bs * self.cfg.pair_fraction) // k):
             s = sample_scene(rng, allow_novel=False)
-            scenes += [s, self._partner(s, rng, balanced)]
+            scenes += [s] + self._variants(s, k - 1, rng, balanced)
         scenes += [sample_scene(rng, allow_novel=False) for _ in range(bs - len(scenes))]
         images = [render(s, self.size, rng.randrange(1 << 30)) for s in scenes]
-        texts = [train_caption(s, rng) for s in scenes]
-        return to_tensor(images), self.tokenizer(texts)
-
-    @staticmethod
-    def _partner(s: Scene, rng: random.Random, balanced: bool) -> Scene:
-        """The scene after one random change. Uniform over edits, "add" dominates (~80 % of all
-        edits); `balanced` picks the kind of change first, identity swaps included, so every
-        attribute (character position and facing, identity) gets hard negatives."""
-        edits = [e for e in possible_edits(s) if not apply_edit(s, e).is_novel()]
-        if not balanced:
-            return apply_edit(s, rng.choice(edits))
-        ops = sorted({e.op for e in edits}) + ["identity"]
-        op = rng.choice(ops)
-        if op == "identity":
-            while True:
-                other = replace(s, character=replace(s.character, identity=rng.randrange(N_IDENTITIES)))
-                if other.character.identity != s.character.identity and not other.is_novel():
-                    return other
-        return apply_edit(s, rng.choice([e for e in edits if e.op == op]))
+        seeds = [rng.randrange(1 << 30) for _ in scenes]  # one caption RNG per image, replayed
+        modes = [caption_mode(random.Random(sd)) for sd in seeds]
+        texts = [train_caption(s, random.Random(sd)) for s, sd in zip(scenes, seeds)]
+        text_scenes, text_modes = list(scenes), list(modes)
+        for s, sd, mode, pos in zip(scenes, seeds, modes, list(texts)):
+            kinds = edit_kinds(s)
+            for _ in range(self.cfg.text_negatives):
+                for _try in range(4):  # a caption silent on the change would be a false negative
+                    other = apply_kind(s, kinds, self._kinds(kinds, 1, rng)[0], rng)
+                    neg = train_caption(other, random.Random(sd))
+                    if neg != pos:
+                        texts.append(neg)
+                        text_scenes.append(other)
+                        text_modes.append(mode)
+                        break
+        ids: dict = {}
+        img_key = torch.tensor([ids.setdefault(s.key(), len(ids)) for s in scenes])
+        txt_key = torch.tensor([ids.setdefault(s.key(), len(ids)) for s in text_scenes])
+        words: dict = {}
+        img_words = torch.tensor([words.setdefault(t, len(words)) for t in texts[:len(scenes)]])
+        txt_words = torch.tensor([words.setdefault(t, len(words)) for t in texts])
+        same = (img_key[:, None] == txt_key[None]) | (img_words[:, None] == txt_words[None])
+        img_labels = torch.tensor([attribute_labels(s) for s in scenes])
+        txt_labels = torch.tensor([attribute_labels(s, m) for s, m in zip(text_scenes, text_modes)])
+        return to_tensor(images), self.tokenizer(texts), same, img_labels, txt_labels
 
     def loss(self, model, batch) -> tuple[torch.Tensor, dict[str, float]]:
         dev = next(model.parameters()).device
-        images, tokens = (t.to(dev) for t in batch)
-        m = getattr(model, "module", model)
+        images, tokens, same, img_labels, txt_labels = (t.to(dev) for t in batch)
+        top = getattr(model, "module", model)
+        m = top.clip if isinstance(top, WithHeads) else top
         img = F.normalize(m.encode_image(images), dim=-1)
         txt = F.normalize(encode_tokens(m, tokens), dim=-1)  # trimmed: ~40 of 64 tokens used
         scale = m.logit_scale.exp().clamp(max=100)
-        logits = scale * img @ txt.T
-        labels = torch.arange(len(img), device=dev)
-        loss = (F.cross_entropy(logits, labels) + F.cross_entropy(logits.T, labels)) / 2
-        return loss, {"loss": loss.item(), "scale": float(scale.detach())}
-
-    @torch.no_grad()
-    def _encode(self, images: list | None = None, texts: list[str] | None = None) -> torch.Tensor:
-        dev = next(self.model.parameters()).device
-        if images is not None:
-            feats = [self.model.encode_image(to_tensor(images[i:i + 256]).to(dev))
-                     for i in range(0, len(images), 256)]
-        else:
-            feats = [encode_tokens(self.model, self.tokenizer(texts[i:i + 512]).to(dev))
-                     for i in range(0, len(texts), 512)]
-        return F.normalize(torch.cat(feats).float(), dim=-1).cpu()
+        n = len(img)
+        labels = torch.arange(n, device=dev)
+        ignore = same & ~torch.eye(n, same.shape[1], dtype=torch.bool, device=dev)
+        logits = (scale * img @ txt.T).masked_fill(ignore, float("-inf"))  # B × (B + negatives)
+        loss = (F.cross_entropy(logits, labels) + F.cross_entropy(logits[:, :n].T, labels)) / 2
+        logs = {"loss": loss.item(), "scale": float(scale.detach())}
+        if isinstance(top, WithHeads):
+            aux = (top.attribute_loss(img, img_labels) + top.attribute_loss(txt, txt_labels)) / 2
+            loss = loss + self.aux * aux
+            logs["aux"] = aux.item()
+        return loss, logs
 
     def validate(self) -> dict[str, float]:
-        img = self._encode(images=[render(s, self.size, sd) for s, sd in zip(self.val_scenes, self.val_seeds)])
-        txt = self._encode(texts=self.val_caps)
-        sims = txt @ img.T
-        ranks = (sims > sims.diag()[:, None]).sum(1)
-        i2t = ((sims.T > sims.diag()[:, None]).sum(1) == 0).float().mean().item()
-        out = {"t2i_R@1": (ranks < 1).float().mean().item(), "t2i_R@5": (ranks < 5).float().mean().item(),
-               "i2t_R@1": i2t}
-        out.update(self.probe(img))
-        return {k: round(v, 4) for k, v in out.items()}
+        return evaluate(self.clip, self.tokenizer, self.size, self.cfg.val_scenes,
+                        self.cfg.probe_scenes, self.held)
 
-    def probe(self, img: torch.Tensor) -> dict[str, float]:
-        """Zero-shot accuracy per attribute: the true caption vs the same caption with that one
-        attribute changed to every other value (identical phrasing)."""
-        n = self.cfg.probe_scenes
-        hits: dict[str, list[float]] = {op: [] for op in PROBE_OPS + ("identity",)}
-        for i, s in enumerate(self.val_scenes[:n]):
-            seed = f"probe:{i}"
-            first = s.objects[0].shape
-            groups = {op: [apply_edit(s, e) for e in possible_edits(s, (op,))
-                           if e.target in (None, first)] for op in PROBE_OPS}
-            groups["identity"] = [Scene(s.background, type(s.character)(k, s.character.position,
-                                  s.character.facing), s.objects) for k in range(24) if k != s.character.identity]
-            for op, alts in groups.items():
-                if not alts:
-                    continue
-                caps = [caption(x, random.Random(seed)) for x in [s] + alts]
-                t = self._encode(texts=caps)
-                hits[op].append(float((t @ img[i]).argmax().item() == 0))
-        return {f"probe_{k}": float(np.mean(v)) for k, v in hits.items() if v}
+    def after_run(self, clock: dict) -> None:
+        self.clock = {**clock, "cpu_count": os.cpu_count()}
 
     def export(self, out_dir: Path, metrics: dict[str, float]) -> None:
         dest = Path(self.cfg.export_dir or out_dir / "export")
-        save_backbone_dir(self.model, TINY_MODEL, dest, extra={"heldout_metrics": metrics,
-                                                               "recipe": self.cfg.to_dict()})
-        print(json.dumps({"exported": str(dest), **metrics}))
+        save_backbone_dir(self.clip, TINY_MODEL, dest, extra={
+            "heldout_metrics": metrics, "training": self.clock,
+            "recipe": self.cfg.to_dict()})
+        print(json.dumps({"exported": str(dest), **metrics, **self.clock}))
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:

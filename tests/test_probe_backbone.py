@@ -1,0 +1,77 @@
+"""The backbone's held-out probe and the trainer's hard-negative batches (shapes, keys, masks;
+not accuracy): a random-init tiny model on a handful of scenes."""
+import json
+import random
+from dataclasses import replace
+
+import pytest
+import torch
+
+from cir_core.backbone import save_backbone_dir
+from training import probe_backbone
+from training.probe_backbone import PROBES, evaluate, heldout_set, probe_alternatives
+from training.train_backbone import AUX_HEADS, DEFAULTS, BackboneTask, attribute_labels
+
+
+def test_heldout_set_is_deterministic():
+    a, b = heldout_set(5), heldout_set(12)
+    assert a.scenes == b.scenes[:5] and len(b.seeds) == len(b.captions) == 12
+    assert heldout_set(5) == a
+
+
+def test_probe_alternatives_change_one_attribute():
+    s = heldout_set(1).scenes[0]
+    alts = probe_alternatives(s)
+    assert set(alts) == set(PROBES)
+    assert len(alts["identity"]) == 23 and len(alts["char_face"]) == 1 and len(alts["char_move"]) == 2
+    assert all(x.key() != s.key() for v in alts.values() for x in v)
+
+
+def test_evaluate_keys_and_ranges(tiny_backbone, one_thread):
+    m = evaluate(tiny_backbone.model, tiny_backbone.tokenizer, tiny_backbone.image_size,
+                 val_scenes=8, probe_scenes=4)
+    assert set(m) == {"t2i_R@1", "t2i_R@5", "i2t_R@1"} | {f"probe_{p}" for p in PROBES} - {
+        f"probe_{p}" for p in PROBES if not any(probe_alternatives(s)[p] for s in heldout_set(4).scenes)}
+    assert all(0.0 <= v <= 1.0 for v in m.values())
+
+
+def test_probe_cli_reads_a_local_dir(tiny_backbone, tmp_path, one_thread, capsys):
+    folder = save_backbone_dir(tiny_backbone.model, "cir-tiny-vit", tmp_path / "bb")
+    out = tmp_path / "m.json"
+    metrics = probe_backbone.main(["--backbone", f"local-dir:{folder}", "--val-scenes", "6",
+                                   "--probe-scenes", "3", "--json", str(out)])
+    assert json.loads(out.read_text())["t2i_R@1"] == metrics["t2i_R@1"]
+
+
+@pytest.fixture(scope="module")
+def task():
+    cfg = replace(DEFAULTS, batch_size=16, pair_fraction=0.5, group_size=4, text_negatives=1,
+                  aux_weight=0.5, val_scenes=4, probe_scenes=2)
+    return BackboneTask(cfg)
+
+
+def test_batch_groups_and_negatives(task, one_thread):
+    batch = task.batch(0, 0, random.Random(0))
+    images, tokens, same, img_labels, txt_labels = batch
+    assert images.shape == (16, 3, task.size, task.size)
+    assert 16 < tokens.shape[0] <= 32 and same.shape == (16, tokens.shape[0])
+    assert same[:, :16].diagonal().all()  # every image's own caption
+    assert not same[torch.arange(16), 16 + torch.arange(min(16, tokens.shape[0] - 16))].all()
+    assert img_labels.shape == (16, len(AUX_HEADS)) and (img_labels >= 0).all()  # pixels say all
+    assert txt_labels.shape == (tokens.shape[0], len(AUX_HEADS))
+    loss, logs = task.loss(task.model, batch)
+    assert torch.isfinite(loss) and set(logs) == {"loss", "scale", "aux"}
+    assert {f"clip.{k}" for k in task.clip.state_dict()} < set(task.model.state_dict())  # + heads
+
+
+def test_attribute_labels_follow_what_the_caption_says():
+    s = heldout_set(1).scenes[0]
+    full = attribute_labels(s)
+    silent = attribute_labels(s, {"name": True, "character": False, "background": False})
+    assert silent[:4] == [-100] * 4 and silent[4:] == full[4:]
+    assert attribute_labels(s, {"name": False, "character": True, "background": True})[2] == -100
+
+
+def test_batch_is_deterministic(task):
+    a, b = task.batch(3, 0, random.Random("x")), task.batch(3, 0, random.Random("x"))
+    assert all(torch.equal(x, y) for x, y in zip(a, b))
