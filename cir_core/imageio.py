@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import io
 import os
-from typing import Union
+from typing import Callable, Union
 
 import numpy as np
 from PIL import Image, ImageOps
@@ -77,16 +77,7 @@ def load_image(src: ImageSource, max_pixels: int = DEFAULT_MAX_PIXELS, draft: in
     Raises ``ImageLoadError`` naming the source if it is missing, not an image, corrupt,
     truncated, or larger than ``max_pixels`` (checked from the header, before decoding).
     """
-    name = _describe(src)
-    img = None
-    try:
-        img = _open(src, name)
-        width, height = img.size  # from the header: nothing decoded yet
-        if width * height > max_pixels:
-            raise ImageLoadError(
-                f"cannot load image {name}: {width}x{height} = {width * height:,} pixels "
-                f"exceeds the limit of {max_pixels:,}"
-            )
+    def finish(img: Image.Image) -> Image.Image:
         if draft and img.format == "JPEG":
             img.draft("RGB", (draft, draft))
         img.load()  # force the full decode here so truncation surfaces as our error
@@ -94,24 +85,24 @@ def load_image(src: ImageSource, max_pixels: int = DEFAULT_MAX_PIXELS, draft: in
         if out is not img:  # multi-frame formats keep their file open otherwise
             _close_ours(img, src)
         return out
-    except ImageLoadError:
-        _close_ours(img, src)
-        raise
-    except Image.DecompressionBombError as exc:
-        _close_ours(img, src)
-        raise ImageLoadError(f"cannot load image {name}: too large ({exc})") from None
-    except Image.UnidentifiedImageError:
-        raise ImageLoadError(f"cannot load image {name}: not a recognised image format") from None
-    except (OSError, ValueError, SyntaxError, EOFError) as exc:
-        # Truncated or corrupt data surfaces as OSError, SyntaxError (bad headers) or ValueError.
-        _close_ours(img, src)
-        raise ImageLoadError(f"cannot load image {name}: corrupt or truncated ({exc})") from None
+
+    return _decode(src, max_pixels, finish)
 
 
 def open_as_stored(src: ImageSource, max_pixels: int = DEFAULT_MAX_PIXELS) -> Image.Image:
     """``src`` decoded as stored: its own mode, no EXIF transposition (what ``PIL.Image.open``
     gives the official benchmark loaders), fully loaded. The same guards and errors as
     ``load_image`` (missing, not an image, corrupt, truncated, over ``max_pixels``)."""
+    def finish(img: Image.Image) -> Image.Image:
+        img.load()
+        return img
+
+    return _decode(src, max_pixels, finish)
+
+
+def _decode(src: ImageSource, max_pixels: int, finish: Callable[[Image.Image], Image.Image]) -> Image.Image:
+    """Open ``src``, refuse it over ``max_pixels`` (from the header: nothing decoded yet), then
+    ``finish`` the decode; every failure becomes an ``ImageLoadError`` naming the source."""
     name = _describe(src)
     img = None
     try:
@@ -122,8 +113,7 @@ def open_as_stored(src: ImageSource, max_pixels: int = DEFAULT_MAX_PIXELS) -> Im
                 f"cannot load image {name}: {width}x{height} = {width * height:,} pixels "
                 f"exceeds the limit of {max_pixels:,}"
             )
-        img.load()
-        return img
+        return finish(img)
     except ImageLoadError:
         _close_ours(img, src)
         raise
@@ -133,6 +123,7 @@ def open_as_stored(src: ImageSource, max_pixels: int = DEFAULT_MAX_PIXELS) -> Im
     except Image.UnidentifiedImageError:
         raise ImageLoadError(f"cannot load image {name}: not a recognised image format") from None
     except (OSError, ValueError, SyntaxError, EOFError) as exc:
+        # Truncated or corrupt data surfaces as OSError, SyntaxError (bad headers) or ValueError.
         _close_ours(img, src)
         raise ImageLoadError(f"cannot load image {name}: corrupt or truncated ({exc})") from None
 

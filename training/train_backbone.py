@@ -46,6 +46,7 @@ class BackboneSettings(LoopConfig):
     """The backbone trainer's settings: the loop's, the batch composition, the attribute heads,
     validation sizes."""
 
+    model: str = TINY_MODEL  # an open_clip or cir_core/model_configs name (the recipe: cir-tiny-rn)
     steps: int = 4000
     lr: float = 1e-3
     weight_decay: float = 0.1
@@ -154,12 +155,12 @@ class BackboneTask:
 
         register_project_configs()
         self.cfg = cfg
-        self.clip = open_clip.create_model(TINY_MODEL, pretrained=None)
-        model_cfg = open_clip.get_model_config(TINY_MODEL)
+        self.clip = open_clip.create_model(cfg.model, pretrained=None)
+        model_cfg = open_clip.get_model_config(cfg.model)
         self.size, dim = int(model_cfg["vision_cfg"]["image_size"]), int(model_cfg["embed_dim"])
         self.aux = cfg.aux_weight
         self.model = WithHeads(self.clip, dim, cfg.aux_scale) if self.aux else self.clip
-        self.tokenizer = open_clip.get_tokenizer(TINY_MODEL)
+        self.tokenizer = open_clip.get_tokenizer(cfg.model)
         self.held = heldout_set(max(cfg.val_scenes, cfg.probe_scenes))
         self.clock: dict = {}
 
@@ -254,7 +255,7 @@ class BackboneTask:
 
     def export(self, out_dir: Path, metrics: dict[str, float]) -> None:
         dest = Path(self.cfg.export_dir or out_dir / "export")
-        save_backbone_dir(self.clip, TINY_MODEL, dest, extra={
+        save_backbone_dir(self.clip, self.cfg.model, dest, extra={
             "heldout_metrics": metrics, "training": self.clock,
             "recipe": self.cfg.to_dict()})
         print(json.dumps({"exported": str(dest), **metrics, **self.clock}))

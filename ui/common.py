@@ -129,15 +129,7 @@ def text_in(value: Any, limit: int = MAX_TEXT) -> str:
 
 def int_in(value: Any, default: int, lo: int, hi: int) -> int:
     """A number input as an int in [lo, hi]; None, NaN, text or a bool -> `default`."""
-    if isinstance(value, bool):
-        return default
-    try:
-        f = float(value)
-    except (TypeError, ValueError, OverflowError):
-        return default
-    if not math.isfinite(f):
-        return default
-    return int(min(max(round(f), lo), hi))
+    return int(round(float_in(value, default, lo, hi)))
 
 
 def float_in(value: Any, default: float, lo: float, hi: float) -> float:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Any, ClassVar, Sequence
+from typing import Any, Callable, ClassVar, Sequence
 
 import numpy as np
 
@@ -177,3 +177,23 @@ def read_method_config(folder: Path) -> dict:
         return json.loads(path.read_text())
     except ValueError as e:
         raise CheckpointError(f"{path} is not valid JSON: {e}") from None
+
+
+def read_weights(path: Path, check: Callable[[dict[str, tuple]], None] | None = None) -> dict:
+    """The tensors of a safetensors file. `check(shapes)` sees every key's shape before any tensor
+    is read and raises a CheckpointError for a file that does not fit; any other failure (missing,
+    corrupt, truncated) becomes a one-line CheckpointError naming the file."""
+    if not Path(path).is_file():
+        raise CheckpointError(f"{path} not found")
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            shapes = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}
+            if check is not None:
+                check(shapes)
+            return {k: f.get_tensor(k) for k in shapes}
+    except CheckpointError:
+        raise
+    except Exception as exc:  # corrupt / truncated file
+        raise CheckpointError(f"cannot read {path}: {type(exc).__name__}: {exc}".splitlines()[0]) from None

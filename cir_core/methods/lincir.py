@@ -10,31 +10,15 @@ q_∅ is `"a photo of $"`, the prompt LinCIR's loader falls back to when a capti
 """
 from __future__ import annotations
 
-from typing import Any
-
-from torch import nn
-
 from .base import register_method
-from .textinv import PhiConfig, TextInversionMethod, build_phi, phi_arch_from_state
+from .textinv import PhiMethod
 
 
 @register_method
-class LinCIR(TextInversionMethod):
+class LinCIR(PhiMethod):
     name = "lincir"
     label = "LinCIR"
     description = "φ(v_r) (language-only training) as $ in 'a photo of $ that {edit}', frozen text tower"
-    config_cls = PhiConfig
-    prompt = "a photo of $ that {edit}"
-    empty_prompt = "a photo of $"
-    placeholder = "$"
     replace = "all"
-    source_key = "Phi"
     source_file = "navervision/lincir train_phi.py (save_phi), models.py (Phi), demo.py"
 
-    @classmethod
-    def build_mapper(cls, dim: int, width: int, arch: PhiConfig) -> nn.Module:
-        return build_phi(dim, width, arch)
-
-    @classmethod
-    def arch_from_state(cls, shapes: dict[str, tuple], arch: Any) -> PhiConfig:
-        return phi_arch_from_state(shapes, arch)

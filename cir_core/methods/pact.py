@@ -19,7 +19,7 @@ import torch
 from cir_core.config import git_commit
 from cir_core.errors import CheckpointError
 
-from .base import Method, normalise, read_method_config, register_method
+from .base import Method, normalise, read_method_config, read_weights, register_method
 from .pact_model import EMPTY_PROMPT, PROMPT, PACTComposer, PACTConfig, edit_prompt
 
 WEIGHTS = "model.safetensors"
@@ -101,8 +101,6 @@ class PACT(Method):
     def from_checkpoint(cls, backbone: Any, folder: str | os.PathLike) -> "PACT":
         """Load a checkpoint folder; CheckpointError if it was made for another embedding
         dimension / token width, or its tensors do not fit."""
-        from safetensors import safe_open
-
         folder = Path(folder)
         cfg = read_method_config(folder)
         if cfg.get("method") not in cls.family:
@@ -120,20 +118,16 @@ class PACT(Method):
         if not path.is_file():
             raise CheckpointError(f"{folder} has no {WEIGHTS}")
         expected = method.composer.state_dict()
-        try:
-            with safe_open(str(path), framework="pt") as f:
-                shapes = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}
-                problems = [f"missing {k}" for k in expected if k not in shapes]
-                problems += [f"unexpected {k}" for k in shapes if k not in expected]
-                problems += [f"{k} is {shapes[k]} in the file but {tuple(v.shape)} in the model"
-                             for k, v in expected.items() if k in shapes and shapes[k] != tuple(v.shape)]
-                if problems:
-                    raise CheckpointError(f"{path} does not fit {cls.name} ({len(problems)} mismatches): "
-                                          + "; ".join(problems[:3]))
-                state = {k: f.get_tensor(k) for k in shapes}
-        except CheckpointError:
-            raise
-        except Exception as exc:  # corrupt / truncated file
-            raise CheckpointError(f"cannot read {path}: {type(exc).__name__}: {exc}".splitlines()[0]) from None
+
+        def check(shapes: dict[str, tuple]) -> None:
+            problems = [f"missing {k}" for k in expected if k not in shapes]
+            problems += [f"unexpected {k}" for k in shapes if k not in expected]
+            problems += [f"{k} is {shapes[k]} in the file but {tuple(v.shape)} in the model"
+                         for k, v in expected.items() if k in shapes and shapes[k] != tuple(v.shape)]
+            if problems:
+                raise CheckpointError(f"{path} does not fit {cls.name} ({len(problems)} mismatches): "
+                                      + "; ".join(problems[:3]))
+
+        state = read_weights(path, check)
         method.composer.load_state_dict(state, strict=True)
         return method

@@ -11,31 +11,15 @@ checkpoints are `torch.save({'epoch': ..., 'Phi': phi.state_dict()})` (`save_phi
 """
 from __future__ import annotations
 
-from typing import Any
-
-from torch import nn
-
 from .base import register_method
-from .textinv import PhiConfig, TextInversionMethod, build_phi, phi_arch_from_state
+from .textinv import PhiMethod
 
 
 @register_method
-class SEARLE(TextInversionMethod):
+class SEARLE(PhiMethod):
     name = "searle"
     label = "SEARLE"
     description = "φ(v_r) (distilled from OTI) as $ in 'a photo of $ that {edit}', frozen text tower"
-    config_cls = PhiConfig
-    prompt = "a photo of $ that {edit}"
-    empty_prompt = "a photo of $"
-    placeholder = "$"
     replace = "first"
-    source_key = "Phi"
     source_file = "miccunifi/SEARLE src/train_phi.py (save_phi), src/phi.py (Phi), hubconf.py"
 
-    @classmethod
-    def build_mapper(cls, dim: int, width: int, arch: PhiConfig) -> nn.Module:
-        return build_phi(dim, width, arch)
-
-    @classmethod
-    def arch_from_state(cls, shapes: dict[str, tuple], arch: Any) -> PhiConfig:
-        return phi_arch_from_state(shapes, arch)

@@ -27,7 +27,7 @@ from cir_core.config import DictConfig, git_commit
 from cir_core.errors import BackboneError, CheckpointError
 from cir_core.text_tower import encode_tokens, supports_token_embeddings, trim
 
-from .base import Method, normalise, read_method_config
+from .base import Method, normalise, read_method_config, read_weights
 
 log = logging.getLogger(__name__)
 WEIGHTS = "model.safetensors"
@@ -255,7 +255,6 @@ class TextInversionMethod(Method):
     def from_checkpoint(cls, backbone: Any, folder: str | os.PathLike) -> "TextInversionMethod":
         """Load a checkpoint folder; CheckpointError (one line) if it is for another method, another
         embedding dimension or token width, or its tensors do not fit (file, key and shapes named)."""
-        from safetensors import safe_open
 
         folder = Path(folder)
         cfg = read_method_config(folder)
@@ -273,15 +272,26 @@ class TextInversionMethod(Method):
         path = folder / WEIGHTS
         if not path.is_file():
             raise CheckpointError(f"{cls.name} checkpoint {folder} has no {WEIGHTS}")
-        try:
-            with safe_open(str(path), framework="pt") as f:
-                shapes = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}
-                expected = {k: tuple(v.shape) for k, v in method.mapper.state_dict().items()}
-                cls.check_state(shapes, expected, str(path))
-                state = {k: f.get_tensor(k) for k in shapes}
-        except CheckpointError:
-            raise
-        except Exception as exc:  # corrupt / truncated file
-            raise CheckpointError(f"cannot read {path}: {type(exc).__name__}: {exc}".splitlines()[0]) from None
+        expected = {k: tuple(v.shape) for k, v in method.mapper.state_dict().items()}
+        state = read_weights(path, lambda shapes: cls.check_state(shapes, expected, str(path)))
         method.mapper.load_state_dict(state, strict=True)
         return method
+
+
+class PhiMethod(TextInversionMethod):
+    """SEARLE's φ (`Phi`, which LinCIR copies) in SEARLE's prompt: what SEARLE and LinCIR share;
+    they differ in training and in how many `$` take the token."""
+
+    config_cls = PhiConfig
+    prompt = "a photo of $ that {edit}"
+    empty_prompt = "a photo of $"
+    placeholder = "$"
+    source_key = "Phi"
+
+    @classmethod
+    def build_mapper(cls, dim: int, width: int, arch: PhiConfig) -> nn.Module:
+        return build_phi(dim, width, arch)
+
+    @classmethod
+    def arch_from_state(cls, shapes: dict[str, tuple], arch: Any) -> PhiConfig:
+        return phi_arch_from_state(shapes, arch)

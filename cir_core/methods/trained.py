@@ -20,7 +20,7 @@ from torch import nn
 from cir_core.config import git_commit
 from cir_core.errors import CheckpointError
 
-from .base import Method, read_method_config
+from .base import Method, read_method_config, read_weights
 
 log = logging.getLogger(__name__)
 WEIGHTS = "model.safetensors"
@@ -104,18 +104,16 @@ class TrainedMethod(Method):
         path = folder / WEIGHTS
         if not path.is_file():
             raise CheckpointError(f"{cls.name} checkpoint {folder} has no {WEIGHTS}")
-        try:
-            from safetensors.torch import load_file
-            state = load_file(str(path), device="cpu")
-        except Exception as e:  # corrupt or truncated file
-            raise CheckpointError(f"cannot read {path}: {type(e).__name__}: {e}".splitlines()[0]) from None
-        expected = method.module.state_dict()
-        bad = sorted(set(expected) ^ set(state)) + [k for k in expected if k in state
-                                                    and state[k].shape != expected[k].shape]
-        if bad:
-            raise CheckpointError(f"{path} does not fit {cls.name} with arch {method.arch}: "
-                                  f"{len(bad)} mismatched tensors, e.g. {bad[0]}")
-        method.module.load_state_dict(state)
+        expected = {k: tuple(v.shape) for k, v in method.module.state_dict().items()}
+
+        def check(shapes: dict[str, tuple]) -> None:
+            bad = sorted(set(expected) ^ set(shapes)) + [k for k in expected if k in shapes
+                                                         and shapes[k] != expected[k]]
+            if bad:
+                raise CheckpointError(f"{path} does not fit {cls.name} with arch {method.arch}: "
+                                      f"{len(bad)} mismatched tensors, e.g. {bad[0]}")
+
+        method.module.load_state_dict(read_weights(path, check))
         return method
 
     def save(self, folder: str | Path, metrics: dict | None = None, hparams: dict | None = None) -> Path:
