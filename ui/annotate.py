@@ -16,18 +16,11 @@ renders nor encodes an image. The events run
 from __future__ import annotations
 
 import functools
-import hashlib
-import html
-import queue as _queue
 import logging
 import os
-import tempfile
 import threading
 import time
-import urllib.parse
-import weakref
 from dataclasses import dataclass, field
-from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +29,7 @@ import gradio as gr
 from db.service import SKIP_REASONS, AnnotationService, QueueState
 
 from .annotate_help import GUIDELINES, guideline_examples
+from .annotate_images import IMAGE, IMAGES, ItemImages, pair_html  # noqa: F401 (the tab's pictures)
 from .common import EngineHolder, choice_in, dict_in, md_text, text_in, warn
 
 log = logging.getLogger(__name__)
@@ -46,7 +40,6 @@ if TYPE_CHECKING:
 IDENTITY = (("yes", "Same character", "1"), ("no", "Different character", "2"),
             ("cant_tell", "Can't tell", "3"))
 EDIT = (("yes", "Edit satisfied", "Q"), ("partial", "Partly", "W"), ("no", "Not satisfied", "E"))
-IMAGE = 384
 ANNOTATE_CONCURRENCY = 16  # Annotate/Results-load events run at once (one shared Gradio queue slot set)
 MAX_COMMENT = 2000
 NO_SIGN_IN = ("**Sign in to annotate.** Annotation is attributed to a person: run the app with "
@@ -78,120 +71,6 @@ class AnnotateView:
     identity: str | None = None
     edit_label: str | None = None
     comment: str = ""
-
-
-class ItemImages:
-    """Each gallery item the Annotate tab shows, rendered once at `size` into a JPEG file that
-    Gradio's file route serves as it is (`pair_html`; the folder is one of Gradio's static
-    paths). Files are keyed by the item's fingerprint (what determines its pixels), under
-    `<cache dir>/annotate-images/` (`--cache-dir`, as the embeddings), so they outlive a restart:
-    a campaign renders each picture once. `prefetch` renders the annotator's next pairs on a
-    background thread while they judge this one, so a click neither renders nor encodes."""
-
-    def __init__(self, size: int = IMAGE, max_memo: int = 100_000):
-        self.size, self.max_memo = size, max_memo
-        self._dir: Path | None = None
-        # engine -> item id -> file (weak: a new engine that reuses an old one's id() starts empty)
-        self._memo: weakref.WeakKeyDictionary[Any, dict[str, str]] = weakref.WeakKeyDictionary()
-        self._lock = threading.Lock()
-        self._queue: Any = None
-
-    def known(self, engine: Engine, item_id: str) -> bool:
-        """Whether `item_id`'s file is already there (rendered in this process or before)."""
-        with self._lock:
-            return item_id in self._memo.get(engine, {})
-
-    def configure(self, root: str | Path) -> None:
-        """Where the pictures go (`<root>/annotate-images`); registered with Gradio as static."""
-        folder = Path(root).expanduser() / "annotate-images"
-        with self._lock:
-            if self._dir != folder:
-                self._dir = folder
-                self._memo = weakref.WeakKeyDictionary()
-        folder.mkdir(parents=True, exist_ok=True)
-        gr.set_static_paths([folder])
-
-    def _folder(self) -> Path:
-        if self._dir is None:
-            from cir_core.config import cache_dir
-
-            self.configure(cache_dir())
-        assert self._dir is not None
-        return self._dir
-
-    def path(self, engine: Engine, item_id: str) -> str | None:
-        """The file showing `item_id` (None: not in this gallery)."""
-        item_id = str(item_id)
-        with self._lock:
-            hit = self._memo.get(engine, {}).get(item_id)
-        if hit is not None:
-            return hit
-        folder = self._folder()
-        try:
-            row = engine.row_of(item_id)
-            digest = hashlib.sha1(f"{engine.gallery.fingerprint(row)}|{self.size}".encode()).hexdigest()
-        except Exception:  # an item no longer in this gallery: the status says so, nothing shown
-            return None
-        out = folder / digest[:2] / f"{digest}.jpg"
-        if not out.is_file():
-            try:
-                img = engine.image(row, self.size).convert("RGB")
-            except Exception:
-                return None
-            out.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(suffix=".part", dir=out.parent)
-            with os.fdopen(fd, "wb") as f:
-                img.save(f, format="JPEG", quality=92)
-            os.replace(tmp, out)  # atomic: a concurrent reader sees the whole file or none
-        with self._lock:
-            memo = self._memo.setdefault(engine, {})
-            if len(memo) > self.max_memo:
-                memo.clear()
-            memo[item_id] = str(out)
-        return str(out)
-
-    def prefetch(self, engine: Engine, item_ids: Any) -> None:
-        """Render these items ahead, on one background thread at the lowest CPU priority (the
-        next pairs of the annotator on screen: `QueueState.upcoming`)."""
-        todo = [i for i in item_ids if isinstance(i, str) and not self.known(engine, i)]
-        if not todo:
-            return
-        with self._lock:
-            if self._queue is None:
-                self._queue = _queue.SimpleQueue()
-                threading.Thread(target=self._prefetcher, name="cir-item-images", daemon=True).start()
-        for i in todo:
-            self._queue.put((engine, i))
-
-    def _prefetcher(self) -> None:
-        try:  # Linux: a thread is a task with its own nice value; never compete with a click
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
-        except (AttributeError, OSError):
-            pass
-        while True:
-            engine, item = self._queue.get()
-            try:
-                self.path(engine, item)
-            except Exception as exc:  # a prefetch failure only costs speed
-                log.info("could not render %r ahead: %s", item, exc)
-
-
-IMAGES = ItemImages()
-
-
-def pair_html(reference: str | None, candidate: str | None) -> str:
-    """The reference and the candidate side by side: two <img> of `ItemImages` files, which the
-    browser fetches from Gradio's file route (the event's reply is this short string)."""
-    def fig(path: str | None, label: str, elem: str) -> str:
-        if not path:
-            img = f"<div class='ann-missing'>{label}: not in this gallery</div>"
-        else:
-            src = html.escape("gradio_api/file=" + urllib.parse.quote(path), quote=True)
-            img = f"<img id='{elem}' src='{src}' alt='{label}'>"
-        return f"<figure>{img}<figcaption>{label}</figcaption></figure>"
-
-    return (f"<div class='ann-pair'>{fig(reference, 'Reference', 'ann-ref')}"
-            f"{fig(candidate, 'Candidate', 'ann-cand')}</div>")
 
 
 def _view(engine: Engine, st: QueueState, note: str = "") -> AnnotateView:
