@@ -137,7 +137,7 @@ def test_refuses_another_dimension(tiny_backbone, tmp_path):
     folder = DiCE(tiny_backbone).save(tmp_path / "ck", metrics={})
     (folder / "model.safetensors").write_bytes(b"corrupt")  # the dimension is checked first
     other = SimpleNamespace(dim=tiny_backbone.dim * 2, id="wide@x", device="cpu")
-    with pytest.raises(CheckpointError, match="dimension 256.*has dimension 512"):
+    with pytest.raises(CheckpointError, match="embed_dim=256.*has embed_dim=512"):
         DiCE.from_checkpoint(other, folder)
     with pytest.raises(CheckpointError, match="cannot read"):
         DiCE.from_checkpoint(tiny_backbone, folder)

@@ -128,7 +128,7 @@ def test_wrong_checkpoints_refused(tiny_backbone, trained_pact, tmp_path):
             PACT.from_checkpoint(tiny_backbone, folder)
         assert "\n" not in str(e.value)
     cfg_path.write_text(json.dumps({**good, "method": "dice"}))
-    with pytest.raises(CheckpointError, match="not a PACT"):
+    with pytest.raises(CheckpointError, match="not .pact. or .compose-only."):
         PACT.from_checkpoint(tiny_backbone, folder)
     with pytest.raises(CheckpointError, match="config.json missing"):
         PACT.from_checkpoint(tiny_backbone, tmp_path / "nowhere")

@@ -8,6 +8,8 @@ the change q − q_∅) and a per-sentence progression q_1..q_n. Methods receive
 from __future__ import annotations
 
 import json
+import logging
+import os
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Sequence
@@ -197,3 +199,38 @@ def read_weights(path: Path, check: Callable[[dict[str, tuple]], None] | None = 
         raise
     except Exception as exc:  # corrupt / truncated file
         raise CheckpointError(f"cannot read {path}: {type(exc).__name__}: {exc}".splitlines()[0]) from None
+
+
+WEIGHTS = "model.safetensors"
+
+
+def write_checkpoint(folder: Path, state: dict, config: dict, name: str) -> None:
+    """`model.safetensors` + `config.json` into `folder`, each written then renamed, so a reader
+    never sees half a file."""
+    from safetensors.torch import save_file
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / (WEIGHTS + ".tmp")
+    save_file(state, str(tmp), metadata={"method": name})
+    os.replace(tmp, folder / WEIGHTS)
+    (folder / "config.json.tmp").write_text(json.dumps(config, indent=1, default=str))
+    os.replace(folder / "config.json.tmp", folder / "config.json")
+
+
+def checkpoint_config(folder: Path, methods: Sequence[str], backbone: Any, need: dict[str, Any]) -> dict:
+    """A checkpoint folder's config, checked before any weight is read: written by one of
+    `methods`, and equal to `need` on each key (embedding dimension, token width: CheckpointError
+    naming both values); another backbone with the same widths only warns (it runs, but means
+    little)."""
+    cfg = read_method_config(folder)
+    if cfg.get("method") not in methods:
+        raise CheckpointError(f"{folder} holds a {cfg.get('method')!r} checkpoint, not {' or '.join(map(repr, methods))}")
+    for key, have in need.items():
+        if cfg.get(key) != have:
+            raise CheckpointError(f"{methods[0]} checkpoint {folder} was made for {key}={cfg.get(key)} "
+                                  f"(backbone {cfg.get('backbone')}) but backbone {backbone.id} has {key}={have}")
+    if cfg.get("backbone") != backbone.id:
+        logging.getLogger(__name__).warning("%s checkpoint %s was trained on backbone %s, loading it on %s",
+                                            methods[0], folder, cfg.get("backbone"), backbone.id)
+    return cfg

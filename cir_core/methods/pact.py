@@ -7,9 +7,7 @@ Checkpoint = a folder with `config.json` (method, backbone id, dims, hyper-param
 """
 from __future__ import annotations
 
-import json
 import os
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +17,9 @@ import torch
 from cir_core.config import git_commit
 from cir_core.errors import CheckpointError
 
-from .base import Method, normalise, read_method_config, read_weights, register_method
+from .base import WEIGHTS, Method, checkpoint_config, normalise, read_weights, register_method, write_checkpoint
 from .pact_model import EMPTY_PROMPT, PROMPT, PACTComposer, PACTConfig, edit_prompt
 
-WEIGHTS = "model.safetensors"
 FORMAT_VERSION = 1
 
 
@@ -78,7 +75,6 @@ class PACT(Method):
     # -- checkpoints --------------------------------------------------------------------------
     def save(self, folder: str | os.PathLike, metrics: dict | None = None, **extra: Any) -> Path:
         """Write `config.json` + `model.safetensors` (trainable weights only) to `folder`."""
-        from safetensors.torch import save_file
 
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
@@ -90,11 +86,7 @@ class PACT(Method):
             "chord_lambda": self.chord_lambda, "metrics": dict(metrics or {}), "git_commit": git_commit()}
         # other keys of a loaded checkpoint (its training recipe, λ search) travel along
         config = {**{k: v for k, v in self.config.items() if k not in fresh}, **fresh, **extra}
-        tmp = folder / (WEIGHTS + ".tmp")  # write-then-rename: a reader never sees half a file
-        save_file(state, str(tmp), metadata={"method": self.name})
-        os.replace(tmp, folder / WEIGHTS)
-        (folder / "config.json.tmp").write_text(json.dumps(config, indent=1, default=str))
-        os.replace(folder / "config.json.tmp", folder / "config.json")
+        write_checkpoint(folder, state, config, self.name)
         return folder
 
     @classmethod
@@ -102,17 +94,9 @@ class PACT(Method):
         """Load a checkpoint folder; CheckpointError if it was made for another embedding
         dimension / token width, or its tensors do not fit."""
         folder = Path(folder)
-        cfg = read_method_config(folder)
-        if cfg.get("method") not in cls.family:
-            raise CheckpointError(f"{folder} holds a {cfg.get('method')!r} checkpoint, not a PACT-family one")
         width = int(backbone.model.token_embedding.weight.shape[1]) \
             if hasattr(backbone.model, "token_embedding") else None
-        for key, have in (("embed_dim", backbone.dim), ("token_width", width)):
-            if cfg.get(key) != have:
-                raise CheckpointError(f"{folder} was trained for {key}={cfg.get(key)} but backbone "
-                                      f"{backbone.id} has {key}={have}")
-        if cfg.get("backbone") != backbone.id:
-            warnings.warn(f"{folder} was trained on backbone {cfg.get('backbone')}, loading it on {backbone.id}")
+        cfg = checkpoint_config(folder, cls.family, backbone, {"embed_dim": backbone.dim, "token_width": width})
         method = cls(backbone, cfg)
         path = folder / WEIGHTS
         if not path.is_file():

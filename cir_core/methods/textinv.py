@@ -12,7 +12,6 @@ docs/METHODS.md).
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
 from dataclasses import dataclass
@@ -27,10 +26,9 @@ from cir_core.config import DictConfig, git_commit
 from cir_core.errors import BackboneError, CheckpointError
 from cir_core.text_tower import encode_tokens, supports_token_embeddings, trim
 
-from .base import Method, normalise, read_method_config, read_weights
+from .base import WEIGHTS, Method, checkpoint_config, normalise, read_weights, write_checkpoint
 
 log = logging.getLogger(__name__)
-WEIGHTS = "model.safetensors"
 FORMAT_VERSION = 1
 
 
@@ -220,7 +218,6 @@ class TextInversionMethod(Method):
     # -- checkpoints ----------------------------------------------------------------------------
     def save(self, folder: str | os.PathLike, metrics: dict | None = None, **extra: Any) -> Path:
         """Write `config.json` + `model.safetensors` (φ only, the authors' key names)."""
-        from safetensors.torch import save_file
 
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
@@ -232,11 +229,7 @@ class TextInversionMethod(Method):
                  "metrics": dict(metrics if metrics is not None else self.config.get("metrics", {})),
                  "git_commit": git_commit()}
         config = {**{k: v for k, v in self.config.items() if k not in fresh}, **fresh, **extra}
-        tmp = folder / (WEIGHTS + ".tmp")  # write-then-rename: a reader never sees half a file
-        save_file(state, str(tmp), metadata={"method": self.name})
-        os.replace(tmp, folder / WEIGHTS)
-        (folder / "config.json.tmp").write_text(json.dumps(config, indent=1, default=str))
-        os.replace(folder / "config.json.tmp", folder / "config.json")
+        write_checkpoint(folder, state, config, self.name)
         self.config.update(config)
         return folder
 
@@ -257,17 +250,8 @@ class TextInversionMethod(Method):
         embedding dimension or token width, or its tensors do not fit (file, key and shapes named)."""
 
         folder = Path(folder)
-        cfg = read_method_config(folder)
-        if cfg.get("method") != cls.name:
-            raise CheckpointError(f"{folder} holds a {cfg.get('method')!r} checkpoint, not {cls.name!r}")
-        width = token_width(backbone)
-        for key, have in (("embed_dim", backbone.dim), ("token_width", width)):
-            if cfg.get(key) != have:
-                raise CheckpointError(f"{cls.name} checkpoint {folder} was made for {key}={cfg.get(key)} "
-                                      f"but backbone {backbone.id} has {key}={have}")
-        if cfg.get("backbone") != backbone.id:  # same widths, other tower: runs, but means little
-            log.warning("%s checkpoint %s was trained on backbone %s, loading it on %s", cls.name,
-                        folder, cfg.get("backbone"), backbone.id)
+        cfg = checkpoint_config(folder, (cls.name,), backbone,
+                                {"embed_dim": backbone.dim, "token_width": token_width(backbone)})
         method = cls(backbone, cfg)
         path = folder / WEIGHTS
         if not path.is_file():

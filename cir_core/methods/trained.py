@@ -6,9 +6,7 @@ module), chord_lambda, hparams (the training recipe), metrics, git_commit.
 """
 from __future__ import annotations
 
-import json
 import logging
-import os
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Sequence
@@ -20,10 +18,9 @@ from torch import nn
 from cir_core.config import git_commit
 from cir_core.errors import CheckpointError
 
-from .base import Method, read_method_config, read_weights
+from .base import WEIGHTS, Method, checkpoint_config, read_weights, write_checkpoint
 
 log = logging.getLogger(__name__)
-WEIGHTS = "model.safetensors"
 
 
 class GatedMLP(nn.Module):
@@ -89,17 +86,7 @@ class TrainedMethod(Method):
         """Load a checkpoint folder; CheckpointError (one line) if it is missing, unreadable, for
         another method, or for another embedding dimension (checked before the weights)."""
         folder = Path(folder)
-        cfg = read_method_config(folder)
-        if cfg.get("method") != cls.name:
-            raise CheckpointError(f"{folder} holds a {cfg.get('method')!r} checkpoint, not {cls.name!r}")
-        dim = cfg.get("embed_dim")
-        if dim != backbone.dim:
-            raise CheckpointError(f"{cls.name} checkpoint {folder} was trained for embedding dimension "
-                                  f"{dim} (backbone {cfg.get('backbone')}), but backbone {backbone.id} "
-                                  f"has dimension {backbone.dim}")
-        if cfg.get("backbone") != backbone.id:  # same width, other tower: runs, but means little
-            log.warning("%s checkpoint %s was trained on backbone %s, loading it on %s", cls.name,
-                        folder, cfg.get("backbone"), backbone.id)
+        cfg = checkpoint_config(folder, (cls.name,), backbone, {"embed_dim": backbone.dim})
         method = cls(backbone, cfg)
         path = folder / WEIGHTS
         if not path.is_file():
@@ -118,19 +105,13 @@ class TrainedMethod(Method):
 
     def save(self, folder: str | Path, metrics: dict | None = None, hparams: dict | None = None) -> Path:
         """Write config.json + model.safetensors into `folder` (created; files replaced atomically)."""
-        from safetensors.torch import save_file
-
         folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
         config = {"method": self.name, "backbone": self.backbone.id, "embed_dim": self.backbone.dim,
                   "arch": self.arch.to_dict(), "chord_lambda": self.chord_lambda,
                   "hparams": hparams if hparams is not None else self.config.get("hparams", {}),
                   "metrics": metrics if metrics is not None else self.config.get("metrics", {}),
                   "git_commit": git_commit()}
         state = {k: v.detach().float().cpu().contiguous() for k, v in self.module.state_dict().items()}
-        save_file(state, str(folder / (WEIGHTS + ".tmp")))
-        os.replace(folder / (WEIGHTS + ".tmp"), folder / WEIGHTS)
-        (folder / "config.json.tmp").write_text(json.dumps(config, indent=1))
-        os.replace(folder / "config.json.tmp", folder / "config.json")
+        write_checkpoint(folder, state, config, self.name)
         self.config.update(config)
         return folder
