@@ -48,8 +48,12 @@ def naive(q: np.ndarray, g: np.ndarray, k: int) -> np.ndarray:
 
 def measure(paths: dict, repeats: int) -> dict[str, list[float]]:
     times: dict[str, list[float]] = {name: [] for name in paths}
-    for _ in range(repeats):
-        for name, fn in paths.items():  # interleaved: each path sees the same machine load
+    names = list(paths)
+    for r in range(repeats):
+        # interleaved, so each path sees the same machine load, and rotated, so no path always
+        # runs right after FAISS (whose OpenMP threads leave the BLAS pool cold for the next call)
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            fn = paths[name]
             t0 = time.perf_counter()
             fn()
             times[name].append((time.perf_counter() - t0) * 1000)
