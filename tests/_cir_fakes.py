@@ -147,3 +147,20 @@ def plain(markdown: str) -> str:
     import re
 
     return html.unescape(re.sub(r"\\(.)", r"\1", markdown))
+
+
+def unit_rows(n: int, d: int, seed: int = 0):
+    """`n` random unit rows of dimension `d` (float32)."""
+    import numpy as np
+
+    r = np.random.default_rng(seed).standard_normal((n, d)).astype(np.float32)
+    return r / np.linalg.norm(r, axis=1, keepdims=True)
+
+
+def fake_methods_engine():
+    """A test engine over the fake trained methods, every method already loaded (they stay
+    usable after the fakes are unregistered)."""
+    with fake_trained_methods():
+        e = make_test_engine()
+        e.available_methods()
+    return e

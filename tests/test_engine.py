@@ -136,12 +136,14 @@ def test_unregistered_method_and_prefix_progression_fallback():
     with fake_trained_methods():
         from cir_core.methods import base
 
-        saved = base._REGISTRY.pop("pace")
+        order = dict(base._REGISTRY)
+        base._REGISTRY.pop("pace")
         try:  # the settings name a column that this build does not register
             e = make_test_engine(methods=[*COLUMNS, "sum"])
             res = e.compare(e.reference_from_row(0), "Add a red star. Make it night. Turn left.", k=2)
-        finally:
-            base._REGISTRY["pace"] = saved
+        finally:  # back in registration order: the column order depends on it
+            base._REGISTRY.clear()
+            base._REGISTRY.update(order)
     by = {m.name: m for m in res.methods}
     assert "is registered in this build" in by["pace"].error
     prog = res.progression

@@ -18,7 +18,7 @@ from typing import Any
 import gradio as gr
 import pytest
 
-from _cir_fakes import N_QUERIES, fake_trained_methods, make_test_engine
+from _cir_fakes import N_QUERIES, fake_methods_engine
 from ui.settings import AppConfig
 
 HTML = "<img src=x onerror=alert(1)>"
@@ -62,10 +62,7 @@ class Errors(logging.Handler):
 
 @pytest.fixture(scope="module")
 def engine():
-    with fake_trained_methods():
-        e = make_test_engine()
-        e.available_methods()
-    return e
+    return fake_methods_engine()
 
 
 def _demo(engine, tmp_path_factory, only: bool):

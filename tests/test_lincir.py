@@ -16,6 +16,7 @@ from cir_core.evaluation import evaluate
 from cir_core.methods import create_method
 from cir_core.methods.convert import convert
 from cir_core.methods.lincir import LinCIR
+from _cir_fakes import unit_rows
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -46,11 +47,6 @@ def authors_checkpoint(path, projection_dim, hidden_size, seed=0):
     phi = AuthorsPhi(projection_dim, projection_dim * 4, hidden_size, 0.5).eval()
     torch.save({"epoch": 20000, "Phi": phi.state_dict()}, path)
     return phi
-
-
-def unit_rows(n, d, seed=0):
-    r = np.random.default_rng(seed).standard_normal((n, d)).astype(np.float32)
-    return r / np.linalg.norm(r, axis=1, keepdims=True)
 
 
 def test_the_authors_checkpoint_converts_loads_and_ranks(tiny_backbone, small_bench, tmp_path):

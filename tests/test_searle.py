@@ -16,6 +16,7 @@ from cir_core.evaluation import evaluate
 from cir_core.methods import create_method, get_method_class
 from cir_core.methods.convert import convert
 from cir_core.methods.searle import SEARLE
+from _cir_fakes import unit_rows
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -41,11 +42,6 @@ def authors_checkpoint(path, input_dim, output_dim, seed=0):
     phi = AuthorsPhi(input_dim, 4 * input_dim, output_dim, 0.5).eval()
     torch.save({"epoch": 20, "Phi": phi.state_dict()}, path)
     return phi
-
-
-def unit_rows(n, d, seed=0):
-    r = np.random.default_rng(seed).standard_normal((n, d)).astype(np.float32)
-    return r / np.linalg.norm(r, axis=1, keepdims=True)
 
 
 def test_the_authors_checkpoint_converts_loads_and_ranks(tiny_backbone, small_bench, tmp_path):

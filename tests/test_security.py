@@ -9,9 +9,8 @@ import json
 from pathlib import Path
 
 import pytest
-from PIL import Image
 
-from _cir_fakes import N_QUERIES, fake_trained_methods, make_test_engine, plain
+from _cir_fakes import N_QUERIES, fake_methods_engine, plain
 from _gradio_raw import call, file_data, fn_index
 from cir_core.errors import InputError
 from cir_core.figures import PATHS_REFUSED, build_panels, export, parse_entries, resolve_image_path
@@ -24,10 +23,7 @@ EDIT = "Make the square blue."
 
 @pytest.fixture(scope="module")
 def engine():
-    with fake_trained_methods():
-        e = make_test_engine()
-        e.available_methods()
-    return e
+    return fake_methods_engine()
 
 
 @pytest.fixture(scope="module")
