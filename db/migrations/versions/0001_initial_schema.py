@@ -29,7 +29,12 @@ depends_on: Union[str, Sequence[str], None] = None
 
 
 def upgrade() -> None:
-    """Upgrade schema."""
+    """Upgrade schema: the sets and what was retrieved, then the work on them."""
+    _sets_queries_and_items()
+    _tasks_and_judgments()
+
+
+def _sets_queries_and_items() -> None:
     op.create_table('annotators',
     sa.Column('id', sa.Integer(), nullable=False),
     sa.Column('name', sa.String(length=200), nullable=False),
@@ -80,6 +85,8 @@ def upgrade() -> None:
     with op.batch_alter_table('retrieved_items', schema=None) as batch_op:
         batch_op.create_index(batch_op.f('ix_retrieved_items_query_id'), ['query_id'], unique=False)
 
+
+def _tasks_and_judgments() -> None:
     op.create_table('tasks',
     sa.Column('id', sa.Integer(), nullable=False),
     sa.Column('query_id', sa.Integer(), nullable=False),
