@@ -254,6 +254,10 @@ def rank(
 
     def score(rows: np.ndarray | None, qi: slice) -> np.ndarray:
         sub, sub_n = (g, gn) if rows is None else (g[rows], gn[rows])
+        if scoring == "cosine":  # cosine_scores' arithmetic without re-checking what rank checked
+            out = _normalise(qn[qi]) @ sub.T
+            out /= sub_n[None, :]
+            return out
         return score_matrix(qn[qi], _pick(q_empty, qi, b), _pick(v_ref, qi, b), sub, scoring,
                             lams[qi], variant, sub_n)
 
@@ -292,12 +296,14 @@ def _rank_exact(score: Any, b: int, n: int, k: int, exclude: np.ndarray,
     for s in range(0, b, step):
         sl = slice(s, s + step)
         sc = score(None, sl)
-        top_s, top_i = topk(sc, k, exclude[sl])
+        top_s, top_i = topk(sc, k, exclude[sl], check=False)  # `rank` checked `exclude`
         scores.append(top_s.astype(np.float32, copy=False))
         ids.append(top_i)
         if cols is not None:
             c = cols[sl]
             at_cols.append(np.where(c >= 0, np.take_along_axis(sc, np.maximum(c, 0), 1), -np.inf))
+    if len(scores) == 1 and cols is None:  # one block: nothing to join
+        return Ranking(scores[0], ids[0])
     return Ranking(np.concatenate(scores), np.concatenate(ids),
                    np.concatenate(at_cols).astype(np.float32) if cols is not None else None)
 
