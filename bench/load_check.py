@@ -92,6 +92,3 @@ def check_db(db: str, recs: list[dict]) -> Check:
         c.resumes_wrong += [f"{name}: {r}" for r in rec["resumes"] if not r["ok"]]
     c.misattributed += [f"{k[0]} pair #{k[1]}: a row no client wrote" for k in stored if k not in written]
     return c
-
-
-# -- the run ----------------------------------------------------------------------------------------

@@ -259,3 +259,16 @@ def test_export_folders_are_swept_and_removed(engine, tmp_path):
     root = dirs.root
     dirs.close()  # what atexit (and SIGTERM) run
     assert not root.exists()
+
+
+def test_every_event_of_a_concurrency_group_carries_its_limit(app):
+    """Gradio keeps the lowest limit of a shared group and an event without one has 1: Compare's
+    "compare" group (button, Enter, /compare) would otherwise run one request at a time."""
+    from ui.compare import COMPARE_CONCURRENCY
+
+    groups: dict = {}
+    for fn in app.fns.values():
+        if fn.concurrency_id is not None:
+            groups.setdefault(fn.concurrency_id, set()).add(fn.concurrency_limit)
+    assert groups["compare"] == {COMPARE_CONCURRENCY}
+    assert all(len(limits) == 1 for limits in groups.values()), groups

@@ -276,7 +276,9 @@ def _wire_compare(holder: EngineHolder, c: SimpleNamespace, names: list[str], op
     # The button's event feeds ~35 components; programs use the JSON endpoint below instead.
     c.run.click(on_compare, inputs, outputs, api_name="compare_view", api_visibility="undocumented",
                 concurrency_limit=COMPARE_CONCURRENCY, concurrency_id="compare")
-    c.edit.submit(on_compare, inputs, outputs, api_visibility="private", concurrency_id="compare")
+    # every event of a group needs the limit: Gradio keeps the lowest one (the default is 1)
+    c.edit.submit(on_compare, inputs, outputs, api_visibility="private",
+                  concurrency_limit=COMPARE_CONCURRENCY, concurrency_id="compare")
 
     def compare(reference_id: str = "", edit: str = "", k: int = 8, scoring: str = "cosine",
                 lam: float | None = None, reference_image: FileData | None = None, methods: str = "") -> dict:
