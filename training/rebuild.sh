@@ -24,16 +24,25 @@ step() { echo "== [$(date +%T)] $*"; }
 step "1. the backbone: probed, then installed as assets/backbone/cir-tiny-vit"
 $PY -m training.probe_backbone --backbone "local-dir:$SRC" --json "$OUT/probe.json"
 DEST=assets/backbone/cir-tiny-vit
-if ! cmp -s "$SRC/open_clip_model.safetensors" "$DEST/open_clip_model.safetensors"; then
-  # A new backbone: the methods' run folders hold runs on the old one, and a trainer resumes
-  # from its run folder, so they move aside once (to be deleted by hand when not needed).
+# The methods' run folders (and this script's variants) hold runs on whatever backbone they
+# were trained on, and a trainer resumes from its run folder. A marker records the backbone the
+# current run folders belong to; any other backbone — even one already installed at DEST — moves
+# them aside once (delete them by hand when not needed).
+MARK=runs/rebuild-backbone.sha256
+want=$(sha256sum "$SRC/open_clip_model.safetensors" | cut -d' ' -f1)
+if [ "$(cat "$MARK" 2>/dev/null)" != "$want" ]; then
   aside="runs/before-rebuild-$(date +%Y%m%d-%H%M%S)"
   mkdir -p "$aside"
-  for d in $($PY -c "from training.registry import list_trainers, get_trainer as g
-print(' '.join(g(n).run_dir for n in list_trainers() if g(n).method and g(n).run_dir))") runs/seeds; do
-    [ -e "$d" ] && mv "$d" "$aside/"
+  dirs=$($PY -c "from training.registry import list_trainers, get_trainer as g
+print(' '.join(g(n).run_dir for n in list_trainers() if g(n).method and g(n).run_dir))")
+  [ -n "$dirs" ] || { echo "no method run folders listed by the trainer registry" >&2; exit 1; }
+  for d in $dirs runs/seeds "$OUT/variants"; do
+    if [ -e "$d" ]; then mv "$d" "$aside/$(echo "$d" | tr / _)"; fi
   done
-  cp "$SRC/open_clip_config.json" "$SRC/open_clip_model.safetensors" "$DEST/"
+  if [ "$(realpath "$SRC")" != "$(realpath "$DEST")" ]; then
+    cp "$SRC/open_clip_config.json" "$SRC/open_clip_model.safetensors" "$DEST/"
+  fi
+  echo "$want" > "$MARK"
 fi
 
 step "2. the shipped gallery embeddings and the training embed cache"
@@ -70,10 +79,12 @@ else
 fi
 
 step "4. the evaluations docs/RESULTS.md reports"
-$PY -m cir_core.eval --progression --json docs/results/eval_test.json > docs/results/eval_test.txt
+$PY -m cir_core.eval --progression --json "$OUT/eval_test.json" > "$OUT/eval_test.txt"
+cp "$OUT/eval_test.json" "$OUT/eval_test.txt" docs/results/  # only once the evaluation succeeded
 $PY -m training.seed_report --seeds "$SEEDS" --json "$OUT/seeds.json" --md "$OUT/seeds.md"
 $PY -m cir_core.chord_analysis --methods pact,compose-only,dice,pace,sum,pic2word,searle,lincir \
     --json docs/results/chord_analysis.json --plot docs/img/chord_correction.png \
-    > docs/results/chord_analysis.txt
+    > "$OUT/chord_analysis.txt"
+cp "$OUT/chord_analysis.txt" docs/results/
 step "done: probe $OUT/probe.json, seed tables $OUT/seeds.md; now the screenshots" \
      "(CIR_UPDATE_SCREENSHOT=1, docs/APP.md) and the tables in docs/RESULTS.md and BACKBONE.md"
