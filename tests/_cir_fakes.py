@@ -164,3 +164,14 @@ def fake_methods_engine():
         e = make_test_engine()
         e.available_methods()
     return e
+
+
+def fit(task, batch, opt, steps: int = 15) -> dict:
+    """`steps` optimizer steps of `task` on one fixed batch; the last step's logs."""
+    logs: dict = {}
+    for _ in range(steps):
+        loss, logs = task.loss(task.model, batch)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+    return logs

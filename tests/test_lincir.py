@@ -16,7 +16,7 @@ from cir_core.evaluation import evaluate
 from cir_core.methods import create_method
 from cir_core.methods.convert import convert
 from cir_core.methods.lincir import LinCIR
-from _cir_fakes import unit_rows
+from _cir_fakes import fit, unit_rows
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -114,11 +114,7 @@ def test_trainer_learns_exports_and_reloads(head_cfg, tiny_backbone, tmp_path):
     opt = torch.optim.AdamW(task.param_groups(cfg), lr=1e-3)
     task.model.eval()
     first = task.loss(task.model, batch)[0].item()
-    for _ in range(15):
-        loss, logs = task.loss(task.model, batch)
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
+    logs = fit(task, batch, opt)
     assert task.loss(task.model, batch)[0].item() < 0.8 * first and logs["target_norm"] > 1
     cfg = head_cfg(DEFAULTS, steps=2, val_queries=8, lambda_grid=[0.05, 0.34], input_scale=3.0)
     run(LinCIRTask(cfg, tiny_backbone), cfg)

@@ -16,7 +16,7 @@ from cir_core.evaluation import evaluate
 from cir_core.methods import create_method, get_method_class
 from cir_core.methods.convert import convert
 from cir_core.methods.searle import SEARLE
-from _cir_fakes import unit_rows
+from _cir_fakes import fit, unit_rows
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -168,11 +168,7 @@ def test_trainer_learns_exports_and_reloads(searle_cfg, tiny_backbone, tmp_path)
     assert batch["v"].shape == (8, tiny_backbone.dim) and batch["oti"].shape == (8, 128)
     task.model.eval()  # dropout off, so the same batch gives the same loss
     first = task.loss(task.model, batch)[0].item()
-    for _ in range(15):
-        loss, logs = task.loss(task.model, batch)
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
+    logs = fit(task, batch, opt)
     assert set(logs) == {"loss", "distil", "gpt"} and task.loss(task.model, batch)[0].item() < first
     cfg = searle_cfg(steps=2, val_queries=8, lambda_grid=[0.1, 0.5])
     run(SEARLETask(cfg, tiny_backbone), cfg)
