@@ -130,6 +130,17 @@ class TextInvTask:
             self.model.offer(float(metrics[self.cfg.keep_best]), self.step + 1, self.model.averaged_state())
         return metrics
 
+    def after_run(self, clock: dict) -> None:
+        """The loop's clock over every session of a resumed run (training.loop.run_clock)."""
+        self.clock = clock
+
+    def wall_minutes(self) -> float:
+        """Minutes of the whole run, every resumed session counted (this session only when the
+        loop gave no clock)."""
+        clock = getattr(self, "clock", None) or {}
+        seconds = clock.get("wall_time_s") or (time.time() - self.t0)
+        return round(seconds / 60, 1)
+
     def export(self, out_dir: Path, metrics: dict[str, float]) -> None:
         """Choose Chord λ on val, write the checkpoint to `export_dir` (default `<out>/export`).
         A run stopped before `steps` (max_minutes) exports nothing: resume it to finish."""
@@ -148,7 +159,7 @@ class TextInvTask:
             metrics = {}
         out = {**out, **metrics, **{f"train_{k}": round(v, 4) for k, v in self.last_logs.items()},
                "train_queries": len(self.cache), "train_cache": self.cache.folder.name,
-               "wall_minutes": round((time.time() - self.t0) / 60, 1), **self.extra_metrics()}
+               "wall_minutes": self.wall_minutes(), **self.extra_metrics()}
         if self.val is not None:
             lam, search = self.val.select_lambda(m, [float(v) for v in self.cfg.lambda_grid])
             m.chord_lambda = lam
