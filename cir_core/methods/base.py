@@ -181,12 +181,25 @@ def read_method_config(folder: Path) -> dict:
         raise CheckpointError(f"{path} is not valid JSON: {e}") from None
 
 
+def check_fit(shapes: dict[str, tuple], expected: dict[str, tuple], where: str, what: str) -> None:
+    """CheckpointError naming the file (`where`), what it should fit, and the key and both shapes
+    of every missing, unexpected or differently shaped tensor (the first three)."""
+    problems = [f"key {k} is missing" for k in expected if k not in shapes]
+    problems += [f"unexpected key {k}" for k in shapes if k not in expected]
+    problems += [f"key {k} has shape {tuple(shapes[k])} but the model needs {tuple(v)}"
+                 for k, v in expected.items() if k in shapes and tuple(shapes[k]) != tuple(v)]
+    if problems:
+        raise CheckpointError(f"{where} does not fit {what} ({len(problems)} mismatches): "
+                              + "; ".join(problems[:3]) + ("; ..." if len(problems) > 3 else ""))
+
+
 def read_weights(path: Path, check: Callable[[dict[str, tuple]], None] | None = None) -> dict:
-    """The tensors of a safetensors file. `check(shapes)` sees every key's shape before any tensor
-    is read and raises a CheckpointError for a file that does not fit; any other failure (missing,
-    corrupt, truncated) becomes a one-line CheckpointError naming the file."""
-    if not Path(path).is_file():
-        raise CheckpointError(f"{path} not found")
+    """The tensors of a checkpoint folder's safetensors file. `check(shapes)` sees every key's
+    shape before any tensor is read and raises a CheckpointError for a file that does not fit; any
+    other failure (missing, corrupt, truncated) becomes a one-line CheckpointError naming the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint {path.parent} has no {path.name}")
     from safetensors import safe_open
 
     try:

@@ -15,9 +15,9 @@ import numpy as np
 import torch
 
 from cir_core.config import git_commit
-from cir_core.errors import CheckpointError
 
-from .base import WEIGHTS, Method, checkpoint_config, normalise, read_weights, register_method, write_checkpoint
+from .base import (WEIGHTS, Method, check_fit, checkpoint_config, normalise, read_weights, register_method,
+                   write_checkpoint)
 from .pact_model import EMPTY_PROMPT, PROMPT, PACTComposer, PACTConfig, edit_prompt
 
 FORMAT_VERSION = 1
@@ -99,19 +99,7 @@ class PACT(Method):
         cfg = checkpoint_config(folder, cls.family, backbone, {"embed_dim": backbone.dim, "token_width": width})
         method = cls(backbone, cfg)
         path = folder / WEIGHTS
-        if not path.is_file():
-            raise CheckpointError(f"{folder} has no {WEIGHTS}")
-        expected = method.composer.state_dict()
-
-        def check(shapes: dict[str, tuple]) -> None:
-            problems = [f"missing {k}" for k in expected if k not in shapes]
-            problems += [f"unexpected {k}" for k in shapes if k not in expected]
-            problems += [f"{k} is {shapes[k]} in the file but {tuple(v.shape)} in the model"
-                         for k, v in expected.items() if k in shapes and shapes[k] != tuple(v.shape)]
-            if problems:
-                raise CheckpointError(f"{path} does not fit {cls.name} ({len(problems)} mismatches): "
-                                      + "; ".join(problems[:3]))
-
-        state = read_weights(path, check)
+        expected = {k: tuple(v.shape) for k, v in method.composer.state_dict().items()}
+        state = read_weights(path, lambda shapes: check_fit(shapes, expected, str(path), cls.name))
         method.composer.load_state_dict(state, strict=True)
         return method

@@ -23,10 +23,10 @@ import torch
 from torch import nn
 
 from cir_core.config import DictConfig, git_commit
-from cir_core.errors import BackboneError, CheckpointError
+from cir_core.errors import BackboneError
 from cir_core.text_tower import encode_tokens, supports_token_embeddings, trim
 
-from .base import WEIGHTS, Method, checkpoint_config, normalise, read_weights, write_checkpoint
+from .base import WEIGHTS, Method, check_fit, checkpoint_config, normalise, read_weights, write_checkpoint
 
 log = logging.getLogger(__name__)
 FORMAT_VERSION = 1
@@ -236,13 +236,7 @@ class TextInversionMethod(Method):
     @classmethod
     def check_state(cls, shapes: dict[str, tuple], expected: dict[str, tuple], where: str) -> None:
         """CheckpointError naming the file, the key and both shapes of every mismatch."""
-        problems = [f"key {k} is missing" for k in expected if k not in shapes]
-        problems += [f"unexpected key {k}" for k in shapes if k not in expected]
-        problems += [f"key {k} has shape {tuple(shapes[k])} but the model needs {tuple(v)}"
-                     for k, v in expected.items() if k in shapes and tuple(shapes[k]) != tuple(v)]
-        if problems:
-            raise CheckpointError(f"{where} does not fit {cls.name}'s φ ({len(problems)} mismatches): "
-                                  + "; ".join(problems[:3]) + ("; ..." if len(problems) > 3 else ""))
+        check_fit(shapes, expected, where, f"{cls.name}'s φ")
 
     @classmethod
     def from_checkpoint(cls, backbone: Any, folder: str | os.PathLike) -> "TextInversionMethod":
@@ -254,8 +248,6 @@ class TextInversionMethod(Method):
                                 {"embed_dim": backbone.dim, "token_width": token_width(backbone)})
         method = cls(backbone, cfg)
         path = folder / WEIGHTS
-        if not path.is_file():
-            raise CheckpointError(f"{cls.name} checkpoint {folder} has no {WEIGHTS}")
         expected = {k: tuple(v.shape) for k, v in method.mapper.state_dict().items()}
         state = read_weights(path, lambda shapes: cls.check_state(shapes, expected, str(path)))
         method.mapper.load_state_dict(state, strict=True)

@@ -16,9 +16,8 @@ import torch
 from torch import nn
 
 from cir_core.config import git_commit
-from cir_core.errors import CheckpointError
 
-from .base import WEIGHTS, Method, checkpoint_config, read_weights, write_checkpoint
+from .base import WEIGHTS, Method, check_fit, checkpoint_config, read_weights, write_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -89,18 +88,9 @@ class TrainedMethod(Method):
         cfg = checkpoint_config(folder, (cls.name,), backbone, {"embed_dim": backbone.dim})
         method = cls(backbone, cfg)
         path = folder / WEIGHTS
-        if not path.is_file():
-            raise CheckpointError(f"{cls.name} checkpoint {folder} has no {WEIGHTS}")
         expected = {k: tuple(v.shape) for k, v in method.module.state_dict().items()}
-
-        def check(shapes: dict[str, tuple]) -> None:
-            bad = sorted(set(expected) ^ set(shapes)) + [k for k in expected if k in shapes
-                                                         and shapes[k] != expected[k]]
-            if bad:
-                raise CheckpointError(f"{path} does not fit {cls.name} with arch {method.arch}: "
-                                      f"{len(bad)} mismatched tensors, e.g. {bad[0]}")
-
-        method.module.load_state_dict(read_weights(path, check))
+        what = f"{cls.name} with arch {method.arch}"
+        method.module.load_state_dict(read_weights(path, lambda shapes: check_fit(shapes, expected, str(path), what)))
         return method
 
     def save(self, folder: str | Path, metrics: dict | None = None, hparams: dict | None = None) -> Path:
