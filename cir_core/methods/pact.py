@@ -75,9 +75,7 @@ class PACT(Method):
     # -- checkpoints --------------------------------------------------------------------------
     def save(self, folder: str | os.PathLike, metrics: dict | None = None, **extra: Any) -> Path:
         """Write `config.json` + `model.safetensors` (trainable weights only) to `folder`."""
-
-        folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
+        folder = Path(folder)  # write_checkpoint creates it
         state = {k: v.detach().cpu().contiguous() for k, v in self.composer.state_dict().items()}
         fresh = {
             "method": self.name, "format_version": FORMAT_VERSION, "backbone": self.backbone.id,

@@ -218,9 +218,7 @@ class TextInversionMethod(Method):
     # -- checkpoints ----------------------------------------------------------------------------
     def save(self, folder: str | os.PathLike, metrics: dict | None = None, **extra: Any) -> Path:
         """Write `config.json` + `model.safetensors` (φ only, the authors' key names)."""
-
-        folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
+        folder = Path(folder)  # write_checkpoint creates it
         state = {k: v.detach().float().cpu().contiguous() for k, v in self.mapper.state_dict().items()}
         fresh = {"method": self.name, "format_version": FORMAT_VERSION, "backbone": self.backbone.id,
                  "embed_dim": self.backbone.dim, "token_width": self.text.width, "prompt": self.prompt,
