@@ -27,6 +27,7 @@ import shutil
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import Any, Callable, Sequence
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -142,6 +143,57 @@ def encode_texts_by_length(backbone, texts: list[str]) -> np.ndarray:
     return out
 
 
+class TextFields:
+    """The per-query text indices and keys of the cache layout, filled one query at a time;
+    `tid` maps a text to its row in the cache's text table."""
+
+    KEYS = ("ref_caption", "edit", "target_caption", "neg_idx", "neg_len", "sent_idx", "sent_len",
+            "edit_type", "ref_key", "tgt_key")
+
+    def __init__(self, tid: Callable[[Any], int]) -> None:
+        self.tid, self.f = tid, {k: [] for k in self.KEYS}
+
+    def add(self, ref_caption: Any, edit: str, target_caption: Any, negatives: Sequence[str],
+            edit_type: int, ref_key: int, tgt_key: int) -> None:
+        f, tid = self.f, self.tid
+        sents = split_sentences(edit) or [edit]
+        f["ref_caption"].append(tid(ref_caption))
+        f["edit"].append(tid(edit))
+        f["target_caption"].append(tid(target_caption))
+        f["neg_idx"] += [tid(x) for x in negatives]
+        f["neg_len"].append(len(negatives))
+        f["sent_idx"] += [tid(x) for x in sents]
+        f["sent_len"].append(len(sents))
+        f["edit_type"].append(edit_type)
+        f["ref_key"].append(ref_key)
+        f["tgt_key"].append(tgt_key)
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The layout's index arrays (every one of ARRAYS but the embeddings and texts)."""
+        f = self.f
+        return {**{k: np.asarray(f[k], np.int32) for k in ("ref_caption", "edit", "target_caption",
+                                                            "neg_idx", "sent_idx")},
+                "neg_off": np.concatenate([[0], np.cumsum(f["neg_len"])]).astype(np.int64),
+                "sent_off": np.concatenate([[0], np.cumsum(f["sent_len"])]).astype(np.int64),
+                "edit_type": np.asarray(f["edit_type"], np.int8),
+                "ref_key": np.asarray(f["ref_key"], np.int64), "tgt_key": np.asarray(f["tgt_key"], np.int64)}
+
+
+def write_cache(folder: Path, arrays: dict[str, np.ndarray], texts: list[str], meta: dict) -> None:
+    """The cache's files, written into a temporary folder renamed to `folder` at the end: a reader
+    sees the whole cache or none of it (another process that finished first keeps its copy)."""
+    tmp = folder.with_name(folder.name + f".tmp{os.getpid()}")
+    tmp.mkdir(parents=True, exist_ok=True)
+    for k, v in arrays.items():
+        np.save(tmp / f"{k}.npy", v)
+    (tmp / "texts.json").write_text(json.dumps(texts))
+    (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
+    try:
+        tmp.rename(folder)
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def build_train_cache(backbone, n: int, seed: int = 0, root: Path | None = None,
                       chunk: int = 512, workers: int = 0, progress: bool = True) -> TrainEmbeddings:
     """Encode the first `n` queries of `query_stream(seed)` with `backbone` (images rendered at
@@ -153,13 +205,8 @@ def build_train_cache(backbone, n: int, seed: int = 0, root: Path | None = None,
     t0, size = time.time(), backbone.image_size
     text_ids: dict[str, int] = {}
     text_rows: list[np.ndarray] = []
-    fields: dict[str, list] = {k: [] for k in ("ref_caption", "edit", "target_caption", "neg_idx",
-                                                "neg_len", "sent_idx", "sent_len", "edit_type",
-                                                "ref_key", "tgt_key")}
     ref_img, tgt_img = [], []
-
-    def tid(t: str) -> int:
-        return text_ids.setdefault(t, len(text_ids))
+    fields = TextFields(lambda t: text_ids.setdefault(t, len(text_ids)))
 
     pool = ProcessPoolExecutor(workers) if workers > 0 else None
     stream = query_stream(seed)
@@ -173,17 +220,8 @@ def build_train_cache(backbone, n: int, seed: int = 0, root: Path | None = None,
             tgt_img.append(backbone.encode_images([p[1] for p in pairs], batch_size=256).astype(np.float16))
             n_known = len(text_ids)
             for q in qs:
-                sents = split_sentences(q.text) or [q.text]
-                fields["ref_caption"].append(tid(q.ref_caption))
-                fields["edit"].append(tid(q.text))
-                fields["target_caption"].append(tid(q.target_caption))
-                fields["neg_idx"] += [tid(t) for t in q.negatives]
-                fields["neg_len"].append(len(q.negatives))
-                fields["sent_idx"] += [tid(s) for s in sents]
-                fields["sent_len"].append(len(sents))
-                fields["edit_type"].append(EDIT_TYPES.index(q.edit_type))
-                fields["ref_key"].append(scene_hash(q.reference.key()))
-                fields["tgt_key"].append(scene_hash(q.target.key()))
+                fields.add(q.ref_caption, q.text, q.target_caption, q.negatives, EDIT_TYPES.index(q.edit_type),
+                           scene_hash(q.reference.key()), scene_hash(q.target.key()))
             new = list(text_ids)[n_known:]  # dicts keep insertion order: the texts first seen now
             if new:
                 text_rows.append(encode_texts_by_length(backbone, new))
@@ -195,29 +233,14 @@ def build_train_cache(backbone, n: int, seed: int = 0, root: Path | None = None,
             pool.shutdown()
     arrays = {
         "ref_img": np.concatenate(ref_img), "tgt_img": np.concatenate(tgt_img),
-        "texts": np.concatenate(text_rows),
-        **{k: np.asarray(fields[k], np.int32) for k in ("ref_caption", "edit", "target_caption",
-                                                        "neg_idx", "sent_idx")},
-        "neg_off": np.concatenate([[0], np.cumsum(fields["neg_len"])]).astype(np.int64),
-        "sent_off": np.concatenate([[0], np.cumsum(fields["sent_len"])]).astype(np.int64),
-        "edit_type": np.asarray(fields["edit_type"], np.int8),
-        "ref_key": np.asarray(fields["ref_key"], np.int64), "tgt_key": np.asarray(fields["tgt_key"], np.int64),
+        "texts": np.concatenate(text_rows), **fields.arrays(),
     }
     meta = {"backbone": backbone.id, "dim": backbone.dim, "n": n, "seed": seed,
             "render_version": RENDER_VERSION, "image_size": size, "format": FORMAT_VERSION,
             "world_fingerprint": world_fingerprint(seed), "n_texts": len(text_ids),
             "n_sentences": int(arrays["sent_off"][-1]), "edit_types": list(EDIT_TYPES),
             "build_seconds": round(time.time() - t0, 1)}
-    tmp = folder.with_name(folder.name + f".tmp{os.getpid()}")
-    tmp.mkdir(parents=True, exist_ok=True)
-    for k, v in arrays.items():
-        np.save(tmp / f"{k}.npy", v)
-    (tmp / "texts.json").write_text(json.dumps(list(text_ids)))
-    (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
-    try:
-        tmp.rename(folder)  # atomic: a reader sees the whole cache or none of it
-    except OSError:  # another process finished first: use its copy
-        shutil.rmtree(tmp, ignore_errors=True)
+    write_cache(folder, arrays, list(text_ids), meta)
     return TrainEmbeddings(folder)
 
 

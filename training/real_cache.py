@@ -15,7 +15,6 @@ import argparse
 import hashlib
 import json
 import os
-import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -24,10 +23,9 @@ import numpy as np
 
 from cir_core.config import cache_dir
 from cir_core.errors import InputError
-from cir_core.text import split_sentences
 from cir_core.world import EDIT_TYPES
 
-from .embed_cache import ARRAYS, FORMAT_VERSION, TrainEmbeddings, encode_texts_by_length
+from .embed_cache import ARRAYS, FORMAT_VERSION, TextFields, TrainEmbeddings, encode_texts_by_length, write_cache
 from .triplets import Triplet, read_triplets
 
 
@@ -69,16 +67,7 @@ def build_real_cache(spec: str, backbone: Any, image_root: str | None = None, n:
             "target_captions": all(t.target_caption for t in triplets),
             "target_images": all(t.target_image for t in triplets),
             "build_seconds": round(time.time() - t0, 1)}
-    tmp = folder.with_name(folder.name + f".tmp{os.getpid()}")
-    tmp.mkdir(parents=True, exist_ok=True)
-    for k, v in arrays.items():
-        np.save(tmp / f"{k}.npy", v)
-    (tmp / "texts.json").write_text(json.dumps(texts))
-    (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
-    try:
-        tmp.rename(folder)  # atomic: a reader sees the whole cache or none of it
-    except OSError:
-        shutil.rmtree(tmp, ignore_errors=True)
+    write_cache(folder, arrays, texts, meta)
     return TrainEmbeddings(folder)
 
 
@@ -111,31 +100,18 @@ def _arrays(triplets: list[Triplet], backbone: Any, images: dict[str, np.ndarray
     def tid(t: str | None) -> int:
         return -1 if not t else text_ids.setdefault(t, len(text_ids))
 
-    f: dict[str, list] = {k: [] for k in ("ref_caption", "edit", "target_caption", "neg_idx", "neg_len",
-                                          "sent_idx", "sent_len", "edit_type", "ref_key", "tgt_key")}
+    fields = TextFields(tid)
     for t in triplets:
-        sents = split_sentences(t.edit) or [t.edit]
-        f["ref_caption"].append(tid(t.ref_caption))
-        f["edit"].append(tid(t.edit))
-        f["target_caption"].append(tid(t.target_caption))
-        f["neg_idx"] += [tid(x) for x in t.negatives]
-        f["neg_len"].append(len(t.negatives))
-        f["sent_idx"] += [tid(s) for s in sents]
-        f["sent_len"].append(len(sents))
-        f["edit_type"].append(EDIT_TYPES.index(t.edit_type) if t.edit_type in EDIT_TYPES else -1)
-        f["ref_key"].append(stable_hash(t.ref_key))
-        f["tgt_key"].append(stable_hash(t.target_key or f"caption:{t.target_caption}"))
+        fields.add(t.ref_caption, t.edit, t.target_caption, t.negatives,
+                   EDIT_TYPES.index(t.edit_type) if t.edit_type in EDIT_TYPES else -1,
+                   stable_hash(t.ref_key), stable_hash(t.target_key or f"caption:{t.target_caption}"))
     texts = list(text_ids)
     zero = np.zeros(backbone.dim, np.float32)
     arrays = {
         "ref_img": np.stack([images[t.ref_image] for t in triplets]).astype(np.float16),
         "tgt_img": np.stack([images[t.target_image] if t.target_image else zero for t in triplets]).astype(np.float16),
         "texts": encode_texts_by_length(backbone, texts),
-        **{k: np.asarray(f[k], np.int32) for k in ("ref_caption", "edit", "target_caption", "neg_idx", "sent_idx")},
-        "neg_off": np.concatenate([[0], np.cumsum(f["neg_len"])]).astype(np.int64),
-        "sent_off": np.concatenate([[0], np.cumsum(f["sent_len"])]).astype(np.int64),
-        "edit_type": np.asarray(f["edit_type"], np.int8),
-        "ref_key": np.asarray(f["ref_key"], np.int64), "tgt_key": np.asarray(f["tgt_key"], np.int64),
+        **fields.arrays(),
     }
     assert set(arrays) == set(ARRAYS)
     return arrays, texts
