@@ -125,8 +125,12 @@ def cosine_scores(q: np.ndarray, gallery: np.ndarray, norms: np.ndarray | None =
     """Cosine similarity (B, N) between query rows and gallery rows (neither assumed unit norm),
     C-contiguous per query. `norms`: the gallery's precomputed `gallery_norms`."""
     g, gn = _gallery(gallery, norms)
-    qn = _normalise(_rows(q, "query", g.shape[1]))
-    scores = qn @ g.T
+    return _cosine(_rows(q, "query", g.shape[1]), g, gn)
+
+
+def _cosine(q: np.ndarray, g: np.ndarray, gn: np.ndarray) -> np.ndarray:
+    """`cosine_scores`' arithmetic on checked inputs: float32 rows, the gallery and its norms."""
+    scores = _normalise(q) @ g.T
     scores /= gn[None, :]  # in place: no second (B, N) array
     return scores
 
@@ -254,10 +258,8 @@ def rank(
 
     def score(rows: np.ndarray | None, qi: slice) -> np.ndarray:
         sub, sub_n = (g, gn) if rows is None else (g[rows], gn[rows])
-        if scoring == "cosine":  # cosine_scores' arithmetic without re-checking what rank checked
-            out = _normalise(qn[qi]) @ sub.T
-            out /= sub_n[None, :]
-            return out
+        if scoring == "cosine":  # without re-checking what rank checked
+            return _cosine(qn[qi], sub, sub_n)
         return score_matrix(qn[qi], _pick(q_empty, qi, b), _pick(v_ref, qi, b), sub, scoring,
                             lams[qi], variant, sub_n)
 
