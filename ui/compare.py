@@ -50,10 +50,6 @@ class CompareTab:
     load: Any  # engine -> values for load_outputs
 
 
-def _warn(msg: str) -> None:
-    warn(msg)  # escaped: a toast shows the user's text as text
-
-
 MAX_ID = 500  # a gallery id or a search is never longer; longer input is cut, then not found
 MAX_SEARCH = 500
 # One Compare request encodes and searches (CPU-bound, torch/faiss use their own threads): two at
@@ -170,7 +166,7 @@ def _wire_reference(holder: EngineHolder, c: SimpleNamespace) -> None:
             items, label, shown, page = page_view(holder.get(), text_in(search_text, MAX_SEARCH),
                                                   int_in(page, 0, 0, 10**9) + delta)
         except CIRError as exc:
-            _warn(str(exc))
+            warn(str(exc))
             return gr.skip(), f"⚠ {md_text(exc)}", gr.skip(), gr.skip()
         return items, label, shown, page
 
@@ -185,7 +181,7 @@ def _wire_reference(holder: EngineHolder, c: SimpleNamespace) -> None:
             rows = [r for r in list_in(rows, PAGE_SIZE) if isinstance(r, int) and not isinstance(r, bool)]
             ref, img, info = select_from_page(holder.get(), rows, _index(evt))
         except CIRError as exc:
-            _warn(str(exc))
+            warn(str(exc))
             return gr.skip(), gr.skip(), f"⚠ {md_text(exc)}", gr.skip()
         return ref, img, info, None
 
@@ -199,7 +195,7 @@ def _wire_reference(holder: EngineHolder, c: SimpleNamespace) -> None:
                 raise CIRError("That example is no longer listed; pick again.")
             ref, text, img, info = select_example(holder.get(), ids, i)
         except CIRError as exc:
-            _warn(str(exc))
+            warn(str(exc))
             return gr.skip(), gr.skip(), gr.skip(), f"⚠ {md_text(exc)}", gr.skip()
         return ref, text, img, info, None
 
@@ -213,7 +209,7 @@ def _wire_reference(holder: EngineHolder, c: SimpleNamespace) -> None:
                 return gr.skip(), gr.skip(), gr.skip(), gr.skip()
             img, info = upload_view(holder.get(), path)
         except CIRError as exc:
-            _warn(str(exc))  # the bad file is dropped; the previous reference stays
+            warn(str(exc))  # the bad file is dropped; the previous reference stays
             return None, gr.skip(), gr.skip(), f"⚠ {md_text(exc)} The previous reference is kept."
         return gr.skip(), "", img, info
 
@@ -226,7 +222,7 @@ def _wire_reference(holder: EngineHolder, c: SimpleNamespace) -> None:
         try:
             img, info = reference_view(holder.get(), ref)
         except CIRError as exc:
-            _warn(str(exc))
+            warn(str(exc))
             return gr.skip(), f"⚠ {md_text(exc)}", gr.skip()  # (preview, info, upload)
         return img, info, None
 
@@ -263,7 +259,7 @@ def _wire_compare(holder: EngineHolder, c: SimpleNamespace, names: list[str], op
                                 text_in(sc, 20), bool_in(own, True), float_in(lm, DEFAULT_LAMBDA, 0.0, 1.0),
                                 active)
         if view.error:
-            _warn(view.error)
+            warn(view.error)
         got = dict(zip(active, view.columns))
         view.columns = [got.get(n, ("", [])) for n in every]  # the extra columns not asked for stay empty
         return view_updates(view, k) + [gr.update(visible=n in active) for n in optional]
