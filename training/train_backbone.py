@@ -158,8 +158,7 @@ class BackboneTask:
         self.clip = open_clip.create_model(cfg.model, pretrained=None)
         model_cfg = open_clip.get_model_config(cfg.model)
         self.size, dim = int(model_cfg["vision_cfg"]["image_size"]), int(model_cfg["embed_dim"])
-        self.aux = cfg.aux_weight
-        self.model = WithHeads(self.clip, dim, cfg.aux_scale) if self.aux else self.clip
+        self.model = WithHeads(self.clip, dim, cfg.aux_scale) if cfg.aux_weight else self.clip
         self.tokenizer = open_clip.get_tokenizer(cfg.model)
         self.held = heldout_set(max(cfg.val_scenes, cfg.probe_scenes))
         self.clock: dict = {}
@@ -204,8 +203,8 @@ class BackboneTask:
         modes = [caption_mode(random.Random(sd)) for sd in seeds]
         texts = [train_caption(s, random.Random(sd)) for s, sd in zip(scenes, seeds)]
         text_scenes, text_modes = list(scenes), list(modes)
-        for s, sd, mode, pos in zip(scenes, seeds, modes, list(texts)):
-            kinds = edit_kinds(s)
+        for s, sd, mode, pos in zip(scenes, seeds, modes, list(texts) if self.cfg.text_negatives else []):
+            kinds = edit_kinds(s)  # not computed at all without text negatives (the recipe's case)
             for _ in range(self.cfg.text_negatives):
                 for _try in range(4):  # a caption silent on the change would be a false negative
                     other = apply_kind(s, kinds, self._kinds(kinds, 1, rng)[0], rng)
@@ -242,7 +241,7 @@ class BackboneTask:
         logs = {"loss": loss.item(), "scale": float(scale.detach())}
         if isinstance(top, WithHeads):
             aux = (top.attribute_loss(img, img_labels) + top.attribute_loss(txt, txt_labels)) / 2
-            loss = loss + self.aux * aux
+            loss = loss + self.cfg.aux_weight * aux
             logs["aux"] = aux.item()
         return loss, logs
 
