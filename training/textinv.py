@@ -76,6 +76,7 @@ class TextInvTask:
 
     def setup(self, cfg: TextInvSettings, backbone: Any = None) -> None:
         self.t0 = time.time()
+        self.clock: dict = {}  # the loop's, over every session (after_run)
         self.cfg = cfg
         self.backbone, self.cache = load_inputs(cfg, backbone)
         cls = get_method_class(self.method_name)
@@ -137,8 +138,7 @@ class TextInvTask:
     def wall_minutes(self) -> float:
         """Minutes of the whole run, every resumed session counted (this session only when the
         loop gave no clock)."""
-        clock = getattr(self, "clock", None) or {}
-        seconds = clock.get("wall_time_s") or (time.time() - self.t0)
+        seconds = self.clock.get("wall_time_s") or (time.time() - self.t0)
         return round(seconds / 60, 1)
 
     def export(self, out_dir: Path, metrics: dict[str, float]) -> None:
