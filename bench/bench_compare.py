@@ -54,9 +54,6 @@ def prepare_methods(engine) -> list[str]:
 
 def floor_parts(engine, img, text: str, n_queries: int, k: int) -> dict[str, float]:
     """Seconds of each unavoidable part (see the module docstring)."""
-    import torch
-
-    from cir_core.methods.pact_model import EMPTY_PROMPT, edit_prompt
     from cir_core.scoring import rank
     from cir_core.text import split_sentences
 
@@ -69,11 +66,9 @@ def floor_parts(engine, img, text: str, n_queries: int, k: int) -> dict[str, flo
     out["frozen_text"] = time.perf_counter() - t
     t = time.perf_counter()
     for name in engine.default_methods():
-        composer = getattr(engine.method(name), "composer", None)
-        if composer is not None:  # a LoRA tower: q and q_∅ in one forward
-            with torch.no_grad():
-                composer(torch.from_numpy(np.repeat(v, 2, 0)),
-                         composer.tokenize_prompts([edit_prompt(text), EMPTY_PROMPT]))
+        method = engine.method(name)
+        if getattr(method, "composer", None) is not None:  # a LoRA tower: q and q_∅ in one forward
+            method.compose_pair(v, text)
     out["lora_text"] = time.perf_counter() - t
     t = time.perf_counter()
     for name in engine.default_methods():  # the other trained methods' own networks, texts memoised
