@@ -9,6 +9,8 @@ assets/methods/<name>/ (config.json + model.safetensors), each with its Chord λ
 Each step resumes from its run folder unless --fresh is given. `--seeds 0,1,2` trains every method
 once per seed: seed 0 is the shipped checkpoint, seed s > 0 goes to runs/seeds/<method>/s<s>/
 (`training.seed_report` evaluates them all and writes the mean ± std tables and the intervals).
+`--set key=value` (repeatable) overrides a recipe setting of every step named, e.g. the
+val-chosen variant of a method for its further seeds (`training.pick_variant`).
 """
 from __future__ import annotations
 
@@ -25,16 +27,22 @@ def main(argv: list[str] | None = None) -> None:
                     help=f"comma-separated subset of {list_trainers()}")
     ap.add_argument("--fresh", action="store_true", help="delete each step's run folder first")
     ap.add_argument("--seeds", default="0", help="comma-separated training seeds for the methods (0: shipped)")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a recipe setting of every step named (repeatable)")
     args = ap.parse_args(argv)
     seeds = [int(x) for x in args.seeds.split(",") if x.strip()]
     names = [s.strip() for s in args.only.split(",") if s.strip()]
     unknown = [n for n in names if n not in list_trainers()]
     if unknown:
         raise SystemExit(f"unknown step(s) {unknown}; steps: {list_trainers()}")
+    bad = [kv for kv in args.set if "=" not in kv or kv.startswith("=")]
+    if bad:
+        raise SystemExit(f"--set takes key=value, got {bad}")
     for name in names:
         t = get_trainer(name)
         for seed in seeds if t.method else [0]:
-            argv_ = (["--config", t.config] if t.config else []) + list(t.args) + seed_overrides(t, seed)
+            argv_ = ((["--config", t.config] if t.config else []) + list(t.args) + list(args.set)
+                     + seed_overrides(t, seed))
             run_dir = f"runs/seeds/{t.name}/s{seed}/run" if seed else t.run_dir
             if args.fresh and run_dir and Path(run_dir).exists():
                 shutil.rmtree(run_dir)
