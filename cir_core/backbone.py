@@ -134,6 +134,15 @@ class Backbone:
         """Token ids ``(N, context_length)`` on the backbone's device (long texts are truncated)."""
         return self.tokenizer(list(texts)).to(self.device)
 
+    def token_count(self, text: str) -> int | None:
+        """Tokens `text` takes in the text tower, start and end tokens included (None when the
+        tokenizer cannot count; compare with `context_length`: beyond it the tower cuts the text)."""
+        enc = getattr(self.tokenizer, "encode", None)  # open_clip's SimpleTokenizer
+        if enc is None:
+            enc = getattr(getattr(self.tokenizer, "tokenizer", None), "encode", None)  # HF tokenizers
+            return None if enc is None else len(enc(text))  # HF's encode adds its own specials
+        return len(enc(text)) + 2
+
     def _encode(self, items: Sequence[Any], batch_size: int, progress: bool, kind: str) -> np.ndarray:
         out = [np.zeros((0, self.dim), np.float32)]
         # The text path trims trailing padding (exact for causal towers, and cheaper).

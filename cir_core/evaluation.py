@@ -59,7 +59,26 @@ def evaluate(bench: Benchmark, backbone: Any, methods: Sequence[str], scorings: 
               "results": results, "extra": extra, "skipped": skipped, "seconds": timing,
               "backbone": backbone.id, "n_queries": bench.n_queries(),
               "gallery_size": {k: len(g) for k, g in bench.galleries().items()}}
+    overflow = text_overflow(bench, backbone)
+    if overflow:
+        report["text_context"] = overflow
     return report, raw
+
+
+def text_overflow(bench: Benchmark, backbone: Any) -> dict | None:
+    """How many query texts are longer than the text tower's context (whole-text encodings see
+    their beginning only; a per-sentence accumulator reads all). None when the benchmark lists no
+    texts or the tokenizer cannot count."""
+    texts = getattr(bench, "query_texts", None)
+    count = getattr(backbone, "token_count", None)
+    if texts is None or count is None:
+        return None
+    ctx = int(backbone.context_length)
+    lengths = [count(t) for t in texts()]
+    if not lengths or any(n is None for n in lengths):
+        return None
+    over = sum(n > ctx for n in lengths)
+    return {"context": ctx, "over": over, "of": len(lengths), "longest": max(lengths)}
 
 
 def write_dump(dump: IO[str], benchmark: str, method: str, scoring: str, res: BenchmarkResult) -> None:
@@ -79,6 +98,11 @@ def format_table(report: dict) -> str:
             f"  gallery={n_gallery}  backbone={report['backbone']}")
     if report.get("protocol"):
         head += f"\nprotocol: {report['protocol']}"
+    tc = report.get("text_context")
+    if tc and tc["over"]:
+        head += (f"\ntext context: {tc['over']} of {tc['of']} query texts are longer than the text tower's "
+                 f"{tc['context']} tokens (longest {tc['longest']}): whole-text encodings see their beginning "
+                 "only; per-sentence steps read every sentence")
     rows = [(m, sc, v) for m, by in report["results"].items() for sc, v in by.items()]
     if not rows or not rows[0][2]:
         why = "" if report["labelled"] else " (no ground truth in this split: use --submission)"

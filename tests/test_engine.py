@@ -274,3 +274,18 @@ def test_folder_and_manifest_galleries(tmp_path):
     hits = e.compare(e.reference_from_id("shot0"), "Make it blue.", k=4, methods=["sum"]).methods[0].hits
     assert all(h.same_character == (h.character == "Ann") for h in hits)
     assert e.search("bob") == [3, 4]
+
+
+def test_an_edit_longer_than_the_text_context_is_never_cut_silently(engine):
+    ref = engine.reference_from_row(0)
+    short = engine.compare(ref, "Make the square blue.", k=3)
+    assert short.notes == [] and short.to_dict()["notes"] == []
+    ctx = engine.backbone.context_length
+    sentences = [f"Add a small red circle number {i} at the top." for i in range(12)]
+    res = engine.compare(ref, " ".join(sentences), k=3)
+    n = engine.backbone.token_count(" ".join(sentences))
+    assert n > ctx and len(res.notes) == 1
+    assert f"{n} tokens" in res.notes[0] and f"reads {ctx}" in res.notes[0]
+    assert "Every sentence fits" in res.notes[0]
+    from ui.results import status_line
+    assert "⚠" in status_line(res) and "text tower reads" in status_line(res)

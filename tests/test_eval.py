@@ -120,3 +120,18 @@ def test_a_native_progression_is_reported_under_both_protocols(tiny_backbone, sm
     ref = g[small_bench.reference_idx[small_bench.queries.index(q)]]
     prefix, states = m.prefix_queries(ref, list(q.sentences)), m.progression(ref, list(q.sentences))
     assert not np.allclose(prefix[0], states[0])  # states' q0 saw every sentence
+
+
+def test_text_overflow_counts_texts_beyond_the_context_and_is_printed():
+    from types import SimpleNamespace
+
+    from cir_core.evaluation import format_table, text_overflow
+
+    bb = SimpleNamespace(context_length=8, token_count=lambda t: len(t.split()) + 2)
+    bench = SimpleNamespace(query_texts=lambda: ["a b", "a b c d e f g", "a b c d e f g h i j"])
+    tc = text_overflow(bench, bb)
+    assert tc == {"context": 8, "over": 2, "of": 3, "longest": 12}
+    assert text_overflow(SimpleNamespace(), bb) is None  # a benchmark that lists no texts
+    report = {"benchmark": "x", "split": "test", "n_queries": 3, "gallery_size": {"g": 5}, "backbone": "b",
+              "labelled": True, "results": {}, "text_context": tc}
+    assert "2 of 3 query texts are longer than the text tower's 8 tokens (longest 12)" in format_table(report)

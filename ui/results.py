@@ -91,7 +91,8 @@ def status_line(res: CompareResult, backbone_id: str | None = None) -> str:
                    "(docs/APP.md).")
     bad = [m.label for m in res.methods if not m.ok]
     missing = f" Unavailable: {md_text(', '.join(bad))} (see their columns)." if bad else ""
-    return f"{head}. {gt}{missing}"
+    notes = "".join(f" ⚠ {md_text(n, 2000)}" for n in res.notes)
+    return f"{head}. {gt}{missing}{notes}"
 
 
 def timings_line(res: CompareResult, render_ms: float) -> str:

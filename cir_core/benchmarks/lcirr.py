@@ -59,6 +59,10 @@ class LCIRRBench:
     def n_queries(self) -> int:
         return len(self.pairids)
 
+    def query_texts(self) -> list[str]:
+        """Every query's long text (for the text-context check of `evaluation.evaluate`)."""
+        return list(self.texts)
+
     def progression(self, method, g: np.ndarray, opts: ScoreOpts) -> dict[str, dict]:
         """Per protocol: `prefix` for every method, `states` for one with its own step states."""
         out = {"prefix": self._progression(method, g, opts, method.prefix_queries)}

@@ -60,6 +60,10 @@ class WorldBench:
     def n_queries(self) -> int:
         return len(self.world.queries)
 
+    def query_texts(self) -> list[str]:
+        """Every query's edit text (for the text-context check of `evaluation.evaluate`)."""
+        return [q.text for q in self.world.queries]
+
     @cached_property
     def truth(self) -> dict[str, Any]:
         w = self.world

@@ -86,7 +86,21 @@ class CompareMixin:
         timings = {"encode": encode_ms, "compose": compose_ms, "search": search_ms,
                    "total": reference.encode_ms + (time.perf_counter() - t_start) * 1000}
         return CompareResult(reference, req.text, req.sentences, req.k, scoring, lam, variant, query_id,
-                             sorted(targets), results, prog, {key: round(v, 2) for key, v in timings.items()})
+                             sorted(targets), results, prog, {key: round(v, 2) for key, v in timings.items()},
+                             self.text_notes(req))
+
+    def text_notes(self, req: Request) -> list[str]:
+        """A note when the whole edit is longer than the text tower's context: methods that encode
+        it at once see its beginning only (never cut silently); per-sentence steps read it all."""
+        n, ctx = self.backbone.token_count(req.text), self.backbone.context_length
+        if n is None or n <= ctx:
+            return []
+        long = [s for s in req.sentences if (self.backbone.token_count(s) or 0) > ctx]
+        per_sentence = (f" {len(long)} sentence(s) are themselves longer and are cut too." if long else
+                        " Every sentence fits on its own: a per-sentence progression reads all of them.")
+        return [f"The edit is {n} tokens and the text tower reads {ctx} (its context): methods that encode "
+                f"the whole text (its query, PACE's q₀, the sum baseline) see only its first {ctx - 2} "
+                f"tokens.{per_sentence}"]
 
     # -- validation --------------------------------------------------------------------------------
     def _request(self, reference: Reference, edit: str, k: int, opts: ScoreOpts,

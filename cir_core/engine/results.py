@@ -79,6 +79,7 @@ class CompareResult:
     methods: list[MethodResult]
     progression: Progression | None
     timings: dict[str, float]  # ms per stage: encode, compose, search, total
+    notes: list[str] = field(default_factory=list)  # what the user should know (a text cut short)
 
     def to_dict(self) -> dict:
         ref = {k: v for k, v in asdict(self.reference).items() if k not in ("embedding", "image")}
