@@ -9,11 +9,12 @@ def _res(kind: str, query_id=None, character=None, row=None):
     ref = SimpleNamespace(kind=kind, label="upload: photo.jpg" if kind == "upload" else "test/000001",
                           character=character, row=row)
     return SimpleNamespace(reference=ref, sentences=["Make it red."], k=8, scoring="cosine",
-                           query_id=query_id, methods=[])
+                           query_id=query_id, methods=[], notes=[])
 
 
 def test_upload_on_the_world_backbone_says_so():
-    for ident in ("cir-tiny-vit@local:4cbf08aff66c1a23", "cir-tiny-vit@random-seed0"):
+    for ident in ("cir-tiny-vit@local:4cbf08aff66c1a23", "cir-tiny-vit@random-seed0",
+                  "cir-tiny-rn@local:6256a2bff0568159"):
         line = status_line(_res("upload"), ident)
         assert "Uploaded reference" in line and "knows only the generated world" in line
         assert "--backbone ViT-B-32 --pretrained laion2b_s34b_b79k" in line and "CIR_BACKBONE" in line

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from cir_core.engine import CompareResult
 from cir_core.methods import list_methods, method_label
 from cir_core.errors import CIRError, InputError
+from cir_core.backbone import is_world_backbone
 from cir_core.scoring import DEFAULT_LAMBDA
 
 from .common import fmt_ms, gallery_items, md_text
@@ -84,7 +85,7 @@ def status_line(res: CompareResult, backbone_id: str | None = None) -> str:
         gt = "Free-text edit: no ground truth for it, so only identity marks are shown."
     else:
         gt = "Uploaded reference: no ground truth and no identity marks."
-        if (backbone_id or "").split("@")[0] == "cir-tiny-vit":  # the shipped one: the world only
+        if is_world_backbone(backbone_id):  # the shipped one: the world only
             gt += (" **This backbone knows only the generated world** (drawn scenes, not photos): on a photo "
                    "its results mean nothing. For real images start the app with a real backbone, e.g. "
                    "`--backbone ViT-B-32 --pretrained laion2b_s34b_b79k` or `CIR_BACKBONE=hf-hub:ORG/REPO` "
