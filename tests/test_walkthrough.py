@@ -3,9 +3,11 @@ directory, the first gallery image, the README's edit, Compare — in headless C
 
 Nothing is faked: the shipped backbone, checkpoints and gallery embeddings. The time from
 starting the process to the first Compare answer is printed (measured properly, with spread, by
-bench/bench_first_start.py), never asserted.
+bench/bench_first_start.py), never asserted. CIR_UPDATE_SCREENSHOT=1 copies the page's screenshot
+to docs/img/compare.png (the one docs/APP.md shows).
 """
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -79,6 +81,10 @@ def test_readme_walkthrough_on_the_shipped_assets(tmp_path):
                 expect(page.locator("#compare-status")).to_contain_text("ground-truth")
                 captions = " ".join(page.locator(".result-gallery .caption-label").all_inner_texts())
                 assert "✓ target" in captions and "(same)" in captions  # framed target, named character
+                if os.environ.get("CIR_UPDATE_SCREENSHOT"):
+                    page.wait_for_timeout(1000)  # let the last thumbnails paint
+                    page.screenshot(path=str(tmp_path / "compare.png"), full_page=True)
+                    shutil.copy(tmp_path / "compare.png", ROOT / "docs" / "img" / "compare.png")
             finally:
                 browser.close()
         print(f"\npython app.py -> first Compare answer in the browser: {answered:.1f} s")
