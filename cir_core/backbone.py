@@ -25,6 +25,9 @@ from cir_core.spaces_compat import gpu
 from cir_core.text_tower import encode_tokens
 
 TINY_MODEL = "cir-tiny-vit"
+CONFIG_DIR = Path(__file__).resolve().parent / "model_configs"
+CONFIG_FILE, WEIGHTS_FILE = "open_clip_config.json", "open_clip_model.safetensors"
+ImageInput = Union[Image.Image, str, os.PathLike]
 # the project's own world-trained model configs: a backbone of these knows only the generated world
 WORLD_MODELS = ("cir-tiny-vit", "cir-tiny-rn")
 
@@ -32,9 +35,6 @@ WORLD_MODELS = ("cir-tiny-vit", "cir-tiny-rn")
 def is_world_backbone(backbone_id: str | None) -> bool:
     """Whether an id (`name@local:hash`, `name@random-seedN`) is one of the world's own models."""
     return (backbone_id or "").split("@")[0] in WORLD_MODELS
-CONFIG_DIR = Path(__file__).resolve().parent / "model_configs"
-CONFIG_FILE, WEIGHTS_FILE = "open_clip_config.json", "open_clip_model.safetensors"
-ImageInput = Union[Image.Image, str, os.PathLike]
 
 
 def register_project_configs() -> None:

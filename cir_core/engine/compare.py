@@ -96,10 +96,11 @@ class CompareMixin:
         if n is None or n <= ctx:
             return []
         long = [s for s in req.sentences if (self.backbone.token_count(s) or 0) > ctx]
-        per_sentence = (f" {len(long)} sentence(s) are themselves longer and are cut too." if long else
+        per_sentence = (f" {len(long)} of its sentences are longer than that on their own and are cut too." if long else
                         " Every sentence fits on its own: a per-sentence progression reads all of them.")
         return [f"The edit is {n} tokens and the text tower reads {ctx} (its context): methods that encode "
-                f"the whole text (its query, PACE's q₀, the sum baseline) see only its first {ctx - 2} "
+                f"the whole text at once (PACT, compose-only, DiCE, the sum baseline, PACE's q₀) see only its "
+                f"first {ctx - 2} "
                 f"tokens.{per_sentence}"]
 
     # -- validation --------------------------------------------------------------------------------
