@@ -79,7 +79,8 @@ def floor_parts(engine, img, text: str, n_queries: int, k: int) -> dict[str, flo
     qs = v + 0.01 * np.random.default_rng(0).standard_normal((n_queries, v.shape[1])).astype(np.float32)
     t = time.perf_counter()
     rank(qs, None, v, engine.embeddings, k, "cosine", exclude=None,
-         index=None if engine.index.kind == "flat" else engine.index, norms=engine.norms)
+         index=None if engine.index.kind == "flat" else engine.index, norms=engine.norms,
+         prefilter=engine.prefilter)
     out["scan"] = time.perf_counter() - t
     return out
 

@@ -1,15 +1,19 @@
 """Exact top-k over a gallery: the project's search against its peers, in the same process.
 
     python bench/bench_topk.py [--n 10000,100000,1000000] [--queries 1,7,16] [--d 512] [--k 50] [--repeats 9]
+    python bench/bench_topk.py --calibrate [--n 1000,2000,4096,8192,16384,100000] [--queries 1,16,64,128]
 
 For each (N, queries), on random unit vectors (ties have probability ~0, so every path must give
 the same ids):
-  - ours: `cir_core.scoring.rank(..., "cosine", norms=...)`, what the app and every benchmark run
-    (a BLAS product, then `cir_core.topk`: ties to the lower row, exact);
+  - ours: `cir_core.scoring.rank(..., "cosine", norms=..., prefilter=...)`, what the app runs
+    (the int8 filter where `cir_core.prefilter.use_filter` picks it, else the float32 product;
+    then `cir_core.topk`: ties to the lower row, exact); the gallery's norms and filter are built
+    once, outside the timing, as the app builds them once at load;
+  - float32: the same `rank` without the filter (the path the rule did not pick, or did);
   - full_sort: what the public ZS-CIR code does (`q @ G.T`, then a full argsort);
   - naive: the best naive (`q @ G.T`, `argpartition`, sort the k);
   - faiss: FAISS flat `IndexFlatIP.search` (blas threshold 20, as `cir_core.index` sets it).
-Ours and the two peers run interleaved and rotated, `--repeats` times each; FAISS runs in its
+Ours, float32 and the two peers run interleaved and rotated, `--repeats` times each; FAISS runs in its
 own loop after them. One JSON line per (N, queries): each path's median and min/max in ms and
 the ratios `full_sort / ours`, `naive / ours`, `faiss / ours` (> 1: ours is faster).
 """
@@ -22,10 +26,13 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
+os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")  # as cir_core sets it; numpy reads it on import
+import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a clone, no install needed
 from cir_core.index import Index  # noqa: E402  (sets OMP_WAIT_POLICY before faiss loads)
+from cir_core import prefilter  # noqa: E402
+from cir_core.prefilter import Int8Filter  # noqa: E402
 from cir_core.scoring import gallery_norms, rank  # noqa: E402
 
 
@@ -46,6 +53,15 @@ def naive(q: np.ndarray, g: np.ndarray, k: int) -> np.ndarray:
     return np.take_along_axis(part, np.argsort(-np.take_along_axis(s, part, 1), axis=1), 1)
 
 
+def same_up_to_rounding(q: np.ndarray, g: np.ndarray, a: np.ndarray, b: np.ndarray) -> bool:
+    """Where two paths' ids differ, are the rows' exact (float64) scores equal to within float32
+    rounding (1e-6), i.e. a near-tie that a BLAS product and a row-wise sum round differently?"""
+    q64 = q.astype(np.float64)
+    sa = np.einsum("bd,bkd->bk", q64, g[a].astype(np.float64))
+    sb = np.einsum("bd,bkd->bk", q64, g[b].astype(np.float64))
+    return bool(np.abs(sa - sb).max() <= 1e-6)
+
+
 def measure(paths: dict, repeats: int) -> dict[str, list[float]]:
     times: dict[str, list[float]] = {name: [] for name in paths}
     names = list(paths)
@@ -60,13 +76,16 @@ def measure(paths: dict, repeats: int) -> dict[str, list[float]]:
     return times
 
 
-def one(g: np.ndarray, index: Index, norms: np.ndarray, b: int, k: int, repeats: int, seed: int) -> dict:
+def one(g: np.ndarray, index: Index, norms: np.ndarray, pf: Int8Filter | None, b: int, k: int,
+        repeats: int, seed: int) -> dict:
     q = unit(np.random.default_rng(seed + b), b, g.shape[1])
-    paths = {"ours": lambda: rank(q, None, None, g, k, "cosine", norms=norms).ids,
+    paths = {"ours": lambda: rank(q, None, None, g, k, "cosine", norms=norms, prefilter=pf).ids,
+             "float32": lambda: rank(q, None, None, g, k, "cosine", norms=norms).ids,
              "full_sort": lambda: full_sort(q, g, k), "naive": lambda: naive(q, g, k)}
     faiss = {"faiss": lambda: index.search(q, k)[1]}
     ids = {name: fn() for name, fn in {**paths, **faiss}.items()}  # warm-up, and the answers to compare
     agree = all(np.array_equal(ids["ours"], v) for v in ids.values())
+    near = all(same_up_to_rounding(q, g, ids["ours"], v) for v in ids.values())
     # The peers the goals name run interleaved; FAISS, a reference only, in its own loop after
     # them: its OpenMP pool slows the BLAS call that follows it (ours by ~0.3 ms at 10k, measured)
     times = {**measure(paths, repeats), **measure(faiss, repeats)}
@@ -76,6 +95,30 @@ def one(g: np.ndarray, index: Index, norms: np.ndarray, b: int, k: int, repeats:
                    for n, t in times.items()},
             "vs_full_sort": round(med["full_sort"] / med["ours"], 2), "vs_naive": round(med["naive"] / med["ours"], 2),
             "vs_faiss": round(med["faiss"] / med["ours"], 2), "same_ids": agree,
+            "same_up_to_float32_rounding": near,
+            "path": "int8 filter" if pf is not None and prefilter.use_filter(len(g), b) else "float32",
+            "load_avg_1m": round(os.getloadavg()[0], 2), "date": time.strftime("%Y-%m-%d")}
+
+
+def calibrate(g: np.ndarray, norms: np.ndarray, pf: Int8Filter, b: int, k: int, repeats: int,
+              seed: int) -> dict:
+    """The filter against the float32 product for one (N, queries): the data for `use_filter`."""
+    q = unit(np.random.default_rng(seed + b), b, g.shape[1])
+    rule = prefilter.FILTER_RULE
+    prefilter.FILTER_RULE = ((0, 1 << 30),)  # force the filter
+    try:
+        paths = {"filter": lambda: rank(q, None, None, g, k, "cosine", norms=norms, prefilter=pf).ids,
+                 "float32": lambda: rank(q, None, None, g, k, "cosine", norms=norms).ids}
+        a, b_ = paths["filter"](), paths["float32"]()
+        agree, near = np.array_equal(a, b_), same_up_to_rounding(q, g, a, b_)
+        times = measure(paths, repeats)
+    finally:
+        prefilter.FILTER_RULE = rule
+    med = {n: float(np.median(t)) for n, t in times.items()}
+    return {"bench": "topk_rule", "n": len(g), "d": g.shape[1], "queries": b, "k": k, "repeats": repeats,
+            "ms": {n: round(m, 3) for n, m in med.items()}, "float32_over_filter": round(med["float32"] / med["filter"], 2),
+            "rule_picks": "filter" if prefilter.use_filter(len(g), b) else "float32",
+            "faster": min(med, key=med.get), "same_ids": agree, "same_up_to_float32_rounding": near,
             "load_avg_1m": round(os.getloadavg()[0], 2), "date": time.strftime("%Y-%m-%d")}
 
 
@@ -87,13 +130,22 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=50)
     ap.add_argument("--repeats", type=int, default=9)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--calibrate", action="store_true", help="time the filter against float32 for the rule")
     a = ap.parse_args()
     for n in (int(x) for x in a.n.split(",")):
         g = unit(np.random.default_rng(a.seed), n, a.d)
-        index, norms = Index.build(g, kind="flat"), gallery_norms(g)
+        norms = gallery_norms(g)
+        pf = Int8Filter.build(g, norms)
+        if a.calibrate:
+            if pf is None:
+                sys.exit("no int8 kernel on this machine: nothing to calibrate")
+            for b in (int(x) for x in a.queries.split(",")):
+                print(json.dumps(calibrate(g, norms, pf, b, a.k, a.repeats, a.seed)), flush=True)
+            continue
+        index = Index.build(g, kind="flat")
         for b in (int(x) for x in a.queries.split(",")):
-            print(json.dumps(one(g, index, norms, b, a.k, a.repeats, a.seed)), flush=True)
-        del g, index
+            print(json.dumps(one(g, index, norms, pf, b, a.k, a.repeats, a.seed)), flush=True)
+        del g, index, pf
 
 
 if __name__ == "__main__":

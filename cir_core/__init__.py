@@ -11,5 +11,9 @@ _os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 # cores (measured: FAISS search 26x slower, tiny-backbone training ~1.7x slower on 2 cores).
 # libgomp reads this once when torch/faiss load, so it is set here, before either is imported.
 _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# numpy's OpenBLAS threads spin ~2^28 cycles after each call, on the cores torch's pool needs
+# next (measured: the int8 filter's kernel 4.5 ms right after a numpy product, 2.9 ms with this).
+# 2^4 cycles: they sleep at once. Read when numpy loads, so it must be set before that too.
+_os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 
 __version__ = "0.1.0"

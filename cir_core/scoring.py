@@ -18,10 +18,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .errors import InputError
+from .prefilter import use_filter
 from .topk import topk
 
 if TYPE_CHECKING:
     from .index import Index
+    from .prefilter import Int8Filter
 
 DEFAULT_LAMBDA = 0.34
 # Used when `rank` gets an index but no shortlist size: cosine top-200 holds the Chord top-k in
@@ -228,6 +230,7 @@ def rank(
     shortlist: int | None = None,
     cols: np.ndarray | None = None,
     norms: np.ndarray | None = None,
+    prefilter: "Int8Filter | None" = None,
 ) -> Ranking:
     """Top-k gallery rows per query (ties to the lower row, `topk`).
 
@@ -238,6 +241,8 @@ def rank(
     (B,) holds each query's reference row to drop (-1: none). `k` is clipped to the rankable rows.
     `cols` (B, S) gallery rows (-1: padding) whose exact scores are returned too (exact path only).
     `norms`: the gallery's precomputed `gallery_norms` (a fixed gallery pays for them once).
+    `prefilter`: the gallery's `Int8Filter`; exact cosine search takes it where `use_filter`'s
+    calibrated rule says it is faster (same answer: it only narrows which rows are re-scored).
     """
     g = np.asarray(gallery, dtype=np.float32)
     if g.ndim != 2 or g.shape[0] == 0:
@@ -266,6 +271,11 @@ def rank(
     if index is None:
         if shortlist is not None:
             raise InputError("shortlist needs an index to draw it from")
+        if prefilter is not None and (prefilter.n, prefilter.dim) != g.shape:
+            raise InputError(f"prefilter ({prefilter.n} x {prefilter.dim}) was not built over "
+                             f"this gallery ({n} x {g.shape[1]})")
+        if prefilter is not None and scoring == "cosine" and cols is None and use_filter(n, b):
+            return _rank_filtered(qn, g, gn, k, exclude, prefilter)
         return _rank_exact(score, b, n, k, exclude, cols)
     if cols is not None:
         raise InputError("cols are scored on the exact path only (no index)")
@@ -285,6 +295,17 @@ def rank(
         top_s, top_j = topk(row, k)
         out.scores[i, : top_s.shape[1]], out.ids[i, : top_s.shape[1]] = top_s[0], ids[top_j[0]]
     return out
+
+
+def _rank_filtered(qn: np.ndarray, g: np.ndarray, gn: np.ndarray, k: int, exclude: np.ndarray,
+                   prefilter: "Int8Filter") -> Ranking:
+    """Exact cosine top-k over each query's filter candidates (ascending rows, so the top-k's
+    ties still go to the lower row; the padding scores -inf and never ranks)."""
+    rows, sc = prefilter.search(qn, g, gn, k, exclude)
+    ex = np.where(exclude[:, None] >= 0, rows == exclude[:, None], False)
+    col = np.where(ex.any(1), ex.argmax(1), -1)
+    top_s, top_j = topk(sc, k, col, check=False)
+    return Ranking(top_s, np.take_along_axis(rows, top_j, 1))
 
 
 def _rank_exact(score: Any, b: int, n: int, k: int, exclude: np.ndarray,

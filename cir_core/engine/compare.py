@@ -237,7 +237,8 @@ class CompareMixin:
         t = time.perf_counter()
         got = rank(np.concatenate([j.queries for j in req.jobs]), q_empty, req.v_r, self.embeddings,
                    req.k, req.opts.scoring, lams, req.opts.variant, exclude=exclude,
-                   index=None if self.index.kind == "flat" else self.index, norms=self.norms)
+                   index=None if self.index.kind == "flat" else self.index, norms=self.norms,
+                   prefilter=self.prefilter)
         share = (time.perf_counter() - t) * 1000 / len(req.jobs)
         ref_char, row = req.reference.character, 0
         for job, n in zip(req.jobs, sizes):

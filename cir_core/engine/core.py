@@ -15,6 +15,7 @@ from ..errors import CheckpointError, CIRError, GalleryError
 from ..gallery import EmbeddingCache, Gallery, GalleryItem
 from ..index import Index
 from ..methods import get_method_class, list_methods, method_label, split_baseline
+from ..prefilter import filter_for
 from ..scoring import gallery_norms
 from ..settings import DEFAULT_BACKBONE, DEFAULT_BACKBONE_DIR, DEFAULT_CHECKPOINTS, EngineConfig
 from ..index.prebuilt import is_prebuilt, open_prebuilt
@@ -118,6 +119,7 @@ class Engine(GalleryMixin, CompareMixin):
                                f"embeddings {emb.shape} of gallery {gallery.name!r}")
         self.index = index if index is not None else Index.build(emb, index_kind)
         self.norms = gallery_norms(emb)  # once: every request's exact scoring reuses them
+        self.prefilter = filter_for(emb, self.norms)  # the int8 filter, for galleries of 16k+ rows
         self.checkpoints = checkpoints or CheckpointSource(None, DEFAULT_CHECKPOINTS)
         names = list(methods) if methods is not None else EngineConfig().method_names()
         columns, self.baseline = split_baseline(names)
