@@ -83,9 +83,10 @@ class Int8Filter:
             raise InputError("gallery contains NaN or inf")
         gn = np.maximum(np.linalg.norm(g, axis=1), 1e-12) if norms is None else np.asarray(norms, np.float32)
         codes, scales, r = _quantise_rows(g, gn)
-        pad = -len(codes) % BLOCK  # zero rows to a whole block: the kernel's output reshapes as is
-        packed = _pack(np.concatenate([codes, np.zeros((pad, codes.shape[1]), np.int8)]),
-                       np.concatenate([scales, np.ones(pad, np.float32)]))
+        order = _order(len(codes))  # zero rows pad the last block (past the end of `codes`)
+        codes = np.concatenate([codes, np.zeros((len(order) - len(codes), codes.shape[1]), np.int8)])
+        scales = np.concatenate([scales, np.ones(len(order) - len(scales), np.float32)])
+        packed = _pack(codes[order], scales[order])
         if packed is None:
             return None
         f = cls(int(g.shape[0]), int(g.shape[1]), packed, np.nextafter(r.astype(np.float32), np.float32(1)))
@@ -95,7 +96,7 @@ class Int8Filter:
         """(filter scores (B, N), bounds (B, N)) for unit query rows `q`: each row's exact cosine
         lies within its bound of its filter score (what `search` relies on; for tests)."""
         s, e_q = self._scores(q)
-        s = s.reshape(len(s), -1)[:, :self.n]
+        s = s.transpose(0, 2, 1).reshape(len(s), -1)[:, :self.n]  # back to row order
         return s, self.r[None, :] * (1 + e_q[:, None]) + (e_q + _SLACK)[:, None]
 
     def search(self, q: np.ndarray, g: np.ndarray, gn: np.ndarray, k: int,
@@ -116,7 +117,7 @@ class Int8Filter:
         loose = t - slack - self.r_max * (1 + e_q)  # no row below this can reach t
         qb, blk = np.nonzero(best >= loose[:, None])  # the blocks that may hold one
         rows = (blk * BLOCK)[:, None] + np.arange(BLOCK)
-        sv = s[qb, blk]
+        sv = s[qb, :, blk]  # (P, BLOCK)
         keep = sv >= loose[qb, None]
         qb, rows, sv = np.broadcast_to(qb[:, None], rows.shape)[keep], rows[keep], sv[keep]
         keep = sv + self.r[rows] * (1 + e_q[qb]) + slack[qb] >= t[qb]  # the per-row bound
@@ -124,15 +125,17 @@ class Int8Filter:
         return _pad(qb, rows, _exact(g, gn, q, qb, rows), len(s))
 
     def _scores(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(filter scores (B, nb, BLOCK), -inf past the last row; the queries' residual norms)."""
+        """(filter scores (B, BLOCK, nb): [b, i, j] is row j * BLOCK + i, -inf past the last row;
+        the queries' residual norms)."""
         q = np.asarray(q, dtype=np.float32)
         if q.ndim != 2 or q.shape[1] != self.dim:
             raise InputError(f"queries must have shape (B, {self.dim}), got {q.shape}")
         u, zp, scale = _query_grid(q)
         e_q = np.linalg.norm(q.astype(np.float64) - (u - zp) * scale, axis=1).astype(np.float32)
-        s = _kernel(u, scale, zp, self.packed)  # (B, nb * BLOCK): zero rows pad the last block
-        s[:, self.n:] = -np.inf
-        return s.reshape(len(q), -1, BLOCK), e_q
+        s = _kernel(u, scale, zp, self.packed)  # (B, BLOCK * nb), in `_order`
+        s = s.reshape(len(q), BLOCK, -1)
+        s[:, self.n - (s.shape[2] - 1) * BLOCK:, -1] = -np.inf  # the zero rows of the last block
+        return s, e_q
 
     def _floor(self, s: np.ndarray, best: np.ndarray, q: np.ndarray, g: np.ndarray,
                gn: np.ndarray, k: int, exclude: np.ndarray) -> np.ndarray:
@@ -142,10 +145,11 @@ class Int8Filter:
         m = min(int(k) + 1, self.n)
         if m <= nb:
             top = np.argpartition(best, nb - m, axis=1)[:, nb - m:]
-            first = top * BLOCK + np.take_along_axis(s, top[:, :, None], 1).argmax(axis=2)
+            first = top * BLOCK + s[np.arange(b)[:, None], :, top].argmax(axis=2)
         else:  # fewer blocks than k+1: the k+1 best rows
             flat = s.reshape(b, -1)
-            first = np.argpartition(flat, flat.shape[1] - m, axis=1)[:, flat.shape[1] - m:]
+            pos = np.argpartition(flat, flat.shape[1] - m, axis=1)[:, flat.shape[1] - m:]
+            first = (pos % nb) * BLOCK + pos // nb
         exact = _exact(g, gn, q, np.repeat(np.arange(b), m), first.reshape(-1)).reshape(b, m)
         exact[first == exclude] = -np.inf
         kk = min(int(k), m)
@@ -158,7 +162,7 @@ class Int8Filter:
         q /= np.linalg.norm(q, axis=1, keepdims=True)
         u, zp, scale = _query_grid(q)
         want = ((u - zp) @ codes[rows].T.astype(np.float64)) * scale * scales[rows]
-        got = _kernel(u, scale, zp, self.packed)[:, rows]
+        got = _kernel(u, scale, zp, self.packed)[:, (rows % BLOCK) * (len(_order(self.n)) // BLOCK) + rows // BLOCK]
         ok = bool(np.abs(got - want).max() <= _SLACK / 10)
         if not ok:
             log.warning("int8 kernel does not reproduce the integer model; exact search stays float32")
@@ -190,16 +194,24 @@ def _exact(g: np.ndarray, gn: np.ndarray, q: np.ndarray, qi: np.ndarray, rows: n
     return np.einsum("ij,ij->i", g[rows], q[qi]) / gn[rows]
 
 
-def _block_max(s: np.ndarray) -> np.ndarray:
-    """(B, nb) max of each block. torch's: numpy's reduction over a short last axis is ~15x
-    slower (3.4 ms against 0.23 for 16 x 100k scores, measured)."""
-    import torch
+def _order(n: int) -> np.ndarray:
+    """The packed order of the rows (padded to whole blocks): position i * nb + j holds row
+    j * BLOCK + i, so the kernel's output reshapes to (B, BLOCK, nb) and a block's max is an
+    elementwise max over BLOCK contiguous slices (numpy's reduction over a short last axis is
+    ~15x slower: 3.4 ms for 16 x 100k scores, measured)."""
+    nb = -(-n // BLOCK)
+    return (np.arange(BLOCK)[:, None] + BLOCK * np.arange(nb)[None, :]).reshape(-1)
 
-    return torch.from_numpy(s).amax(dim=2).numpy()
+
+def _block_max(s: np.ndarray) -> np.ndarray:
+    """(B, nb) max of each block of (B, BLOCK, nb) scores."""
+    return s.max(axis=1)
 
 
 def _pad(qb: np.ndarray, rows: np.ndarray, sc: np.ndarray, b: int) -> tuple[np.ndarray, np.ndarray]:
     """Pairs (query, row, score), grouped by query, as (B, C) arrays padded with -1 / -inf."""
+    if b == 1:
+        return rows[None, :], sc[None, :].astype(np.float32, copy=False)
     counts = np.bincount(qb, minlength=b)
     col = np.arange(len(qb)) - np.repeat(np.cumsum(counts) - counts, counts)
     out_r = np.full((b, int(counts.max())), -1, np.int64)

@@ -4,9 +4,9 @@ Exact and deterministic: the result equals a full stable sort of each row by des
 i.e. ties go to the lower gallery row, also across the k-th place, so a hand-made score matrix
 has one right answer and two code paths that score alike rank alike.
 
-Fast: one `argpartition` per row for the best k+2 (the input is never negated or copied), a sort
+Fast: one `argpartition` per row for the best k+1 (the input is never negated or copied), a sort
 of those few, and a proof that no tie crosses the cut — the (k+1)-th best is strictly below the
-k-th (one extra slot also absorbs an excluded row). Only a row where that proof fails (a tie at
+k-th (one more slot absorbs an excluded row when there is one). Only a row where that proof fails (a tie at
 the cut) pays for the slower exact selection.
 """
 from __future__ import annotations
@@ -37,23 +37,41 @@ def topk(scores: np.ndarray, k: int, exclude: np.ndarray | None = None,
         raise InputError("nothing to rank once the reference is excluded")
     if k + 2 >= n:
         return _exact(s, k, ex)
-    m = k + 2
-    part = np.argpartition(s, n - m, axis=1)[:, n - m:]  # the best m, unordered
-    vals = np.take_along_axis(s, part, 1)
-    if np.isnan(vals).any():  # NaN sorts above everything, so a NaN anywhere lands here
-        raise InputError("scores contain NaN")
-    order = np.lexsort((part, -vals), axis=1)  # by score descending, then by row
-    part, vals = np.take_along_axis(part, order, 1), np.take_along_axis(vals, order, 1)
-    keep = part != ex[:, None]
-    keep[keep.all(1), -1] = False  # no excluded row among them: drop the worst, keep m - 1
-    part, vals = part[keep].reshape(q, m - 1), vals[keep].reshape(q, m - 1)
+    excluding = bool((ex >= 0).any())
+    m = k + 1 + excluding  # one slot proves the cut, one absorbs an excluded row
+    part, vals = _best(s, m)
+    if excluding:
+        keep = part != ex[:, None]
+        keep[keep.all(1), -1] = False  # no excluded row among them: drop the worst, keep m - 1
+        part, vals = part[keep].reshape(q, m - 1), vals[keep].reshape(q, m - 1)
     out_s, out_i = vals[:, :k], part[:, :k]
     tied = vals[:, k] >= vals[:, k - 1]  # the next best equals the k-th: a tie may cross the cut
     if tied.any():
         rows = np.nonzero(tied)[0]
         out_s, out_i = out_s.copy(), out_i.copy()
         out_s[rows], out_i[rows] = _exact(s[rows], k, ex[rows])
-    return out_s, out_i.astype(np.int64)
+    return out_s, out_i.astype(np.int64, copy=False)
+
+
+def _best(s: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
+    """The best m of each row, (rows, scores) by score descending, then by row."""
+    n = s.shape[1]
+    if len(s) == 1:  # one query (an interactive request): 1-D indexing, ~40 us less
+        part = np.argpartition(s[0], n - m)[n - m:]
+        part.sort()  # ascending rows, so the stable sort below puts tied rows lower first
+        vals = s[0, part]
+        if np.isnan(vals).any():  # NaN sorts above everything, so a NaN anywhere lands here
+            raise InputError("scores contain NaN")
+        order = np.argsort(-vals, kind="stable")
+        return part[order][None], vals[order][None]
+    part = np.argpartition(s, n - m, axis=1)[:, n - m:]
+    r = np.arange(len(s))[:, None]
+    part.sort(axis=1)
+    vals = s[r, part]
+    if np.isnan(vals).any():
+        raise InputError("scores contain NaN")
+    order = np.argsort(-vals, axis=1, kind="stable")  # by score descending, then by row
+    return part[r, order], vals[r, order]
 
 
 def _exact(s: np.ndarray, k: int, ex: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
