@@ -5,7 +5,8 @@ same run, each at its best batching:
   - the reference's image encode (an upload; a gallery item costs nothing and is not timed);
   - one frozen text-tower forward over every distinct text the frozen-tower methods need (the
     edit, the empty edit, each sentence);
-  - one forward of each LoRA text tower (PACT, compose-only) over its two prompts (q and q_∅);
+  - one forward of each LoRA text tower (PACT, compose-only) for q (under cosine, the request's
+    scoring, q_∅ is not needed; an uploaded reference has no cached one);
   - one scan of the gallery for all of the request's queries (one product + top-k; exact for a
     flat index, the approximate index's search otherwise).
 Beside it, `heads`: the other trained methods' own networks on memoised text embeddings (DiCE's
@@ -67,8 +68,8 @@ def floor_parts(engine, img, text: str, n_queries: int, k: int) -> dict[str, flo
     t = time.perf_counter()
     for name in engine.default_methods():
         method = engine.method(name)
-        if getattr(method, "composer", None) is not None:  # a LoRA tower: q and q_∅ in one forward
-            method.compose_pair(v, text)
+        if getattr(method, "composer", None) is not None:  # a LoRA tower: q (cosine needs no q_∅)
+            method.compose(v, [text])
     out["lora_text"] = time.perf_counter() - t
     t = time.perf_counter()
     for name in engine.default_methods():  # the other trained methods' own networks, texts memoised

@@ -244,7 +244,9 @@ def test_q_empty_is_computed_once_per_reference(engine):
     try:
         ref = engine.reference_from_row(11)
         engine.compare(ref, "Add a star.", k=2, methods=["pact"], progression=False)
-        engine.compare(ref, "Remove the star.", k=2, methods=["pact"], progression=False)
+        assert calls == []  # cosine does not read q_∅, so it is not computed
+        engine.compare(ref, "Add a star.", k=2, scoring="chord", methods=["pact"], progression=False)
+        engine.compare(ref, "Remove the star.", k=2, scoring="chord", methods=["pact"], progression=False)
     finally:
         del m.compose_empty
     assert len(calls) == 1

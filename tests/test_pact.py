@@ -47,6 +47,30 @@ def test_pseudo_token_equivalence(tiny_backbone):
     np.testing.assert_allclose(q, want, atol=1e-5)
 
 
+def test_inference_runs_a_merged_tower_equal_to_the_parametrized_one(tiny_backbone):
+    c = PACTComposer(tiny_backbone, PACTConfig(**SMALL)).eval()
+    with torch.no_grad():
+        for d in c.lora:
+            d.B.normal_()  # a trained-looking delta, not the zero init
+    ref, toks = torch.from_numpy(_refs(tiny_backbone, len(EDITS))), c.tokenize(EDITS)
+    live = c(ref, toks).detach()  # grad mode on: the parametrized tower, W + B A s each forward
+    with torch.no_grad():
+        merged = c(ref, toks)
+        tower = c.merged_tower()
+        assert c(ref, toks).shape == merged.shape and c.merged_tower() is tower  # kept
+    np.testing.assert_allclose(merged.numpy(), live.numpy(), atol=1e-5)
+    assert not any(".parametrizations." in n for n, _ in tower.transformer.named_parameters())
+    assert set(c.state_dict()) == set(_state(c))  # no state-dict entry for the merged copy
+    with torch.no_grad():
+        c.lora[0].B.add_(0.5)  # an optimizer step is an in-place update like this
+        changed = c(ref, toks)
+    assert c.merged_tower() is not tower
+    np.testing.assert_allclose(changed.numpy(), c(ref, toks).detach().numpy(), rtol=1e-4, atol=1e-4)
+    assert not np.allclose(changed.numpy(), merged.numpy())
+    c.load_state_dict({k: torch.zeros_like(v) for k, v in c.state_dict().items()}, strict=False)
+    assert c.merged_tower() is not tower
+
+
 def placeholder_id_of(backbone, word):
     ids = [int(t) for t in backbone.tokenizer([word])[0] if int(t) != 0]
     assert len(ids) == 3, ids

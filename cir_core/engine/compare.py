@@ -42,7 +42,7 @@ class Job:
 
     owner: MethodResult | Progression
     queries: np.ndarray  # (n, D)
-    q_empty: np.ndarray  # (1, D)
+    q_empty: np.ndarray | None  # (1, D); None under cosine, which does not read it
     lam: float | None  # the Chord λ (None: cosine)
 
 
@@ -166,20 +166,23 @@ class CompareMixin:
             req.jobs.append(Job(res, q, q0, res.lam))
         return results
 
-    def _queries(self, name: str, m: Method, req: Request) -> tuple[np.ndarray, np.ndarray]:
-        """(q, q_∅) with as few forwards as the method allows: q_∅ from the cache when this
-        reference was seen, else with q in one pass (`compose_pair`); the progression's method
-        gives its steps with q (`compose_with_steps`: PACE's q is its last state)."""
-        q0 = self._cached_q_empty(name, req.reference)
+    def _queries(self, name: str, m: Method, req: Request) -> tuple[np.ndarray, np.ndarray | None]:
+        """(q, q_∅) with as few forwards as the method allows. q_∅ only under Chord (cosine does
+        not read it): from the cache when this reference was seen, else with q in one pass
+        (`compose_pair`). The progression's method gives its steps with q (`compose_with_steps`:
+        PACE's q is its last state)."""
+        chord = req.opts.scoring == "chord"
+        q0 = self._cached_q_empty(name, req.reference) if chord else None
         if req.progression is not None and req.progression[0] == name:
             q, req.steps = m.compose_with_steps(req.v_r, req.text, req.sentences[:MAX_STEPS])
-        elif q0 is None:
+        elif chord and q0 is None:
             q, q0 = m.compose_pair(req.v_r, req.text)
         else:
             q = m.compose(req.v_r, [req.text])
-        if q0 is None:
+        if chord and q0 is None:
             q0 = m.compose_empty(req.v_r)
-        self._remember_q_empty(name, req.reference, q0)
+        if q0 is not None:
+            self._remember_q_empty(name, req.reference, q0)
         return q, q0
 
     def _compose_progression(self, req: Request) -> Progression | None:
@@ -193,8 +196,10 @@ class CompareMixin:
                           progression_note(name, native, why, len(req.sentences)), [], len(req.sentences))
         try:
             steps = req.steps if req.steps is not None else m.progression(req.v_r[0], req.sentences[:MAX_STEPS])
-            q0 = self._cached_q_empty(name, req.reference)
-            q0 = q0 if q0 is not None else m.compose_empty(req.v_r)
+            q0 = None
+            if req.opts.scoring == "chord":  # cosine does not read q_∅
+                q0 = self._cached_q_empty(name, req.reference)
+                q0 = q0 if q0 is not None else m.compose_empty(req.v_r)
             req.jobs.append(Job(out, np.stack([np.asarray(x, np.float32) for x in steps]), q0,
                                 req.opts.lam_for(m)))
         except CIRError as exc:
@@ -231,7 +236,8 @@ class CompareMixin:
         if not req.jobs:
             return
         sizes = [len(j.queries) for j in req.jobs]
-        q_empty = np.concatenate([np.repeat(j.q_empty, n, 0) for j, n in zip(req.jobs, sizes)])
+        q_empty = None if req.opts.scoring != "chord" else \
+            np.concatenate([np.repeat(j.q_empty, n, 0) for j, n in zip(req.jobs, sizes)])
         lams = np.repeat([j.lam or 0.0 for j in req.jobs], sizes)  # unused under cosine
         exclude = np.full(sum(sizes), -1 if req.reference.row is None else req.reference.row)
         t = time.perf_counter()
