@@ -60,7 +60,12 @@ class PACENet(nn.Module):
         at step k are computed (a batch of short edits with one long one costs one long row)."""
         q = self.start(v_r, t)
         states = [q]
+        every = int(n.min()) if len(n) else 0  # steps every row takes: no row selection needed
         for k in range(sents.shape[1]):
+            if k < every:
+                q = self.step(q, sents[:, k])
+                states.append(q)
+                continue
             rows = (n > k).nonzero().squeeze(1)
             if len(rows) == 0:
                 states += [q] * (sents.shape[1] - k)
