@@ -291,3 +291,22 @@ def test_an_edit_longer_than_the_text_context_is_never_cut_silently(engine):
     assert "Every sentence fits" in res.notes[0]
     from ui.results import status_line
     assert "⚠" in status_line(res) and "text tower reads" in status_line(res)
+
+
+def test_the_int8_filter_is_built_for_large_exact_galleries_only():
+    from _cir_fakes import backbone
+    from cir_core.engine import Engine
+
+    bb = backbone()
+    g = np.random.default_rng(0).standard_normal((20_000, bb.dim)).astype(np.float32)
+    g /= np.linalg.norm(g, axis=1, keepdims=True)
+    with fake_trained_methods():
+        big = Engine.from_embeddings(bb, g, index_kind="flat")
+        assert big.prefilter is not None and big.prefilter.n == len(g)
+        res = big.compare(big.reference_from_row(7), "Add a star.", k=5, methods=["sum"], progression=False)
+        from cir_core.scoring import rank
+        q = big.method("sum").compose(g[7:8], ["Add a star."])
+        want = rank(q, None, None, g, 5, "cosine", exclude=np.array([7]))
+        assert [h.row for h in res.methods[0].hits] == want.ids[0].tolist()
+        assert Engine.from_embeddings(bb, g[:2000]).prefilter is None  # the rule would never take it
+        assert Engine.from_embeddings(bb, g, index_kind="hnsw").prefilter is None

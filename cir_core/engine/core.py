@@ -119,7 +119,8 @@ class Engine(GalleryMixin, CompareMixin):
                                f"embeddings {emb.shape} of gallery {gallery.name!r}")
         self.index = index if index is not None else Index.build(emb, index_kind)
         self.norms = gallery_norms(emb)  # once: every request's exact scoring reuses them
-        self.prefilter = filter_for(emb, self.norms)  # the int8 filter, for galleries of 16k+ rows
+        # the int8 filter, for exact search over 16k+ rows (an approximate index does its own)
+        self.prefilter = filter_for(emb, self.norms) if self.index.kind == "flat" else None
         self.checkpoints = checkpoints or CheckpointSource(None, DEFAULT_CHECKPOINTS)
         names = list(methods) if methods is not None else EngineConfig().method_names()
         columns, self.baseline = split_baseline(names)
