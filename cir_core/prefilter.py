@@ -9,12 +9,14 @@ than the naive peer. The filter reads int8 codes instead and keeps the search ex
 - a unit query q is quantised on a grid of our choosing (q̂ = scale (u - zp), u in 0..127, the
   whole batch on one grid) with its residual norm e_q = ||q - q̂||; fbgemm then computes q̂ · ĝ_j
   with exact int32 accumulation (`linear_with_input_q_dq_qweight_dq_output_fp32`);
-- Cauchy-Schwarz: |q · ĝ'_j - q̂ · ĝ_j| <= r_j + e_q (1 + r_j) =: eps (plus float slack), so every
-  row whose exact cosine can reach the k-th best lies within 2 eps of the filter's k-th best.
+- Cauchy-Schwarz: |q · g_j/||g_j|| - q̂ · ĝ_j| <= r_j + e_q (1 + r_j) =: eps_j (plus float
+  slack), a bound on every row's distance from its filter score.
 
-`candidates` returns those rows (a few hundred of 100k on random unit vectors); `scoring.rank`
-re-scores them exactly in float32 and runs the one top-k over them, ties to the lower row as
-everywhere. The filter only ever widens the candidate set; it never decides an order.
+`Int8Filter.search` scores exactly the best row of each of the k+1 best blocks of BLOCK rows; the
+k-th best of those exact scores is a floor t under the true k-th best, and every row whose upper
+bound (filter score + eps_j) reaches t is scored exactly too (a few hundred of 100k on random unit
+vectors). `scoring.rank` runs the one top-k over them, ties to the lower row as everywhere. The
+filter only chooses which rows are scored exactly; it never decides an order.
 
 Where the int8 kernel is missing (another torch, another CPU), or the kernel does not reproduce
 the integer arithmetic on a probe at build time, `Int8Filter.build` returns None and the search
