@@ -134,10 +134,13 @@ def cosine_scores(q: np.ndarray, gallery: np.ndarray, norms: np.ndarray | None =
     return _cosine(_rows(q, "query", g.shape[1]), g, gn)
 
 
-def _cosine(q: np.ndarray, g: np.ndarray, gn: np.ndarray) -> np.ndarray:
-    """`cosine_scores`' arithmetic on checked inputs: float32 rows, the gallery and its norms."""
+def _cosine(q: np.ndarray, g: np.ndarray, gn: np.ndarray, batch: int | None = None) -> np.ndarray:
+    """`cosine_scores`' arithmetic on checked inputs: float32 rows, the gallery and its norms.
+    `batch`: the whole request's query count when `q` is one block of it (the product's BLAS is
+    chosen by the request, so an evaluation's last short block scores like the others)."""
     q = _normalise(q)
-    scores = _product(q, g) if 1 < len(q) <= _MKL_MAX_QUERIES else q @ g.T
+    b = len(q) if batch is None else batch
+    scores = _product(q, g) if 1 < len(q) and b <= _MKL_MAX_QUERIES else q @ g.T
     scores /= gn[None, :]  # in place: no second (B, N) array
     return scores
 
@@ -280,7 +283,7 @@ def rank(
     def score(rows: np.ndarray | None, qi: slice) -> np.ndarray:
         sub, sub_n = (g, gn) if rows is None else (g[rows], gn[rows])
         if scoring == "cosine":  # without re-checking what rank checked
-            return _cosine(qn[qi], sub, sub_n)
+            return _cosine(qn[qi], sub, sub_n, b)
         return score_matrix(qn[qi], _pick(q_empty, qi, b), _pick(v_ref, qi, b), sub, scoring,
                             lams[qi], variant, sub_n)
 

@@ -156,3 +156,20 @@ def test_rank_returns_the_scores_of_chosen_columns(world):
     full = chord_scores(q, qe, vr, g, lam=0.3)
     want = np.where(cols >= 0, np.take_along_axis(full, np.maximum(cols, 0), 1), -np.inf)
     np.testing.assert_allclose(got.at_cols, want, atol=1e-6)
+
+
+def test_large_batches_keep_numpys_product_in_every_block(monkeypatch):
+    """An evaluation's blocks, its last short one included, score with numpy's BLAS as the
+    published tables did; only a request of 2-64 queries takes torch's (`_product`)."""
+    import cir_core.scoring as scoring
+
+    rng = np.random.default_rng(0)
+    g = rng.standard_normal((500, 16)).astype(np.float32)
+    monkeypatch.setattr(scoring, "_BLOCK_ENTRIES", 70 * 500)  # blocks of 70 queries: the last has 60
+    calls = []
+    real = scoring._product
+    monkeypatch.setattr(scoring, "_product", lambda q, gg: calls.append(len(q)) or real(q, gg))
+    scoring.rank(rng.standard_normal((200, 16)), None, None, g, 5)
+    assert calls == []
+    scoring.rank(rng.standard_normal((7, 16)), None, None, g, 5)
+    assert calls == [7]
