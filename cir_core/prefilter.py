@@ -57,7 +57,7 @@ def use_filter(n: int, b: int) -> bool:
 def filter_for(gallery: np.ndarray, norms: np.ndarray | None = None) -> "Int8Filter | None":
     """The filter for a fixed gallery large enough for the rule ever to pick it, else None (a
     smaller one would never be used, and building costs ~4 s per 100k x 512 rows)."""
-    if not any(len(gallery) >= rows for rows, _ in FILTER_RULE):
+    if not use_filter(len(gallery), 1):  # one query is the rule's easiest case
         return None
     return Int8Filter.build(gallery, norms)
 
@@ -99,7 +99,7 @@ class Int8Filter:
         lies within its bound of its filter score (what `search` relies on; for tests)."""
         s, e_q = self._scores(q)
         s = s.transpose(0, 2, 1).reshape(len(s), -1)[:, :self.n]  # back to row order
-        return s, self.r[None, :] * (1 + e_q[:, None]) + (e_q + _SLACK)[:, None]
+        return s, _eps(self.r[None, :], e_q[:, None])
 
     def search(self, q: np.ndarray, g: np.ndarray, gn: np.ndarray, k: int,
                exclude: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -113,16 +113,15 @@ class Int8Filter:
         upper bound (filter score + eps_j) reaches t, scored exactly with the same arithmetic
         for every row, so rows that tie exactly still tie."""
         s, e_q = self._scores(q)
-        best = _block_max(s)  # (B, nb)
+        best = s.max(axis=1)  # (B, nb): contiguous slices, see `_order`
         t = self._floor(s, best, q, g, gn, k, np.asarray(exclude).reshape(-1, 1))
-        slack = e_q + _SLACK
-        loose = t - slack - self.r_max * (1 + e_q)  # no row below this can reach t
+        loose = t - _eps(self.r_max, e_q)  # no row below this can reach t
         qb, blk = np.nonzero(best >= loose[:, None])  # the blocks that may hold one
         rows = (blk * BLOCK)[:, None] + np.arange(BLOCK)
         sv = s[qb, :, blk]  # (P, BLOCK)
         keep = sv >= loose[qb, None]
         qb, rows, sv = np.broadcast_to(qb[:, None], rows.shape)[keep], rows[keep], sv[keep]
-        keep = sv + self.r[rows] * (1 + e_q[qb]) + slack[qb] >= t[qb]  # the per-row bound
+        keep = sv + _eps(self.r[rows], e_q[qb]) >= t[qb]  # the per-row bound
         qb, rows = qb[keep], rows[keep]  # by query, then ascending rows
         return _pad(qb, rows, _exact(g, gn, q, qb, rows), len(s))
 
@@ -133,9 +132,9 @@ class Int8Filter:
         if q.ndim != 2 or q.shape[1] != self.dim:
             raise InputError(f"queries must have shape (B, {self.dim}), got {q.shape}")
         u, zp, scale = _query_grid(q)
-        e_q = np.linalg.norm(q.astype(np.float64) - (u - zp) * scale, axis=1).astype(np.float32)
-        s = _kernel(u, scale, zp, self.packed)  # (B, BLOCK * nb), in `_order`
-        s = s.reshape(len(q), BLOCK, -1)
+        grid = (u - zp) * scale  # the query the kernel computes with
+        e_q = np.linalg.norm(q.astype(np.float64) - grid, axis=1).astype(np.float32)
+        s = _kernel(grid, scale, zp, self.packed).reshape(len(q), BLOCK, -1)  # in `_order`
         s[:, self.n - (s.shape[2] - 1) * BLOCK:, -1] = -np.inf  # the zero rows of the last block
         return s, e_q
 
@@ -164,7 +163,7 @@ class Int8Filter:
         q /= np.linalg.norm(q, axis=1, keepdims=True)
         u, zp, scale = _query_grid(q)
         want = ((u - zp) @ codes[rows].T.astype(np.float64)) * scale * scales[rows]
-        got = _kernel(u, scale, zp, self.packed)[:, (rows % BLOCK) * (len(_order(self.n)) // BLOCK) + rows // BLOCK]
+        got = _kernel((u - zp) * scale, scale, zp, self.packed).reshape(2, BLOCK, -1)[:, rows % BLOCK, rows // BLOCK]
         ok = bool(np.abs(got - want).max() <= _SLACK / 10)
         if not ok:
             log.warning("int8 kernel does not reproduce the integer model; exact search stays float32")
@@ -205,11 +204,6 @@ def _order(n: int) -> np.ndarray:
     return (np.arange(BLOCK)[:, None] + BLOCK * np.arange(nb)[None, :]).reshape(-1)
 
 
-def _block_max(s: np.ndarray) -> np.ndarray:
-    """(B, nb) max of each block of (B, BLOCK, nb) scores."""
-    return s.max(axis=1)
-
-
 def _pad(qb: np.ndarray, rows: np.ndarray, sc: np.ndarray, b: int) -> tuple[np.ndarray, np.ndarray]:
     """Pairs (query, row, score), grouped by query, as (B, C) arrays padded with -1 / -inf."""
     if b == 1:
@@ -220,6 +214,12 @@ def _pad(qb: np.ndarray, rows: np.ndarray, sc: np.ndarray, b: int) -> tuple[np.n
     out_s = np.full(out_r.shape, -np.inf, np.float32)
     out_r[qb, col], out_s[qb, col] = rows, sc
     return out_r, out_s
+
+
+def _eps(r: Any, e_q: Any) -> Any:
+    """The bound on |exact cosine - filter score| for rows of residual norm r and queries of
+    residual norm e_q (broadcast): Cauchy-Schwarz, with ||ĝ_j|| <= 1 + r_j, plus float slack."""
+    return r * (1 + e_q) + e_q + _SLACK
 
 
 def _query_grid(q: np.ndarray) -> tuple[np.ndarray, int, float]:
@@ -247,13 +247,12 @@ def _pack(codes: np.ndarray, scales: np.ndarray) -> Any:
         return None
 
 
-def _kernel(u: np.ndarray, scale: float, zp: int, packed: Any) -> np.ndarray:
+def _kernel(grid: np.ndarray, scale: float, zp: int, packed: Any) -> np.ndarray:
     """(B, N) float32: fbgemm's int8 product of the grid query with the codes, scaled back. It is
     given the grid points themselves, so its own quantisation of them is lossless."""
     import torch
 
-    on_grid = ((u - zp) * scale).astype(np.float32)
     with torch.no_grad():
         out = torch.ops.quantized.linear_with_input_q_dq_qweight_dq_output_fp32(
-            torch.from_numpy(on_grid), float(scale), int(zp), packed)
+            torch.from_numpy(grid.astype(np.float32)), float(scale), int(zp), packed)
     return out.numpy()

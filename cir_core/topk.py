@@ -56,19 +56,11 @@ def topk(scores: np.ndarray, k: int, exclude: np.ndarray | None = None,
 def _best(s: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
     """The best m of each row, (rows, scores) by score descending, then by row."""
     n = s.shape[1]
-    if len(s) == 1:  # one query (an interactive request): 1-D indexing, ~40 us less
-        part = np.argpartition(s[0], n - m)[n - m:]
-        part.sort()  # ascending rows, so the stable sort below puts tied rows lower first
-        vals = s[0, part]
-        if np.isnan(vals).any():  # NaN sorts above everything, so a NaN anywhere lands here
-            raise InputError("scores contain NaN")
-        order = np.argsort(-vals, kind="stable")
-        return part[order][None], vals[order][None]
     part = np.argpartition(s, n - m, axis=1)[:, n - m:]
     r = np.arange(len(s))[:, None]
-    part.sort(axis=1)
+    part.sort(axis=1)  # ascending rows, so the stable sort below puts tied rows lower first
     vals = s[r, part]
-    if np.isnan(vals).any():
+    if np.isnan(vals).any():  # NaN sorts above everything, so a NaN anywhere lands here
         raise InputError("scores contain NaN")
     order = np.argsort(-vals, axis=1, kind="stable")  # by score descending, then by row
     return part[r, order], vals[r, order]
