@@ -32,14 +32,20 @@ log = logging.getLogger(__name__)
 SHOWCASE = 6  # demo queries (cir_core.world.data.showcase_queries) in the app's world gallery
 
 
-def open_gallery(spec: str, world_queries: int, image_size: int) -> tuple[Gallery, Any]:
-    """(gallery, world benchmark or None) for 'world' / 'world:val', an image folder or a manifest."""
+def open_gallery(spec: str, world_queries: int, image_size: int,
+                 cache: Path | None = None) -> tuple[Gallery, Any]:
+    """(gallery, world benchmark or None) for 'world' / 'world:val', an image folder or a manifest.
+    A world split is read from `cache` or the shipped assets when there (else generated, and
+    written to `cache` when given)."""
     if spec in ("world", "world:test", "world:val"):
-        from ..world import build_benchmark
+        from ..config import ASSETS_DIR
+        from ..world.store import load_or_build
 
         split = spec.partition(":")[2] or "test"
         # The demo queries put the README's edit, with a ground truth, on the first page.
-        bench = build_benchmark(split, world_queries, showcase=SHOWCASE if split == "test" else 0)
+        folders = ([cache / "world"] if cache is not None else []) + [ASSETS_DIR / "world"]
+        bench = load_or_build(split, world_queries, SHOWCASE if split == "test" else 0, folders,
+                              cache=cache / "world" if cache is not None else None)
         return bench.gallery(image_size), bench
     if spec.startswith("movienet:"):
         from ..benchmarks import load_movienet_queryset
@@ -79,8 +85,8 @@ def load_engine(cfg: EngineConfig, progress_cb: Callable[[int, int], None] | Non
         pre.check_backbone(backbone)
         gallery, bench, emb, index = pre.gallery, None, pre.embeddings, pre.index
     else:
-        gallery, bench = open_gallery(cfg.gallery, cfg.world_queries, backbone.image_size)
         root = Path(cfg.cache_dir).expanduser() if cfg.cache_dir else cache_dir()
+        gallery, bench = open_gallery(cfg.gallery, cfg.world_queries, backbone.image_size, root)
         # The shipped embeddings of the default world gallery: a clean clone's first start
         # encodes nothing (they are used only where the backbone and every fingerprint match).
         emb = EmbeddingCache(root, shipped=ASSETS_DIR / "embeddings").embed(gallery, backbone,

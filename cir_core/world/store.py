@@ -1,0 +1,136 @@
+"""A generated benchmark split on disk, so a start does not regenerate it (~0.9 s of the app's).
+
+The split is a pure function of the world's code and its parameters: the file name carries a hash
+of both (`split_key`), so a change to the generator makes every older file a miss, never a stale
+hit. `load_or_build` reads the first file that matches from the folders it is given (the user's
+cache, then the shipped one: `python -m training.ship_gallery` writes it) and otherwise builds
+the split and caches it. The format is plain JSON (gzip): scenes as lists, queries pointing at
+their reference and target items; every scene is validated on the way in.
+"""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import logging
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable
+
+from .benchmark import WorldBenchmark, WorldItem, build_benchmark
+from .data import WorldQuery
+from .language import Edit
+from .spec import Character, Obj, Scene
+
+log = logging.getLogger(__name__)
+FORMAT = 1
+# What the split is made of (rendering is not: it changes pixels, which the fingerprints cover).
+_SOURCES = ("spec.py", "language.py", "data.py", "benchmark.py")
+
+
+def split_key(split: str, n_queries: int, showcase: int) -> str:
+    """A hash of the generator's source and the parameters: equal keys, equal splits."""
+    h = hashlib.sha1(f"{FORMAT}|{split}|{n_queries}|{showcase}".encode())
+    for name in _SOURCES:
+        h.update((Path(__file__).parent / name).read_bytes())
+    return h.hexdigest()[:16]
+
+
+def file_name(split: str, n_queries: int, showcase: int) -> str:
+    return f"world-{split}-{n_queries}-{showcase}-{split_key(split, n_queries, showcase)}.json.gz"
+
+
+def load_or_build(split: str, n_queries: int, showcase: int, folders: Iterable[Path],
+                  cache: Path | None = None) -> WorldBenchmark:
+    """The split from the first of `folders` holding its file, else built (and written to
+    `cache` when given). An unreadable file is logged and skipped: the build is always right."""
+    name = file_name(split, n_queries, showcase)
+    for folder in folders:
+        path = Path(folder) / name
+        if path.is_file():
+            try:
+                return read(path)
+            except (OSError, EOFError, ValueError, KeyError, TypeError, IndexError) as exc:
+                log.warning("ignoring %s (%s); generating the split", path, exc)
+    bench = build_benchmark(split, n_queries, showcase=showcase)
+    if cache is not None:
+        try:
+            write(bench, Path(cache) / name)
+        except OSError as exc:  # a read-only cache costs the next start the build, nothing else
+            log.warning("could not cache the world split in %s: %s", cache, exc)
+    return bench
+
+
+# -- the JSON form ---------------------------------------------------------------------------------
+
+def _scene(s: Scene) -> list:
+    c = s.character
+    return [s.background, c.identity, c.position, c.facing,
+            [[o.shape, o.colour, o.size, o.position] for o in s.objects]]
+
+
+def _unscene(v: list) -> Scene:
+    bg, ident, pos, facing, objs = v
+    s = Scene(bg, Character(int(ident), pos, facing), tuple(Obj(*o) for o in objs))
+    s.validate()
+    return s
+
+
+def _edit(e: Edit) -> list:
+    return [e.op, e.target, _scene_obj(e.value) if isinstance(e.value, Obj) else e.value]
+
+
+def _scene_obj(o: Obj) -> dict:
+    return {"obj": [o.shape, o.colour, o.size, o.position]}
+
+
+def _unedit(v: list) -> Edit:
+    op, target, value = v
+    return Edit(op, target, Obj(*value["obj"]) if isinstance(value, dict) else value)
+
+
+def to_json(b: WorldBenchmark) -> dict[str, Any]:
+    """`b` as plain JSON types; queries name their reference and target by item index."""
+    queries = [{"id": q.query_id, "ref_seed": q.ref_seed, "type": q.edit_type,
+                "edits": [_edit(e) for e in q.edits], "sentences": list(q.sentences),
+                "target_seed": q.target_seed, "target_caption": q.target_caption,
+                "negatives": list(q.negatives), "ref_caption": q.ref_caption, "novel": q.novel}
+               for q in b.queries]
+    return {"format": FORMAT, "split": b.split, "queries": queries,
+            "items": [[it.item_id, _scene(it.scene), it.seed] for it in b.items],
+            "reference_idx": b.reference_idx, "target_idx": b.target_idx, "subsets": b.subsets}
+
+
+def from_json(d: dict[str, Any]) -> WorldBenchmark:
+    """The inverse of `to_json`; raises ValueError / KeyError on a record that does not fit."""
+    if d.get("format") != FORMAT:
+        raise ValueError(f"format {d.get('format')!r}, expected {FORMAT}")
+    items = [WorldItem(str(i), _unscene(s), int(seed)) for i, s, seed in d["items"]]
+    ref, tgt = [int(i) for i in d["reference_idx"]], [int(i) for i in d["target_idx"]]
+    queries = [WorldQuery(q["id"], items[r].scene, int(q["ref_seed"]), q["type"],
+                          tuple(_unedit(e) for e in q["edits"]), tuple(q["sentences"]),
+                          items[t].scene, int(q["target_seed"]), q["target_caption"],
+                          tuple(q["negatives"]), q["ref_caption"], bool(q["novel"]))
+               for q, r, t in zip(d["queries"], ref, tgt, strict=True)]
+    return WorldBenchmark(d["split"], queries, items, ref, tgt, [list(map(int, s)) for s in d["subsets"]])
+
+
+def read(path: Path) -> WorldBenchmark:
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        return from_json(json.load(f))
+
+
+def write(b: WorldBenchmark, path: Path) -> Path:
+    """Atomically: a reader never sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as f:
+            f.write(json.dumps(to_json(b), separators=(",", ":")).encode())
+        os.chmod(tmp, 0o644)  # mkstemp's 0600 would keep a shipped copy from other users
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
