@@ -4,9 +4,11 @@ walk-through (the first gallery reference, the README's edit), in a fresh embedd
 Each repeat starts `python app.py` with an empty CIR_CACHE_DIR, waits for the port, then asks
 `/compare` (gradio_client, the app's JSON API) and times the whole: interpreter start, imports,
 the engine (backbone, world gallery, shipped embeddings, index), the server, the request.
-Prints one JSON line with each run's seconds, the median and the spread.
+Prints one JSON line with each run's seconds, the median and the spread. With `--baseline DIR`
+(a checkout of older code, e.g. `git worktree add /tmp/old HEAD~3`) the two alternate run by run
+and the line adds the baseline's runs and the paired ratios (ours / baseline).
 
-    python bench/bench_first_start.py [--repeats 5]
+    python bench/bench_first_start.py [--repeats 5] [--baseline DIR]
 """
 from __future__ import annotations
 
@@ -30,14 +32,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def once(reference: str) -> dict:
+def once(reference: str, root: Path = ROOT) -> dict:
     from gradio_client import Client
 
     port = free_port()
     with tempfile.TemporaryDirectory() as cache:
         env = {**os.environ, "CIR_CACHE_DIR": cache, "HF_HUB_OFFLINE": "1", "GRADIO_ANALYTICS_ENABLED": "False"}
         t0 = time.monotonic()
-        proc = subprocess.Popen([sys.executable, "app.py", "--host", "127.0.0.1", "--port", str(port)], cwd=ROOT,
+        proc = subprocess.Popen([sys.executable, "app.py", "--host", "127.0.0.1", "--port", str(port)], cwd=root,
                                 env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             while True:
@@ -60,16 +62,30 @@ def once(reference: str) -> dict:
     return {"listening_s": round(listening, 2), "first_answer_s": round(answered, 2), "cache_files": encoded}
 
 
+def _spread(xs: list[float]) -> dict:
+    xs = sorted(xs)
+    return {"median": xs[len(xs) // 2], "min": xs[0], "max": xs[-1]}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--reference", default="test/000000", help="the first gallery image (a demo query)")
+    ap.add_argument("--baseline", type=Path, help="a checkout of other code, run in turn with this one")
     a = ap.parse_args()
-    runs = [once(a.reference) for _ in range(a.repeats)]
-    answers = sorted(r["first_answer_s"] for r in runs)
-    print(json.dumps({"bench": "first_start", "repeats": a.repeats, "runs": runs,
-                      "first_answer_s": {"median": answers[len(answers) // 2], "min": answers[0], "max": answers[-1]},
-                      "goal_s": 10, "load_avg_1m": round(os.getloadavg()[0], 2), "date": time.strftime("%Y-%m-%d")}))
+    runs, base = [], []
+    for _ in range(a.repeats):  # in turn, so a drift of the machine's speed hits both alike
+        runs.append(once(a.reference))
+        if a.baseline is not None:
+            base.append(once(a.reference, a.baseline.resolve()))
+    out = {"bench": "first_start", "repeats": a.repeats, "runs": runs,
+           "first_answer_s": _spread([r["first_answer_s"] for r in runs]), "goal_s": 10}
+    if base:
+        out.update(baseline=str(a.baseline), baseline_runs=base,
+                   baseline_first_answer_s=_spread([r["first_answer_s"] for r in base]),
+                   ratio=_spread([round(r["first_answer_s"] / b["first_answer_s"], 3) for r, b in zip(runs, base)]))
+    out.update(load_avg_1m=round(os.getloadavg()[0], 2), date=time.strftime("%Y-%m-%d"))
+    print(json.dumps(out))
 
 
 if __name__ == "__main__":

@@ -180,7 +180,12 @@ def engine_config(argv: list[str] | None = None, env: Mapping[str, str] | None =
 
 def apply_offline_default(uses_hub: bool) -> None:
     """Offline unless the settings name a Hub resource: without HF_HUB_OFFLINE a missing pretrained
-    tag spends ~47 s in network retries before failing. A value the user set wins."""
+    tag spends ~47 s in network retries before failing. Also no analytics and matplotlib's Agg
+    backend. A value the user set wins."""
     if not uses_hub:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+    # Gradio asks matplotlib for its backend around every request; with none set that resolves
+    # it by importing pyplot (~0.5 s of the first request here). Nothing here draws on a screen:
+    # the figures render through Agg. A value the user set wins.
+    os.environ.setdefault("MPLBACKEND", "agg")

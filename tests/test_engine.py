@@ -201,9 +201,14 @@ def test_config_flags_env_and_offline(monkeypatch):
     assert (cfg.world_queries, cfg.port, cfg.gallery, cfg.db) == (40, 7999, "/data/frames", "x.sqlite")
     assert AppConfig(backbone="hf-hub:org/model").uses_hub() and not AppConfig().uses_hub()
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("MPLBACKEND", raising=False)
     apply_offline_default(AppConfig())
     import os
     assert os.environ["HF_HUB_OFFLINE"] == "1"
+    assert os.environ["MPLBACKEND"] == "agg"  # else gradio's first request imports pyplot
+    monkeypatch.setenv("MPLBACKEND", "svg")
+    apply_offline_default(AppConfig())
+    assert os.environ["MPLBACKEND"] == "svg"  # the user's choice wins
 
 
 @pytest.mark.parametrize("scoring", ["cosine", "chord"])
