@@ -93,8 +93,9 @@ def _rows(x: np.ndarray | None, name: str, dim: int | None = None) -> np.ndarray
 
 
 def _normalise(x: np.ndarray) -> np.ndarray:
-    n = np.linalg.norm(x, axis=1, keepdims=True)
-    if (n < 1e-12).any():
+    # np.linalg.norm(x, axis=1)'s own arithmetic for real rows, without its ~6 us of dispatch
+    n = np.sqrt(np.add.reduce(x * x, axis=1, keepdims=True))
+    if n.min() < 1e-12:
         raise InputError("a query-side embedding has zero norm")
     return x / n
 
@@ -131,14 +132,13 @@ def cosine_scores(q: np.ndarray, gallery: np.ndarray, norms: np.ndarray | None =
     """Cosine similarity (B, N) between query rows and gallery rows (neither assumed unit norm),
     C-contiguous per query. `norms`: the gallery's precomputed `gallery_norms`."""
     g, gn = _gallery(gallery, norms)
-    return _cosine(_rows(q, "query", g.shape[1]), g, gn)
+    return _cosine(_normalise(_rows(q, "query", g.shape[1])), g, gn)
 
 
 def _cosine(q: np.ndarray, g: np.ndarray, gn: np.ndarray, batch: int | None = None) -> np.ndarray:
-    """`cosine_scores`' arithmetic on checked inputs: float32 rows, the gallery and its norms.
-    `batch`: the whole request's query count when `q` is one block of it (the product's BLAS is
-    chosen by the request, so an evaluation's last short block scores like the others)."""
-    q = _normalise(q)
+    """`cosine_scores`' arithmetic on checked inputs: unit float32 query rows, the gallery and its
+    norms. `batch`: the whole request's query count when `q` is one block of it (the product's
+    BLAS is chosen by the request, so an evaluation's last short block scores like the others)."""
     b = len(q) if batch is None else batch
     scores = _product(q, g) if 1 < len(q) and b <= _MKL_MAX_QUERIES else q @ g.T
     scores /= gn[None, :]  # in place: no second (B, N) array

@@ -26,18 +26,18 @@ def topk(scores: np.ndarray, k: int, exclude: np.ndarray | None = None,
     s = np.asarray(scores)
     if s.ndim != 2 or s.shape[0] == 0 or s.shape[1] == 0:
         raise InputError(f"scores must be a non-empty (Q, N) array, got shape {s.shape}")
-    if not np.issubdtype(s.dtype, np.floating):
+    if s.dtype.kind != "f":  # (not np.issubdtype: ~8 us of a 10k-row search)
         s = s.astype(np.float64)
     q, n = s.shape
     ex = np.full(q, -1, np.int64) if exclude is None else np.asarray(exclude, dtype=np.int64).reshape(-1)
     if check and (ex.shape != (q,) or ((ex < -1) | (ex >= n)).any()):
         raise InputError(f"exclude must be ({q},) rows in [-1, {n}), got {ex.shape}")
-    k = min(int(k), n - int((ex >= 0).any()))
+    excluding = bool((ex >= 0).any())
+    k = min(int(k), n - excluding)
     if k < 1:
         raise InputError("nothing to rank once the reference is excluded")
     if k + 2 >= n:
         return _exact(s, k, ex)
-    excluding = bool((ex >= 0).any())
     m = k + 1 + excluding  # one slot proves the cut, one absorbs an excluded row
     part, vals = _best(s, m)
     if excluding:
