@@ -91,3 +91,12 @@ def test_the_shipped_split_is_the_generators(tmp_path):
     assert store.read(shipped) == build_benchmark("test", 1000, showcase=SHOWCASE)
     gallery, bench = open_gallery("world", 1000, 32, cache=tmp_path)
     assert len(gallery) == len(bench.items) and not any(tmp_path.rglob("*.json.gz"))  # read, not built
+
+
+def test_an_unwritable_cache_costs_only_the_build(small, tmp_path, monkeypatch, caplog):
+    def refuse(*a, **k):
+        raise PermissionError("read-only file system")
+
+    monkeypatch.setattr(store, "write", refuse)
+    assert store.load_or_build("test", 40, 2, [tmp_path], cache=tmp_path) == small
+    assert "could not cache the world split" in caplog.text
