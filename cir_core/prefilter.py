@@ -37,12 +37,12 @@ from .errors import InputError
 log = logging.getLogger(__name__)
 
 # The calibrated rule: (rows, most queries) pairs, the filter taken from `rows` rows up to `most
-# queries` per call. From `bench/bench_topk.py --calibrate` (2026-12-01 12:34, 2 cores, load 0.6;
+# queries` per call. From `bench/bench_topk.py --calibrate` (2026-12-01 14:55, 2 cores, load 0.7;
 # the raw lines are in docs/results/bench.jsonl): the float32 product wins below 16k rows; the
 # filter's edge shrinks as the batch grows, because one BLAS product amortises the gallery read
-# over more queries (at 100k, float32 / filter: 2.5x at 1 query, 3.1x at 4, 1.8x at 16, 0.99x
-# at 32, 0.9x at 64; at 200k still 1.5x at 64).
-FILTER_RULE = ((16_384, 4), (32_768, 7), (65_536, 16), (200_000, 64))
+# over more queries (float32 / filter at 32k: 1.2x at 16 queries, 0.9x at 32; at 65k: 1.2x at
+# 64, 0.9x at 128; at 100k: 2.6x at 1 query, 2.1x at 16, 1.4x at 64; at 200k still 1.5x at 128).
+FILTER_RULE = ((16_384, 4), (32_768, 16), (65_536, 64), (200_000, 128))
 _QMAX = 127  # the query grid: 7 bits, so fbgemm's u8 x s8 pair sums cannot saturate int16
 BLOCK = 64  # rows per block of filter scores: one max each, so only candidate blocks are read
 _SLACK = 1e-5  # float rounding of the kernel's output (~1e-8) and of the exact re-score (~1e-6)
