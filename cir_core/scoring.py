@@ -318,14 +318,13 @@ def rank(
 
 def _rank_filtered(qn: np.ndarray, g: np.ndarray, gn: np.ndarray, k: int, exclude: np.ndarray,
                    prefilter: "Int8Filter") -> Ranking:
-    """Exact cosine top-k over each query's filter candidates: a sort of those few by score
-    descending, then row ascending (`topk`'s order; it would spend ~25 small numpy calls proving
-    its cut for a few hundred scores). The search leaves at least k candidates once the
-    reference is dropped; the padding (row -1, -inf) never ranks."""
+    """Exact cosine top-k over each query's filter candidates (ascending rows, so the top-k's
+    ties still go to the lower row; the padding scores -inf and never ranks)."""
     rows, sc = prefilter.search(qn, g, gn, k, exclude)
-    sc = np.where(rows == exclude[:, None], np.float32(-np.inf), sc)  # the reference (-1 matches only padding)
-    order = np.lexsort((rows, -sc), axis=-1)[:, :k]
-    return Ranking(np.take_along_axis(sc, order, 1), np.take_along_axis(rows, order, 1))
+    ex = rows == exclude[:, None]  # the reference; -1 (none) matches only padding, -inf already
+    col = np.where(ex.any(1), ex.argmax(1), -1)
+    top_s, top_j = topk(sc, k, col, check=False)
+    return Ranking(top_s, np.take_along_axis(rows, top_j, 1))
 
 
 def _rank_exact(score: Any, b: int, n: int, k: int, exclude: np.ndarray,
