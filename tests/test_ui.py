@@ -178,3 +178,31 @@ def test_engine_load_failure_is_a_message():
         with pytest.raises(CIRError, match="could not start: unknown model 'ViT-Nope'"):
             holder.get()
     assert calls == [1]  # remembered, not retried on every request
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_the_collector_is_back_on_once_the_engine_is_built_or_failed(fails):
+    """app.py pauses the collector for the start-up; building the engine (or failing to) turns it
+    back on, or every later request would run without one."""
+    import gc
+
+    from cir_core.errors import BackboneError
+    from ui.common import EngineHolder
+
+    def loader(cfg, progress_cb=None):
+        if fails:
+            raise BackboneError("unknown model")
+        return object()
+
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        holder = EngineHolder(AppConfig(), loader=loader)
+        try:
+            holder.get()
+        except Exception:
+            assert fails
+        assert gc.isenabled()
+    finally:
+        gc.unfreeze()  # the test process keeps its collector's view as it was
+        (gc.enable if was else gc.disable)()
