@@ -308,10 +308,11 @@ def rank(
     for i in range(b):  # per query: shortlists differ, and B is small in interactive use
         ids = cand[i][cand[i] >= 0]
         row = score(ids, slice(i, i + 1))
-        row[0, ids == exclude[i]] = -np.inf
-        if len(ids) - int((ids == exclude[i]).any()) < 1:
+        ref = np.nonzero(ids == exclude[i])[0]  # the reference's column, if drawn
+        if len(ids) - len(ref) < 1:
             continue
-        top_s, top_j = topk(row, k)
+        # dropped by topk, not set to -inf: a short shortlist would rank it among the -inf
+        top_s, top_j = topk(row, k, ref[:1] if len(ref) else np.array([-1]), check=False)
         out.scores[i, : top_s.shape[1]], out.ids[i, : top_s.shape[1]] = top_s[0], ids[top_j[0]]
     return out
 

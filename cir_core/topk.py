@@ -74,7 +74,8 @@ def _best(s: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
 
 def _exact(s: np.ndarray, k: int, ex: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The slow exact selection: excluded rows to -inf (a copy), the k-th value, everything above
-    it and the lowest of the rows equal to it (O(Q·N), several passes)."""
+    it and the lowest of the rows equal to it (O(Q·N), several passes). An excluded row is never
+    among the tied: at -inf it would tie with real -inf scores and, lower, win the tie."""
     s = s.copy()
     rows = np.nonzero(ex >= 0)[0]
     s[rows, ex[rows]] = -np.inf
@@ -82,10 +83,13 @@ def _exact(s: np.ndarray, k: int, ex: np.ndarray) -> tuple[np.ndarray, np.ndarra
         raise InputError("scores contain NaN")
     q, n = s.shape
     if k >= n or (q == 1 and n <= _SHORT):
-        ids = np.argsort(-s, axis=1, kind="stable")[:, :k]
+        out = np.zeros(s.shape, bool)
+        out[rows, ex[rows]] = True
+        ids = np.lexsort((-s, out), axis=1)[:, :k]  # excluded last, then by score, then by row
     else:
         kth = -np.partition(-s, k - 1, axis=1)[:, k - 1:k]
         above, tied = s > kth, s == kth
+        tied[rows, ex[rows]] = False
         room = k - above.sum(1, keepdims=True)
         keep = above | (tied & (np.cumsum(tied, axis=1) <= room))
         part = np.nonzero(keep)[1].reshape(q, k)  # ascending rows within each query

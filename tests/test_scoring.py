@@ -116,6 +116,26 @@ def test_rank_small_shortlist_keeps_reference_out(world):
     assert ids.shape == (4, 3) and not (ids == ref[:, None]).any() and np.isfinite(s).all()
 
 
+def test_a_short_approximate_shortlist_never_returns_the_reference(world):
+    """An approximate index may return fewer rows than asked (HNSW pads with -1): with k or
+    fewer, the reference must be dropped, not ranked last at -inf."""
+    q, qe, vr, g, ref = world
+
+    class Short:  # what an HNSW index answers when its graph yields only 3 rows
+        kind, ntotal, dim = "hnsw", len(g), g.shape[1]
+
+        def search(self, x, size):
+            rows = np.full((len(x), size), -1)
+            rows[:, :3] = np.stack([ref, (ref + 1) % len(g), (ref + 2) % len(g)], 1)
+            return None, rows
+
+    for scoring in ("cosine", "chord"):
+        s, ids = rank(q, qe, vr, g, k=3, scoring=scoring, exclude=ref, index=Short())
+        assert not (ids == ref[:, None]).any(), ids
+        assert (ids[:, 2] == -1).all() and np.isneginf(s[:, 2]).all()  # ran short: padding
+        assert np.isfinite(s[:, :2]).all()
+
+
 def test_rank_validation(world):
     q, qe, vr, g, ref = world
     with pytest.raises(InputError, match="dim"):

@@ -34,6 +34,14 @@ def test_topk_returns_the_scores_of_the_rows_it_picks():
     assert topk(s, 2, np.array([1, -1]))[1].tolist() == [[2, 0], [0, 2]]
 
 
+def test_an_excluded_row_never_joins_the_ties_at_minus_inf():
+    s = np.array([[0.0, 1.0, -np.inf, -np.inf]])
+    assert topk(s, 3, np.array([0]))[1].tolist() == [[1, 2, 3]]
+    s = np.full((2, 700), -np.inf)  # the partition path's exact selection too
+    s[:, :5] = np.arange(5)
+    assert topk(s, 8, np.array([600, 2]))[1].tolist() == [[4, 3, 2, 1, 0, 5, 6, 7], [4, 3, 1, 0, 5, 6, 7, 8]]
+
+
 def test_topk_bad_input_is_an_input_error():
     with pytest.raises(InputError):
         topk(np.zeros((2, 3)), 2, np.array([0]))
@@ -52,13 +60,14 @@ def test_topk_fast_path_equals_a_full_stable_sort_on_floats_and_ties():
         s = rng.standard_normal((q, n)).astype(np.float32)
         if rng.random() < 0.5:  # plant ties around the cut
             s[:, rng.integers(0, n, size=n // 3)] = s[0, 0]
+        if rng.random() < 0.3:  # and -inf scores, which an excluded row must not join
+            s[:, rng.integers(0, n, size=n // 2)] = -np.inf
         ex = rng.integers(-1, n, size=q)
         k = int(rng.integers(1, n))
-        full = s.astype(np.float64).copy()
-        rows = np.nonzero(ex >= 0)[0]
-        full[rows, ex[rows]] = -np.inf
         k_ = min(k, n - int((ex >= 0).any()))
-        want = np.argsort(-full, 1, kind="stable")[:, :k_]
+        # the definition: a stable sort by descending score of the rows that are not excluded
+        order = np.argsort(-s.astype(np.float64), 1, kind="stable")
+        want = np.array([[j for j in o if j != e][:k_] for o, e in zip(order, ex)])
         got_s, got_i = topk(s, k, ex)
         np.testing.assert_array_equal(got_i, want)
         np.testing.assert_array_equal(got_s, np.take_along_axis(s, want, 1))
