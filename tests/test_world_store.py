@@ -45,7 +45,8 @@ def test_load_or_build_caches_then_reads(small, tmp_path, monkeypatch):
     assert store.load_or_build("test", 40, 2, [tmp_path]) == small
 
 
-@pytest.mark.parametrize("damage", ["truncated", "not gzip", "bad scene", "wrong format", "missing key"])
+@pytest.mark.parametrize("damage", ["truncated", "not gzip", "corrupt deflate", "not an object", "bad scene",
+                                    "bad edit object", "index outside", "wrong format", "missing key"])
 def test_a_bad_file_is_skipped_for_the_build(small, tmp_path, damage, caplog):
     path = store.write(small, tmp_path / store.file_name("test", 40, 2))
     d = store.to_json(small)
@@ -53,9 +54,20 @@ def test_a_bad_file_is_skipped_for_the_build(small, tmp_path, damage, caplog):
         path.write_bytes(path.read_bytes()[:500])
     elif damage == "not gzip":
         path.write_text("{}")
+    elif damage == "corrupt deflate":  # the header is fine, the compressed stream is not
+        raw = bytearray(path.read_bytes())
+        raw[200:260] = bytes(b ^ 0x5A for b in raw[200:260])
+        path.write_bytes(bytes(raw))
+    elif damage == "not an object":
+        path.write_bytes(gzip.compress(b"[]"))
     else:
         if damage == "bad scene":
             d["items"][5][1][0] = "moon"  # an unknown background
+        elif damage == "bad edit object":
+            q = next(q for q in d["queries"] if any(isinstance(e[2], dict) for e in q["edits"]))
+            next(e for e in q["edits"] if isinstance(e[2], dict))[2]["obj"][0] = "blob"
+        elif damage == "index outside":
+            d["reference_idx"][0] = -1
         elif damage == "wrong format":
             d["format"] = 99
         else:
@@ -100,3 +112,9 @@ def test_an_unwritable_cache_costs_only_the_build(small, tmp_path, monkeypatch, 
     monkeypatch.setattr(store, "write", refuse)
     assert store.load_or_build("test", 40, 2, [tmp_path], cache=tmp_path) == small
     assert "could not cache the world split" in caplog.text
+
+
+def test_without_the_generators_source_the_split_is_built_uncached(small, tmp_path, monkeypatch, caplog):
+    monkeypatch.setattr(store, "_SOURCES", ("no_such_module.py",))
+    assert store.load_or_build("test", 40, 2, [tmp_path], cache=tmp_path) == small
+    assert not any(tmp_path.iterdir()) and "cannot key the world split" in caplog.text

@@ -15,16 +15,19 @@ import json
 import logging
 import os
 import tempfile
+import zlib
 from pathlib import Path
 from typing import Any, Iterable
 
 from .benchmark import WorldBenchmark, WorldItem, build_benchmark
 from .data import WorldQuery
 from .language import Edit
-from .spec import Character, Obj, Scene
+from .spec import COLOURS, POSITIONS, SHAPES, SIZES, Character, Obj, Scene
 
 log = logging.getLogger(__name__)
 FORMAT = 1
+# What a damaged or foreign file can raise on the way in: each means "not this file", never more.
+_BAD_FILE = (OSError, EOFError, zlib.error, ValueError, KeyError, TypeError, IndexError, AttributeError)
 # What the split is made of (rendering is not: it changes pixels, which the fingerprints cover).
 _SOURCES = ("spec.py", "language.py", "data.py", "benchmark.py")
 
@@ -45,14 +48,18 @@ def load_or_build(split: str, n_queries: int, showcase: int, folders: Iterable[P
                   cache: Path | None = None) -> WorldBenchmark:
     """The split from the first of `folders` holding its file, else built (and written to
     `cache` when given). An unreadable file is logged and skipped: the build is always right."""
-    name = file_name(split, n_queries, showcase)
+    try:
+        name = file_name(split, n_queries, showcase)
+    except OSError as exc:  # the generator's source is not there to hash (a .pyc-only install)
+        log.warning("cannot key the world split (%s); generating it, uncached", exc)
+        return build_benchmark(split, n_queries, showcase=showcase)
     for folder in folders:
         path = Path(folder) / name
         if path.is_file():
             try:
                 return read(path)
-            except (OSError, EOFError, ValueError, KeyError, TypeError, IndexError) as exc:
-                log.warning("ignoring %s (%s); generating the split", path, exc)
+            except _BAD_FILE as exc:
+                log.warning("ignoring %s (%s: %s); generating the split", path, type(exc).__name__, exc)
     bench = build_benchmark(split, n_queries, showcase=showcase)
     if cache is not None:
         try:
@@ -87,7 +94,12 @@ def _scene_obj(o: Obj) -> dict:
 
 def _unedit(v: list) -> Edit:
     op, target, value = v
-    return Edit(op, target, Obj(*value["obj"]) if isinstance(value, dict) else value)
+    if not isinstance(value, dict):
+        return Edit(op, target, value)
+    o = Obj(*value["obj"])
+    if not (o.shape in SHAPES and o.colour in COLOURS and o.size in SIZES and o.position in POSITIONS):
+        raise ValueError(f"bad object in an edit: {o}")
+    return Edit(op, target, o)
 
 
 def to_json(b: WorldBenchmark) -> dict[str, Any]:
@@ -99,21 +111,25 @@ def to_json(b: WorldBenchmark) -> dict[str, Any]:
                for q in b.queries]
     return {"format": FORMAT, "split": b.split, "queries": queries,
             "items": [[it.item_id, _scene(it.scene), it.seed] for it in b.items],
-            "reference_idx": b.reference_idx, "target_idx": b.target_idx, "subsets": b.subsets}
+            "reference_idx": list(b.reference_idx), "target_idx": list(b.target_idx),
+            "subsets": [list(s) for s in b.subsets]}  # copies: the dict never aliases `b`
 
 
 def from_json(d: dict[str, Any]) -> WorldBenchmark:
     """The inverse of `to_json`; raises ValueError / KeyError on a record that does not fit."""
-    if d.get("format") != FORMAT:
-        raise ValueError(f"format {d.get('format')!r}, expected {FORMAT}")
+    if not isinstance(d, dict) or d.get("format") != FORMAT:
+        raise ValueError(f"not a world split of format {FORMAT}")
     items = [WorldItem(str(i), _unscene(s), int(seed)) for i, s, seed in d["items"]]
     ref, tgt = [int(i) for i in d["reference_idx"]], [int(i) for i in d["target_idx"]]
+    subsets = [[int(i) for i in s] for s in d["subsets"]]
+    if not all(0 <= i < len(items) for i in ref + tgt + [i for s in subsets for i in s]):
+        raise ValueError("an item index outside the gallery")
     queries = [WorldQuery(q["id"], items[r].scene, int(q["ref_seed"]), q["type"],
                           tuple(_unedit(e) for e in q["edits"]), tuple(q["sentences"]),
                           items[t].scene, int(q["target_seed"]), q["target_caption"],
                           tuple(q["negatives"]), q["ref_caption"], bool(q["novel"]))
                for q, r, t in zip(d["queries"], ref, tgt, strict=True)]
-    return WorldBenchmark(d["split"], queries, items, ref, tgt, [list(map(int, s)) for s in d["subsets"]])
+    return WorldBenchmark(d["split"], queries, items, ref, tgt, subsets)
 
 
 def read(path: Path) -> WorldBenchmark:
