@@ -8,7 +8,9 @@ import gc
 
 # The start-up (torch, open_clip, gradio, the engine) makes millions of objects that live as long
 # as the process; collecting while they are made is ~20 % of the imports' time (farm-bench, 8
-# runs). The collector comes back on once the engine is built (EngineHolder.get).
+# runs). The collector comes back on once the engine is built, or as soon as a gallery needs
+# encoding (EngineHolder.get). Turned on right after the imports instead, it cost the first
+# answer 1.1-1.9 s of sweeps (measured): the engine's build allocates much of what the start does.
 gc.disable()
 
 from ui.settings import apply_offline_default, from_args  # noqa: E402

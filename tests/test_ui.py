@@ -180,18 +180,23 @@ def test_engine_load_failure_is_a_message():
     assert calls == [1]  # remembered, not retried on every request
 
 
-@pytest.mark.parametrize("fails", [False, True])
-def test_the_collector_is_back_on_once_the_engine_is_built_or_failed(fails):
+@pytest.mark.parametrize("case", ["built", "failed", "encodes"])
+def test_the_collector_is_back_on_once_the_engine_is_built_or_failed(case):
     """app.py pauses the collector for the start-up; building the engine (or failing to) turns it
-    back on, or every later request would run without one."""
+    back on, or every later request would run without one; so does a gallery to encode."""
     import gc
 
     from cir_core.errors import BackboneError
     from ui.common import EngineHolder
 
     def loader(cfg, progress_cb=None):
-        if fails:
+        if case == "failed":
             raise BackboneError("unknown model")
+        if case == "encodes":
+            progress_cb(0, 0)  # nothing to encode: the pause goes on
+            assert not gc.isenabled()
+            progress_cb(0, 5)
+            assert gc.isenabled()  # during the encoding already
         return object()
 
     was = gc.isenabled()
@@ -200,8 +205,8 @@ def test_the_collector_is_back_on_once_the_engine_is_built_or_failed(fails):
         holder = EngineHolder(AppConfig(), loader=loader)
         try:
             holder.get()
-        except Exception:
-            assert fails
+        except BackboneError:
+            assert case == "failed"
         assert gc.isenabled()
     finally:
         gc.unfreeze()  # the test process keeps its collector's view as it was

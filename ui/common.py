@@ -45,6 +45,11 @@ class EngineHolder:
                 from cir_core.engine import load_engine
 
                 def cb(done: int, total: int) -> None:
+                    # Encoding a user's gallery can take hours: not under app.py's start-up pause
+                    # of the collector (the start's objects are frozen first, not swept).
+                    if total and not gc.isenabled():
+                        gc.freeze()
+                        gc.enable()
                     if progress is not None and total:
                         progress((done, total), desc="Embedding the gallery (first run only; cached "
                                  "for later starts)", unit="images")
