@@ -54,7 +54,7 @@ def use_filter(n: int, b: int) -> bool:
     return any(n >= rows and b <= most for rows, most in FILTER_RULE)
 
 
-def filter_for(gallery: np.ndarray, norms: np.ndarray | None = None) -> "Int8Filter | None":
+def filter_for(gallery: np.ndarray, norms: np.ndarray) -> "Int8Filter | None":
     """The filter for a fixed gallery large enough for the rule ever to pick it, else None (a
     smaller one would never be used, and building costs ~4 s per 100k x 512 rows)."""
     if not use_filter(len(gallery), 1):  # one query is the rule's easiest case
@@ -75,15 +75,19 @@ class Int8Filter:
         self.r_max = float(self.r.max())
 
     @classmethod
-    def build(cls, gallery: np.ndarray, norms: np.ndarray | None = None) -> "Int8Filter | None":
+    def build(cls, gallery: np.ndarray, norms: np.ndarray) -> "Int8Filter | None":
         """The filter for `gallery` (N, D) float32, or None where this torch/CPU has no int8 kernel
-        that reproduces the integer arithmetic. `norms`: the rows' `gallery_norms`."""
+        that reproduces the integer arithmetic. `norms`: the rows' `scoring.gallery_norms`, the
+        ones the search will divide by (required: a norm of other arithmetic here would be a
+        second definition of the unit rows the bound is about)."""
         g = np.asarray(gallery, dtype=np.float32)
         if g.ndim != 2 or g.shape[0] == 0:
             raise InputError(f"gallery must have shape (N, D) with N >= 1, got {g.shape}")
         if not np.isfinite(g).all():
             raise InputError("gallery contains NaN or inf")
-        gn = np.maximum(np.linalg.norm(g, axis=1), 1e-12) if norms is None else np.asarray(norms, np.float32)
+        gn = np.asarray(norms, np.float32)
+        if gn.shape != (len(g),):
+            raise InputError(f"norms must have shape ({len(g)},), got {gn.shape}")
         codes, scales, r = _quantise_rows(g, gn)
         order = _order(len(codes))  # zero rows pad the last block (past the end of `codes`)
         codes = np.concatenate([codes, np.zeros((len(order) - len(codes), codes.shape[1]), np.int8)])

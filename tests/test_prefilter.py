@@ -13,6 +13,10 @@ def unit(rng, n, d):
     return x / np.linalg.norm(x, axis=1, keepdims=True)
 
 
+def with_norms(g):
+    return g, gallery_norms(g)
+
+
 @pytest.fixture
 def force_filter(monkeypatch):
     """The rule would send these small galleries to the float path; the tests want the filter."""
@@ -33,13 +37,13 @@ def awkward_gallery(rng, n=3000, d=48):
 
 def test_the_filter_builds_on_this_torch():
     # the pinned torch ships fbgemm's int8 kernel; if this fails the search silently lost its fast path
-    assert Int8Filter.build(unit(np.random.default_rng(0), 500, 32)) is not None
+    assert Int8Filter.build(*with_norms(unit(np.random.default_rng(0), 500, 32))) is not None
 
 
 def test_the_bound_holds_for_awkward_rows_and_queries():
     rng = np.random.default_rng(1)
     g = awkward_gallery(rng)
-    f = Int8Filter.build(g)
+    f = Int8Filter.build(g, gallery_norms(g))
     gu = g.astype(np.float64) / np.maximum(np.linalg.norm(g.astype(np.float64), axis=1, keepdims=True), 1e-12)
     qs = [rng.standard_normal((5, 48)), np.eye(48)[:4], np.ones((2, 48)), g[[50, 7, 6]],
           np.r_[rng.standard_normal((1, 48)) * 1e-3, 100 * np.eye(48)[:1]]]
@@ -87,7 +91,7 @@ def test_search_through_the_filter_on_random_unit_rows_gives_the_same_ids(force_
 def test_many_identical_rows_are_all_candidates(force_filter):
     g = np.tile(unit(np.random.default_rng(4), 1, 16), (300, 1))
     g[150:] *= -1
-    f = Int8Filter.build(g)
+    f = Int8Filter.build(g, gallery_norms(g))
     ids = rank(g[:1], None, None, g, 20, "cosine", exclude=np.array([3]), prefilter=f).ids[0]
     assert ids.tolist() == [0, 1, 2] + list(range(4, 21))
 
@@ -97,27 +101,29 @@ def test_the_rule_and_its_inputs():
     assert use_filter(100_000, 1) and use_filter(100_000, 16)
     assert not use_filter(100_000, 10_000)  # a benchmark's whole query set: one BLAS product wins
     g = unit(np.random.default_rng(5), 200, 8)
-    f = Int8Filter.build(g)
+    f = Int8Filter.build(g, gallery_norms(g))
     with pytest.raises(InputError, match="prefilter"):
         rank(g[:2], None, None, g[:100], 5, "cosine", prefilter=f)
     with pytest.raises(InputError, match="queries"):
         f.bounds(np.zeros((2, 9), np.float32))
+    with pytest.raises(InputError, match="norms"):
+        Int8Filter.build(g, gallery_norms(g)[:-1])
     bad = g.copy()
     bad[3, 1] = np.nan
     with pytest.raises(InputError, match="NaN"):
-        Int8Filter.build(bad)
+        Int8Filter.build(bad, gallery_norms(bad))
 
 
 def test_a_kernel_that_does_not_reproduce_the_integer_model_is_refused(monkeypatch):
     real = prefilter._kernel
     monkeypatch.setattr(prefilter, "_kernel", lambda *a: real(*a) * 1.001)
-    assert Int8Filter.build(unit(np.random.default_rng(6), 300, 16)) is None
+    assert Int8Filter.build(*with_norms(unit(np.random.default_rng(6), 300, 16))) is None
 
 
 def test_chord_and_cols_stay_on_the_float_path(force_filter):
     rng = np.random.default_rng(7)
     g = unit(rng, 2000, 16)
-    f = Int8Filter.build(g)
+    f = Int8Filter.build(g, gallery_norms(g))
     q, v = unit(rng, 2, 16), g[:1]
     want = rank(q, q * 0.5, v, g, 5, "chord", lam=0.3)
     assert np.array_equal(rank(q, q * 0.5, v, g, 5, "chord", lam=0.3, prefilter=f).ids, want.ids)
