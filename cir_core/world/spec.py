@@ -48,6 +48,11 @@ class Obj:
     size: str
     position: str
 
+    def is_valid(self) -> bool:
+        """Every attribute is one of the vocabulary's."""
+        return (self.shape in SHAPES and self.colour in COLOURS and self.size in SIZES
+                and self.position in POSITIONS)
+
 
 @dataclass(frozen=True)
 class Character:
@@ -105,9 +110,7 @@ class Scene:
             "a scene has 1-3 objects" if not 1 <= len(objs) <= 3 else
             "object shapes must be distinct" if len({o.shape for o in objs}) != len(objs) else
             "one object per slot" if len({o.position for o in objs}) != len(objs) else
-            next((f"bad object {o}" for o in objs if not (o.shape in SHAPES and o.colour in COLOURS
-                                                          and o.size in SIZES and o.position in POSITIONS)),
-                 None))
+            next((f"bad object {o}" for o in objs if not o.is_valid()), None))
         if problem is not None:
             raise ValueError(f"invalid scene: {problem}")
 

@@ -22,7 +22,7 @@ from typing import Any, Iterable
 from .benchmark import WorldBenchmark, WorldItem, build_benchmark
 from .data import WorldQuery
 from .language import Edit
-from .spec import COLOURS, POSITIONS, SHAPES, SIZES, Character, Obj, Scene
+from .spec import Character, Obj, Scene
 
 log = logging.getLogger(__name__)
 FORMAT = 1
@@ -71,10 +71,13 @@ def load_or_build(split: str, n_queries: int, showcase: int, folders: Iterable[P
 
 # -- the JSON form ---------------------------------------------------------------------------------
 
+def _obj(o: Obj) -> list:
+    return [o.shape, o.colour, o.size, o.position]
+
+
 def _scene(s: Scene) -> list:
     c = s.character
-    return [s.background, c.identity, c.position, c.facing,
-            [[o.shape, o.colour, o.size, o.position] for o in s.objects]]
+    return [s.background, c.identity, c.position, c.facing, [_obj(o) for o in s.objects]]
 
 
 def _unscene(v: list) -> Scene:
@@ -85,11 +88,7 @@ def _unscene(v: list) -> Scene:
 
 
 def _edit(e: Edit) -> list:
-    return [e.op, e.target, _scene_obj(e.value) if isinstance(e.value, Obj) else e.value]
-
-
-def _scene_obj(o: Obj) -> dict:
-    return {"obj": [o.shape, o.colour, o.size, o.position]}
+    return [e.op, e.target, {"obj": _obj(e.value)} if isinstance(e.value, Obj) else e.value]
 
 
 def _unedit(v: list) -> Edit:
@@ -97,7 +96,7 @@ def _unedit(v: list) -> Edit:
     if not isinstance(value, dict):
         return Edit(op, target, value)
     o = Obj(*value["obj"])
-    if not (o.shape in SHAPES and o.colour in COLOURS and o.size in SIZES and o.position in POSITIONS):
+    if not o.is_valid():
         raise ValueError(f"bad object in an edit: {o}")
     return Edit(op, target, o)
 
