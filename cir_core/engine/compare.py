@@ -167,23 +167,29 @@ class CompareMixin:
         return results
 
     def _queries(self, name: str, m: Method, req: Request) -> tuple[np.ndarray, np.ndarray | None]:
-        """(q, q_∅) with as few forwards as the method allows. q_∅ only under Chord (cosine does
-        not read it): from the cache when this reference was seen, else with q in one pass
-        (`compose_pair`). The progression's method gives its steps with q (`compose_with_steps`:
-        PACE's q is its last state)."""
-        chord = req.opts.scoring == "chord"
-        q0 = self._cached_q_empty(name, req.reference) if chord else None
+        """(q, q_∅) with as few forwards as the method allows: q_∅ (`_q_empty`, Chord only) with
+        q in one pass (`compose_pair`) when this reference's is not cached yet. The progression's
+        method gives its steps with q (`compose_with_steps`: PACE's q is its last state)."""
         if req.progression is not None and req.progression[0] == name:
             q, req.steps = m.compose_with_steps(req.v_r, req.text, req.sentences[:MAX_STEPS])
-        elif chord and q0 is None:
+        elif req.opts.scoring == "chord" and self._cached_q_empty(name, req.reference) is None:
             q, q0 = m.compose_pair(req.v_r, req.text)
+            self._remember_q_empty(name, req.reference, q0)
+            return q, q0
         else:
             q = m.compose(req.v_r, [req.text])
-        if chord and q0 is None:
+        return q, self._q_empty(name, m, req)
+
+    def _q_empty(self, name: str, m: Method, req: Request) -> np.ndarray | None:
+        """q_∅ of method `name` for the request's reference, under Chord only (cosine does not
+        read it): the cached one when a request saw this reference, else composed and kept."""
+        if req.opts.scoring != "chord":
+            return None
+        q0 = self._cached_q_empty(name, req.reference)
+        if q0 is None:
             q0 = m.compose_empty(req.v_r)
-        if q0 is not None:
             self._remember_q_empty(name, req.reference, q0)
-        return q, q0
+        return q0
 
     def _compose_progression(self, req: Request) -> Progression | None:
         """The progression's step queries (the method's own states, or one recomposed prefix per
@@ -196,12 +202,8 @@ class CompareMixin:
                           progression_note(name, native, why, len(req.sentences)), [], len(req.sentences))
         try:
             steps = req.steps if req.steps is not None else m.progression(req.v_r[0], req.sentences[:MAX_STEPS])
-            q0 = None
-            if req.opts.scoring == "chord":  # cosine does not read q_∅
-                q0 = self._cached_q_empty(name, req.reference)
-                q0 = q0 if q0 is not None else m.compose_empty(req.v_r)
-            req.jobs.append(Job(out, np.stack([np.asarray(x, np.float32) for x in steps]), q0,
-                                req.opts.lam_for(m)))
+            req.jobs.append(Job(out, np.stack([np.asarray(x, np.float32) for x in steps]),
+                                self._q_empty(name, m, req), req.opts.lam_for(m)))
         except CIRError as exc:
             out.note = str(exc)
         except Exception as exc:
