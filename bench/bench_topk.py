@@ -1,7 +1,7 @@
 """Exact top-k over a gallery: the project's search against its peers, in the same process.
 
     python bench/bench_topk.py [--n 10000,100000,1000000] [--queries 1,7,16] [--d 512] [--k 50] [--repeats 9]
-    python bench/bench_topk.py --calibrate [--n 1000,2000,4096,8192,16384,100000] [--queries 1,16,64,128]
+    python bench/bench_topk.py --calibrate [--n 8192,16384,32768,65536,100000,200000] [--queries 1,2,4,7,16,32,64]
 
 For each (N, queries), on random unit vectors (ties have probability ~0, so every path must give
 the same ids):

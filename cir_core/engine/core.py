@@ -43,9 +43,9 @@ def open_gallery(spec: str, world_queries: int, image_size: int,
 
         split = spec.partition(":")[2] or "test"
         # The demo queries put the README's edit, with a ground truth, on the first page.
-        folders = ([cache / "world"] if cache is not None else []) + [ASSETS_DIR / "world"]
-        bench = load_or_build(split, world_queries, SHOWCASE if split == "test" else 0, folders,
-                              cache=cache / "world" if cache is not None else None)
+        mine = None if cache is None else cache / "world"
+        bench = load_or_build(split, world_queries, SHOWCASE if split == "test" else 0,
+                              [f for f in (mine, ASSETS_DIR / "world") if f is not None], cache=mine)
         return bench.gallery(image_size), bench
     if spec.startswith("movienet:"):
         from ..benchmarks import load_movienet_queryset
