@@ -322,8 +322,10 @@ def _rank_filtered(qn: np.ndarray, g: np.ndarray, gn: np.ndarray, k: int, exclud
     """Exact cosine top-k over each query's filter candidates (ascending rows, so the top-k's
     ties still go to the lower row; the padding scores -inf and never ranks)."""
     rows, sc = prefilter.search(qn, g, gn, k, exclude)
-    ex = rows == exclude[:, None]  # the reference; -1 (none) matches only padding, -inf already
-    col = np.where(ex.any(1), ex.argmax(1), -1)
+    col = None
+    if (exclude >= 0).any():  # the reference's column among the candidates, if drawn
+        ex = rows == exclude[:, None]
+        col = np.where(ex.any(1), ex.argmax(1), -1)
     top_s, top_j = topk(sc, k, col, check=False)
     return Ranking(top_s, np.take_along_axis(rows, top_j, 1))
 

@@ -73,16 +73,20 @@ def _best(s: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _exact(s: np.ndarray, k: int, ex: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The slow exact selection: excluded rows to -inf (a copy), the k-th value, everything above
+    """The slow exact selection: excluded rows to -inf (in a copy), the k-th value, everything above
     it and the lowest of the rows equal to it (O(Q·N), several passes). An excluded row is never
     among the tied: at -inf it would tie with real -inf scores and, lower, win the tie."""
-    s = s.copy()
     rows = np.nonzero(ex >= 0)[0]
-    s[rows, ex[rows]] = -np.inf
+    if len(rows):
+        s = s.copy()
+        s[rows, ex[rows]] = -np.inf
     if np.isnan(s).any():
         raise InputError("scores contain NaN")
     q, n = s.shape
-    if k >= n or (q == 1 and n <= _SHORT):
+    whole = k >= n or (q == 1 and n <= _SHORT)
+    if whole and not len(rows):
+        ids = np.argsort(-s, axis=1, kind="stable")[:, :k]  # by score, then by row
+    elif whole:
         out = np.zeros(s.shape, bool)
         out[rows, ex[rows]] = True
         ids = np.lexsort((-s, out), axis=1)[:, :k]  # excluded last, then by score, then by row
