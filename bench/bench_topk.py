@@ -2,6 +2,7 @@
 
     python bench/bench_topk.py [--n 10000,100000,1000000] [--queries 1,7,16] [--d 512] [--k 50] [--repeats 9]
     python bench/bench_topk.py --calibrate [--n 8192,16384,32768,65536,100000,200000] [--queries 1,2,4,7,16,32,64]
+    python bench/bench_topk.py --parts [--n 10000,100000] [--queries 1]   # where ours' time goes
 
 For each (N, queries), on random unit vectors (ties have probability ~0, so every path must give
 the same ids):
@@ -122,6 +123,42 @@ def calibrate(g: np.ndarray, norms: np.ndarray, pf: Int8Filter, b: int, k: int, 
             "load_avg_1m": round(os.getloadavg()[0], 2), "date": time.strftime("%Y-%m-%d")}
 
 
+def parts(g: np.ndarray, norms: np.ndarray, pf: Int8Filter | None, b: int, k: int, repeats: int,
+          seed: int) -> dict:
+    """Where the time goes, in `one`'s conditions (interleaved with the peers): the float32
+    product alone (`q @ G.T`, what every float32 path pays before its selection) and, where the
+    filter exists, its int8 kernel alone and the exact re-score of one search's candidates alone.
+    `ceiling_vs_full_sort` = full sort / kernel: what a search reading the codes could reach if
+    everything around the kernel were free."""
+    q = unit(np.random.default_rng(seed + b), b, g.shape[1])
+    paths = {"ours": lambda: rank(q, None, None, g, k, "cosine", norms=norms, prefilter=pf).ids,
+             "full_sort": lambda: full_sort(q, g, k), "naive": lambda: naive(q, g, k),
+             "product": lambda: q @ g.T}
+    if pf is not None:
+        u, zp, scale = prefilter._query_grid(q)
+        grid = (u - zp) * scale
+        rows = pf.search(q, g, norms, k, np.full(b, -1))[0]
+        qb, cand = np.nonzero(rows >= 0)[0], rows[rows >= 0]
+        paths["kernel"] = lambda: prefilter._kernel(grid, scale, zp, pf.packed)
+        paths["rescore"] = lambda: prefilter._exact(g, norms, q, qb, cand)
+    times = measure(paths, repeats)
+    med = {n: float(np.median(t)) for n, t in times.items()}
+    out = {"bench": "topk_parts", "n": len(g), "d": g.shape[1], "queries": b, "k": k,
+           "repeats": repeats, "path": "int8 filter" if pf is not None and prefilter.use_filter(len(g), b) else "float32",
+           "ms": {n: {"median": round(m, 3), "min": round(min(times[n]), 3), "max": round(max(times[n]), 3)}
+                  for n, m in med.items()},
+           "naive_beyond_product_ms": round(med["naive"] - med["product"], 3)}
+    if pf is not None:
+        out.update(candidates_per_query=round(len(cand) / b, 1),
+                   ours_beyond_kernel_ms=round(med["ours"] - med["kernel"], 3),
+                   ceiling_vs_full_sort=round(med["full_sort"] / med["kernel"], 2))
+    else:
+        out["ours_beyond_product_ms"] = round(med["ours"] - med["product"], 3)
+    out.update(vs_full_sort=round(med["full_sort"] / med["ours"], 2),
+               load_avg_1m=round(os.getloadavg()[0], 2), date=time.strftime("%Y-%m-%d"))
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", default="10000,100000,1000000")
@@ -131,6 +168,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=9)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--calibrate", action="store_true", help="time the filter against float32 for the rule")
+    ap.add_argument("--parts", action="store_true", help="time the product, kernel and re-score alone")
     a = ap.parse_args()
     for n in (int(x) for x in a.n.split(",")):
         g = unit(np.random.default_rng(a.seed), n, a.d)
@@ -141,6 +179,11 @@ def main() -> None:
                 sys.exit("no int8 kernel on this machine: nothing to calibrate")
             for b in (int(x) for x in a.queries.split(",")):
                 print(json.dumps(calibrate(g, norms, pf, b, a.k, a.repeats, a.seed)), flush=True)
+            continue
+        if a.parts:
+            for b in (int(x) for x in a.queries.split(",")):
+                use = pf if pf is not None and prefilter.use_filter(n, b) else None
+                print(json.dumps(parts(g, norms, use, b, a.k, a.repeats, a.seed)), flush=True)
             continue
         index = Index.build(g, kind="flat")
         for b in (int(x) for x in a.queries.split(",")):
