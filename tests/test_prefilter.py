@@ -83,9 +83,10 @@ def test_search_through_the_filter_on_random_unit_rows_gives_the_same_ids(force_
     f = Int8Filter.build(g, gn)
     for b in (1, 7, 16):
         q = unit(rng, b, 64)
-        ex = rng.integers(-1, len(g), b)
-        want = rank(q, None, None, g, 50, "cosine", exclude=ex, norms=gn).ids
-        assert np.array_equal(rank(q, None, None, g, 50, "cosine", exclude=ex, norms=gn, prefilter=f).ids, want)
+        for ex in (rng.integers(-1, len(g), b), None):  # references to drop, and none
+            want = rank(q, None, None, g, 50, "cosine", exclude=ex, norms=gn).ids
+            got = rank(q, None, None, g, 50, "cosine", exclude=ex, norms=gn, prefilter=f).ids
+            assert np.array_equal(got, want) and (got >= 0).all()
 
 
 def test_many_identical_rows_are_all_candidates(force_filter):
