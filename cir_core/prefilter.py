@@ -42,6 +42,8 @@ log = logging.getLogger(__name__)
 # filter's edge shrinks as the batch grows, because one BLAS product amortises the gallery read
 # over more queries (float32 / filter at 32k: 1.2x at 16 queries, 0.9x at 32; at 65k: 1.2x at
 # 64, 0.9x at 128; at 100k: 2.6x at 1 query, 2.1x at 16, 1.4x at 64; at 200k still 1.5x at 128).
+# Re-run twice on the cheaper single-query search (17:23): the rule took the faster path in 42
+# and 44 of 48 cells, the rest within 8-19 % (docs/BENCHMARKS.md, "When it is taken").
 FILTER_RULE = ((16_384, 4), (32_768, 16), (65_536, 64), (200_000, 128))
 _QMAX = 127  # the query grid: 7 bits, so fbgemm's u8 x s8 pair sums cannot saturate int16
 BLOCK = 64  # rows per block of filter scores: one max each, so only candidate blocks are read
