@@ -41,10 +41,15 @@ def read_table(path: Path, error: type[Exception]) -> tuple[list[tuple[int, dict
 
 
 def atomic_write(path: Path, write: Callable[[Any], None], binary: bool) -> None:
-    """Write via a unique temp file + os.replace, so readers see the old or the new file, whole."""
+    """Write via a unique temp file + os.replace, so readers see the old or the new file, whole;
+    a write that fails leaves no temp file behind."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8"})) as f:
-        write(f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8"})) as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise

@@ -118,3 +118,13 @@ def test_without_the_generators_source_the_split_is_built_uncached(small, tmp_pa
     monkeypatch.setattr(store, "_SOURCES", ("no_such_module.py",))
     assert store.load_or_build("test", 40, 2, [tmp_path], cache=tmp_path) == small
     assert not any(tmp_path.iterdir()) and "cannot key the world split" in caplog.text
+
+
+def test_a_failed_write_leaves_the_old_file_and_no_temp_file(small, tmp_path, monkeypatch):
+    path = store.write(small, tmp_path / "s.json.gz")
+    before = path.read_bytes()
+    real = store.gzip.GzipFile.write
+    monkeypatch.setattr(store.gzip.GzipFile, "write", lambda self, d: (real(self, d[:10]), 1 / 0))
+    with pytest.raises(ZeroDivisionError):  # fails half-way through the file
+        store.write(small, path)
+    assert path.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["s.json.gz"]

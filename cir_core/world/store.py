@@ -13,12 +13,11 @@ import gzip
 import hashlib
 import json
 import logging
-import os
-import tempfile
 import zlib
 from pathlib import Path
 from typing import Any, Iterable
 
+from ..fileio import atomic_write
 from .benchmark import WorldBenchmark, WorldItem, build_benchmark
 from .data import WorldQuery
 from .language import Edit
@@ -137,15 +136,14 @@ def read(path: Path) -> WorldBenchmark:
 
 
 def write(b: WorldBenchmark, path: Path) -> Path:
-    """Atomically: a reader never sees half a file."""
+    """Atomically (`fileio.atomic_write`): a reader never sees half a file."""
+    data = json.dumps(to_json(b), separators=(",", ":")).encode()
+
+    def gz(raw: Any) -> None:
+        # no name, mtime 0: the same split gives the same bytes, whatever the temp file is called
+        with gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0) as f:
+            f.write(data)
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as f:
-            f.write(json.dumps(to_json(b), separators=(",", ":")).encode())
-        os.chmod(tmp, 0o644)  # mkstemp's 0600 would keep a shipped copy from other users
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, gz, True)
     return path
