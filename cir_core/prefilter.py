@@ -241,7 +241,7 @@ def _query_grid(q: np.ndarray) -> tuple[np.ndarray, int, float]:
     """The batch's 7-bit affine grid: (u (B, D) float64 integers in 0..127, zero point, scale)."""
     lo, hi = min(float(q.min()), 0.0), max(float(q.max()), 0.0)
     scale = (hi - lo) / _QMAX or 1.0
-    zp = min(max(round(-lo / scale), 0), _QMAX)  # Python's: np.clip on a scalar costs ~20-80 us
+    zp = min(max(round(-lo / scale), 0), _QMAX)  # in Python: np.clip on a scalar costs tens of us
     u = np.clip(np.rint(q / scale) + zp, 0, _QMAX).astype(np.float64)
     return u, zp, scale
 
