@@ -17,6 +17,7 @@ import torch
 from PIL import Image
 from tqdm.auto import tqdm
 
+from cir_core.backbone_id import QUICKGELU, activation
 from cir_core.errors import BackboneError, CheckpointError
 from cir_core.imageio import load_image
 from cir_core.settings import DEFAULT_BACKBONE as DEFAULT_MODEL
@@ -28,13 +29,22 @@ TINY_MODEL = "cir-tiny-vit"
 CONFIG_DIR = Path(__file__).resolve().parent / "model_configs"
 CONFIG_FILE, WEIGHTS_FILE = "open_clip_config.json", "open_clip_model.safetensors"
 ImageInput = Union[Image.Image, str, os.PathLike]
-# the project's own world-trained model configs: a backbone of these knows only the generated world
-WORLD_MODELS = ("cir-tiny-vit", "cir-tiny-rn")
 
 
-def is_world_backbone(backbone_id: str | None) -> bool:
-    """Whether an id (`name@local:hash`, `name@random-seedN`) is one of the world's own models."""
-    return (backbone_id or "").split("@")[0] in WORLD_MODELS
+def tag_wants_quick_gelu(model: str, pretrained: str | None) -> bool:
+    """Whether open_clip's pretrained table says `model`'s weights under tag `pretrained` were
+    trained with QuickGELU (every `openai` tag, and others): open_clip 3.3 builds such a model
+    with nn.GELU unless told, and only warns."""
+    if not pretrained:
+        return False
+    return bool(open_clip.pretrained.get_pretrained_cfg(model, pretrained).get("quick_gelu", False))
+
+
+def uses_quick_gelu(model: torch.nn.Module) -> bool:
+    """Whether a built open_clip model runs QuickGELU anywhere (its own transformer blocks)."""
+    from open_clip.transformer import QuickGELU
+
+    return any(isinstance(m, QuickGELU) for m in model.modules())
 
 
 def register_project_configs() -> None:
@@ -184,7 +194,7 @@ class Backbone:
 
 
 def _create(spec: str, pretrained: str | None, device: str, seed: int,
-            weights_follow: bool) -> tuple[Any, Any]:
+            weights_follow: bool, quick_gelu: bool = False) -> tuple[Any, Any]:
     # Seed inside a forked RNG: same call -> same random weights, caller's RNG untouched.
     # local-dir weights are loaded by _load_weights instead, for its one-line mismatch errors.
     quiet = (lambda r: not str(r.msg).startswith("No pretrained weights loaded")) if weights_follow else None
@@ -194,7 +204,8 @@ def _create(spec: str, pretrained: str | None, device: str, seed: int,
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             model, _, preprocess = open_clip.create_model_and_transforms(
-                spec, pretrained=pretrained, device=device, load_weights=not spec.startswith("local-dir:"))
+                spec, pretrained=pretrained, device=device, load_weights=not spec.startswith("local-dir:"),
+                force_quick_gelu=quick_gelu)
     finally:
         if quiet:
             logging.getLogger().removeFilter(quiet)
@@ -220,7 +231,10 @@ def load_backbone(model: str = DEFAULT_MODEL, pretrained: str | None = None, dev
     ``model``: an open_clip name (``"ViT-B-32"``, ``"cir-tiny-vit"``), ``"local-dir:/path"`` or
     ``"hf-hub:org/repo"`` (``"hf-hub:org/repo@rev"`` pins a branch, tag or sha). ``pretrained``:
     None (random init from ``seed``), an open_clip tag, or a
-    checkpoint file (``.safetensors``, ``.pt``, ``.pth``, ``.bin``). Raises ``BackboneError`` /
+    checkpoint file (``.safetensors``, ``.pt``, ``.pth``, ``.bin``). A tag whose open_clip entry
+    says ``quick_gelu`` (``openai``, ...) builds the model with QuickGELU, and the id then ends in
+    ``+quickgelu`` (a ``*-quickgelu`` name says it already); a checkpoint *file* runs the name's
+    own activation (use the ``-quickgelu`` name for OpenAI weights). Raises ``BackboneError`` /
     ``CheckpointError`` with a one-line message.
     """
     register_project_configs()
@@ -274,8 +288,12 @@ def load_backbone(model: str = DEFAULT_MODEL, pretrained: str | None = None, dev
                 raise CheckpointError(f"pretrained '{pretrained}' is neither a checkpoint file nor a "
                                       f"known tag for '{model}' (tags: {shown})")
             ident, open_clip_pretrained = f"{model}@local:{weights_hash(weights)}", None
+    # The activation the weights were trained with: open_clip only warns when a tag's entry says
+    # quick_gelu and the model is built without it, so it is forced here (a `*-quickgelu` name
+    # already has it; local-dir / hf-hub folders keep what their own config says).
+    quick = tag_wants_quick_gelu(name, open_clip_pretrained) and not name.endswith("-quickgelu")
     try:
-        net, preprocess = _create(spec, open_clip_pretrained, device, seed, weights is not None)
+        net, preprocess = _create(spec, open_clip_pretrained, device, seed, weights is not None, quick)
     except (RuntimeError, OSError, ValueError, KeyError, TypeError) as exc:
         if open_clip_pretrained is not None or spec.startswith("hf-hub:"):
             raise _offline_hint(f"{name} pretrained='{open_clip_pretrained}'", exc) from None
@@ -283,6 +301,8 @@ def load_backbone(model: str = DEFAULT_MODEL, pretrained: str | None = None, dev
     if weights is not None:
         _load_weights(net, weights, name)
     net.eval().requires_grad_(False)
+    if uses_quick_gelu(net) and activation(ident) != "quickgelu":
+        ident += QUICKGELU  # part of the identity: caches and checkpoints of the other one are refused
     dim = (open_clip.get_model_config(spec) or {}).get("embed_dim")
     return Backbone(net, open_clip.get_tokenizer(spec), preprocess, device, name, ident, dim)
 
@@ -296,6 +316,8 @@ def save_backbone_dir(model: torch.nn.Module, model_name: str, out_dir: Path,
     model_cfg = open_clip.get_model_config(model_name)
     if model_cfg is None:
         raise BackboneError(f"unknown model '{model_name}': cannot write its config")
+    if uses_quick_gelu(model):  # built with force_quick_gelu: the folder must say so to reload alike
+        model_cfg = {**model_cfg, "quick_gelu": True}
     pp = {k: list(v) if isinstance(v, tuple) else v
           for k, v in open_clip.get_model_preprocess_cfg(model).items()}
     # open_clip's local-dir loader insists on the nested {"model_cfg", "preprocess_cfg"} layout.

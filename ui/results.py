@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from cir_core.engine import CompareResult
 from cir_core.methods import list_methods, method_label
 from cir_core.errors import CIRError, InputError
-from cir_core.backbone import is_world_backbone
+from cir_core.backbone_id import is_world_backbone
 from cir_core.scoring import DEFAULT_LAMBDA
 
 from .common import fmt_ms, gallery_items, md_text

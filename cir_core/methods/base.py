@@ -16,6 +16,7 @@ from typing import Any, Callable, ClassVar, Sequence
 
 import numpy as np
 
+from cir_core.backbone_id import activation
 from cir_core.errors import CheckpointError, InputError
 from cir_core.scoring import DEFAULT_LAMBDA
 
@@ -234,11 +235,16 @@ def write_checkpoint(folder: Path, state: dict, config: dict, name: str) -> None
 def checkpoint_config(folder: Path, methods: Sequence[str], backbone: Any, need: dict[str, Any]) -> dict:
     """A checkpoint folder's config, checked before any weight is read: written by one of
     `methods`, and equal to `need` on each key (embedding dimension, token width: CheckpointError
-    naming both values); another backbone with the same widths only warns (it runs, but means
-    little)."""
+    naming both values) and made under the backbone's activation (QuickGELU or GELU); another
+    backbone with the same widths only warns (it runs, but means little)."""
     cfg = read_method_config(folder)
     if cfg.get("method") not in methods:
         raise CheckpointError(f"{folder} holds a {cfg.get('method')!r} checkpoint, not {' or '.join(map(repr, methods))}")
+    made, runs = activation(cfg.get("backbone")), activation(backbone.id)
+    if made != runs:  # the same weights under another activation: every feature differs
+        raise CheckpointError(f"{methods[0]} checkpoint {folder} was made on backbone {cfg.get('backbone')} "
+                              f"({made}) but backbone {backbone.id} runs {runs}: retrain or re-convert it "
+                              "on this backbone")
     for key, have in need.items():
         if cfg.get(key) != have:
             raise CheckpointError(f"{methods[0]} checkpoint {folder} was made for {key}={cfg.get(key)} "
