@@ -160,8 +160,10 @@ class Backbone:
             return None if enc is None else len(enc(text))  # HF's encode adds its own specials
         return len(enc(text)) + 2
 
-    def _encode(self, items: Sequence[Any], batch_size: int, progress: bool, kind: str) -> np.ndarray:
-        out = [np.zeros((0, self.dim), np.float32)]
+    def _encode(self, items: Sequence[Any], batch_size: int, progress: bool,
+                kind: str) -> tuple[np.ndarray, np.ndarray]:
+        """(unit embeddings (N, dim), raw feature norms (N,)), float32."""
+        out, norms = [np.zeros((0, self.dim), np.float32)], [np.zeros(0, np.float32)]
         # The text path trims trailing padding (exact for causal towers, and cheaper).
         encode = self.model.encode_image if kind == "images" else partial(encode_tokens, self.model)
         prepare = self.image_tensor if kind == "images" else self.tokenize
@@ -171,26 +173,32 @@ class Backbone:
                 chunk = items[start:start + max(1, batch_size)]
                 feats = encode(prepare(chunk)).float()
                 out.append(torch.nn.functional.normalize(feats, dim=-1).cpu().numpy())
+                norms.append(feats.norm(dim=-1).cpu().numpy())
                 bar.update(len(chunk))
-        return np.ascontiguousarray(np.concatenate(out), dtype=np.float32)
+        return (np.ascontiguousarray(np.concatenate(out), dtype=np.float32),
+                np.concatenate(norms).astype(np.float32))
 
     @gpu
-    def encode_image_batch(self, x: torch.Tensor) -> np.ndarray:
-        """L2-normalised embeddings (N, dim) float32 of an already preprocessed batch."""
+    def encode_image_batch(self, x: torch.Tensor, with_norms: bool = False) -> Any:
+        """L2-normalised embeddings (N, dim) float32 of an already preprocessed batch; with
+        `with_norms`, also the raw (pre-normalisation) feature norms (N,)."""
         with torch.inference_mode():
             feats = self.model.encode_image(x.to(self.device, non_blocking=True)).float()
-            return np.ascontiguousarray(torch.nn.functional.normalize(feats, dim=-1).cpu().numpy(), np.float32)
+            emb = np.ascontiguousarray(torch.nn.functional.normalize(feats, dim=-1).cpu().numpy(), np.float32)
+            return (emb, feats.norm(dim=-1).cpu().numpy().astype(np.float32)) if with_norms else emb
 
     @gpu  # ZeroGPU's @spaces.GPU on a Space (cir_core.spaces_compat); the identity elsewhere
     def encode_images(self, images: Sequence[ImageInput], batch_size: int = 64,
-                      progress: bool = False) -> np.ndarray:
-        """L2-normalised image embeddings, float32 ``(N, dim)``."""
-        return self._encode(list(images), batch_size, progress, "images")
+                      progress: bool = False, with_norms: bool = False) -> Any:
+        """L2-normalised image embeddings, float32 ``(N, dim)``; with `with_norms`, also the raw
+        feature norms ``(N,)`` (what the zero-shot peers' released φ reads, see methods/refs)."""
+        emb, norms = self._encode(list(images), batch_size, progress, "images")
+        return (emb, norms) if with_norms else emb
 
     @gpu
     def encode_texts(self, texts: Sequence[str], batch_size: int = 256, progress: bool = False) -> np.ndarray:
         """L2-normalised text embeddings, float32 ``(N, dim)``; empty strings are valid inputs."""
-        return self._encode([str(t) for t in texts], batch_size, progress, "texts")
+        return self._encode([str(t) for t in texts], batch_size, progress, "texts")[0]
 
 
 def _create(spec: str, pretrained: str | None, device: str, seed: int,

@@ -36,6 +36,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--protocol", default=None,
                     help="where published code disagrees (printed with every table): circo keep-reference "
                          "(default, the authors' code) | remove-reference; fashioniq clip4cir (default) | both-orders")
+    ap.add_argument("--preprocess", choices=("backbone", "targetpad"), default=None,
+                    help="real benchmarks' images: the backbone's own resize + centre crop (default) or "
+                         "SEARLE's targetpad (pad to aspect ratio 1.25 first; printed with every table)")
     ap.add_argument("--subset", default=None,
                     help="evaluate only these GeneCIS tasks / FashionIQ categories (comma-separated); "
                          "without it every one is required")
@@ -99,13 +102,15 @@ def run(args: argparse.Namespace, cfg: EngineConfig):
     generated = args.benchmark in GENERATED
     world_opts = {"n_queries": args.n_queries, "progression": args.progression}
     bench = None if generated else load_benchmark(args.benchmark, args.root, args.split,
-                                                  protocol=args.protocol, subset=args.subset)
+                                                  protocol=args.protocol, subset=args.subset,
+                                                  preprocess=args.preprocess)
     if args.submission and not hasattr(bench, "write_submission"):
         raise CIRError(f"{args.benchmark} has no test server; --submission applies to cirr and circo")
     backbone = load_backbone(cfg.backbone or DEFAULT_BACKBONE, cfg.pretrained, device=cfg.device)
     if bench is None:
         bench = load_benchmark(args.benchmark, args.root, args.split, image_size=backbone.image_size,
-                               protocol=args.protocol, subset=args.subset, **world_opts)
+                               protocol=args.protocol, subset=args.subset, preprocess=args.preprocess,
+                               **world_opts)
     dump = open(args.dump_rankings, "w") if args.dump_rankings else None
     try:
         report, raw = evaluate(bench, backbone, methods, scorings, args.lam, args.chord_variant,

@@ -25,7 +25,13 @@ from .scoring import SCORINGS, ScoreOpts
 
 def embed(gallery: Gallery, backbone: Any, cache: Path | None = None, progress: bool = True) -> np.ndarray:
     """The gallery's embeddings under `backbone`, read from / written to the embedding cache."""
-    return EmbeddingCache(cache or cache_dir()).embed(gallery, backbone, progress=progress)
+    return embed_with_norms(gallery, backbone, cache, progress)[0]
+
+
+def embed_with_norms(gallery: Gallery, backbone: Any, cache: Path | None = None,
+                     progress: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """(embeddings, raw feature norms) of the gallery under `backbone`, through the cache."""
+    return EmbeddingCache(cache or cache_dir()).embed(gallery, backbone, progress=progress, with_norms=True)
 
 
 def evaluate(bench: Benchmark, backbone: Any, methods: Sequence[str], scorings: Sequence[str] = SCORINGS,
@@ -37,7 +43,8 @@ def evaluate(bench: Benchmark, backbone: Any, methods: Sequence[str], scorings: 
     from .methods.factory import create_methods
 
     opts = {sc: ScoreOpts(sc, lam, variant) for sc in scorings}  # validates scorings and λ up front
-    emb = {k: embed(g, backbone, cache, progress) for k, g in bench.galleries().items()}
+    both = {k: embed_with_norms(g, backbone, cache, progress) for k, g in bench.galleries().items()}
+    emb, norms = {k: e for k, (e, _) in both.items()}, {k: n for k, (_, n) in both.items()}
     results: dict = {}
     extra: dict = {}
     skipped: dict[str, str] = {}
@@ -46,7 +53,7 @@ def evaluate(bench: Benchmark, backbone: Any, methods: Sequence[str], scorings: 
     for name, m in create_methods(methods, backbone, checkpoints, skipped):
         for sc in scorings:
             t0 = time.perf_counter()
-            res = bench.evaluate_method(m, emb, opts[sc])
+            res = bench.evaluate_method(m, emb, opts[sc], norms)
             timing.setdefault(name, {})[sc] = round(time.perf_counter() - t0, 3)
             raw[(name, sc)] = res
             results.setdefault(name, {})[sc] = {k: round(float(v), 4) for k, v in res.metrics.items()}
@@ -55,7 +62,7 @@ def evaluate(bench: Benchmark, backbone: Any, methods: Sequence[str], scorings: 
             if dump is not None:
                 write_dump(dump, bench.name, name, sc, res)
     report = {"benchmark": bench.name, "split": bench.split, "labelled": bench.labelled,
-              "protocol": bench.protocol, "scoring": {sc: o.describe() for sc, o in opts.items()},
+              "protocol": protocol_line(bench), "scoring": {sc: o.describe() for sc, o in opts.items()},
               "results": results, "extra": extra, "skipped": skipped, "seconds": timing,
               "backbone": backbone.id, "n_queries": bench.n_queries(),
               "gallery_size": {k: len(g) for k, g in bench.galleries().items()}}
@@ -63,6 +70,13 @@ def evaluate(bench: Benchmark, backbone: Any, methods: Sequence[str], scorings: 
     if overflow:
         report["text_context"] = overflow
     return report, raw
+
+
+def protocol_line(bench: Benchmark) -> str:
+    """The benchmark's protocol choices, with how its images were preprocessed (real ones)."""
+    from .benchmarks import images_protocol
+
+    return "; ".join(p for p in (bench.protocol, images_protocol(bench)) if p)
 
 
 def text_overflow(bench: Benchmark, backbone: Any) -> dict | None:

@@ -78,6 +78,17 @@ class Gallery:
             img.thumbnail((size, size))  # keeps aspect, never upscales
         return img
 
+    def decode(self, i: int, draft: int | None = None) -> Image.Image:
+        """Item i's pixels as the embedding path reads them (`cir_core.ingest.GalleryRows`):
+        generated ones rendered, files through `load_image` (EXIF applied; `draft`: JPEG draft
+        decoding at that input size). Benchmark galleries decode as their official loaders do."""
+        item = self.items[i]
+        if self.image_fn is not None:
+            return self.image_fn(item, None)
+        if item.path is None:
+            raise GalleryError(f"gallery {self.name!r} item {item.id!r} has no path and no image_fn")
+        return load_image(item.path, draft=draft)
+
     def fingerprint(self, i: int) -> str:
         """What identifies item i's pixels: meta['fingerprint'], else path|size|mtime_ns."""
         item = self.items[i]
@@ -190,8 +201,11 @@ class EmbeddingCache:
         batch_size: int = 64,
         progress: bool = False,
         progress_cb: Callable[[int, int], None] | None = None,
-    ) -> np.ndarray:
+        with_norms: bool = False,
+    ) -> Any:
         """Embeddings (N, D) float32 aligned with `gallery.items`; encodes only new/changed items.
+        With `with_norms`, `(embeddings, raw feature norms (N,))`: each image's norm before L2
+        normalisation, recorded beside its row (a row cached without one is encoded again).
 
         `progress_cb(done, total)` counts items actually encoded. Unreadable images raise
         `ImageLoadError` naming the file.
@@ -202,13 +216,14 @@ class EmbeddingCache:
         if self.shipped is not None and not set(keys) <= old.keys():
             old = {**read_shipped(self.shipped / shipped_name(gallery), backbone), **old}
         out = np.zeros((len(keys), int(backbone.dim)), np.float32)
+        norms = np.full(len(keys), np.nan, np.float32)
         done = np.zeros(len(keys), bool)
         for i, k in enumerate(keys):
             if k in old:
-                out[i], done[i] = old[k], True
+                (out[i], norms[i]), done[i] = old[k], True
         todo = np.nonzero(~done)[0]
         if len(todo) == 0 and old.keys() == set(keys):  # nothing new, nothing removed: no write
-            return out
+            return (out, norms) if with_norms else out
         folder.mkdir(parents=True, exist_ok=True)
         ident = {"id": backbone.id, "dim": int(backbone.dim)}
         atomic_write(folder / "backbone.json", lambda f: json.dump(ident, f), False)
@@ -231,8 +246,8 @@ class EmbeddingCache:
             if errors:
                 i, msg = errors[0]
                 raise ImageLoadError(f"gallery {gallery.name!r} item {gallery.items[i].id!r}: {msg}")
-            out[chunk] = backbone.encode_image_batch(x) if tensors else \
-                backbone.encode_images(x, batch_size=batch_size, progress=False)
+            out[chunk], norms[chunk] = backbone.encode_image_batch(x, with_norms=True) if tensors else \
+                backbone.encode_images(x, batch_size=batch_size, progress=False, with_norms=True)
             done[chunk] = True
             n_done += len(chunk)
             if bar is not None:
@@ -241,28 +256,31 @@ class EmbeddingCache:
                 progress_cb(n_done, len(todo))
             if n_done < len(todo) and time.monotonic() - last_save > max(self.checkpoint_s, 10 * save_cost):
                 t0 = time.monotonic()
-                self._save(folder, [k for k, d in zip(keys, done) if d], out[done])
+                self._save(folder, [k for k, d in zip(keys, done) if d], out[done], norms[done])
                 last_save, save_cost = time.monotonic(), time.monotonic() - t0
         if bar is not None:
             bar.close()
-        self._save(folder, keys, out)
-        return out
+        self._save(folder, keys, out, norms)
+        return (out, norms) if with_norms else out
 
     @staticmethod
-    def _save(folder: Path, keys: list[str], emb: np.ndarray) -> None:
+    def _save(folder: Path, keys: list[str], emb: np.ndarray, norms: np.ndarray) -> None:
         # keys.json is the commit point: removed first, written last. A kill in between leaves no
         # keys.json, so the next run re-encodes rather than pairing old keys with new rows.
         (folder / "keys.json").unlink(missing_ok=True)
         atomic_write(folder / "embeddings.npy", lambda f: np.save(f, np.ascontiguousarray(emb)), True)
+        atomic_write(folder / "norms.npy", lambda f: np.save(f, np.ascontiguousarray(norms)), True)
         atomic_write(folder / "keys.json", lambda f: json.dump(keys, f), False)
 
     @staticmethod
-    def _load(folder: Path, backbone: Any) -> dict[str, np.ndarray]:
-        """fingerprint -> row of a previous run, or {} when there is none or it is unusable."""
+    def _load(folder: Path, backbone: Any) -> dict[str, tuple[np.ndarray, float]]:
+        """fingerprint -> (row, raw norm) of a previous run, or {} when there is none or it is
+        unusable; rows without a recorded raw norm (an older cache) are left out, to be encoded."""
         try:
             meta = json.loads((folder / "backbone.json").read_text(encoding="utf-8"))
             keys = json.loads((folder / "keys.json").read_text(encoding="utf-8"))
             emb = np.load(folder / "embeddings.npy")
+            norms = np.load(folder / "norms.npy")
         except (OSError, ValueError, EOFError):
             return {}
         if (
@@ -270,9 +288,11 @@ class EmbeddingCache:
             or not isinstance(keys, list)
             or emb.ndim != 2
             or emb.shape != (len(keys), int(backbone.dim))
+            or norms.shape != (len(keys),)
         ):
             return {}
-        return dict(zip(keys, emb.astype(np.float32, copy=False)))
+        return {k: (e, float(n)) for k, e, n in zip(keys, emb.astype(np.float32, copy=False), norms)
+                if np.isfinite(n)}
 
 
 def shipped_name(gallery: Gallery) -> str:
@@ -280,24 +300,27 @@ def shipped_name(gallery: Gallery) -> str:
     return f"{_safe_name(gallery.name)}.npz"
 
 
-def write_shipped(path: str | os.PathLike, keys: Sequence[str], emb: np.ndarray, backbone: Any) -> Path:
-    """Embeddings to ship with the code: float16 rows keyed by item fingerprints, with the
-    backbone's id (which includes its weights' hash), so a mismatch is detected, not used."""
+def write_shipped(path: str | os.PathLike, keys: Sequence[str], emb: np.ndarray, norms: np.ndarray,
+                  backbone: Any) -> Path:
+    """Embeddings to ship with the code: float16 rows and float32 raw norms keyed by item
+    fingerprints, with the backbone's id (which includes its weights' hash), so a mismatch is
+    detected, not used."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, lambda f: np.savez_compressed(
         f, keys=np.asarray(list(keys)), emb=np.asarray(emb, np.float16),
-        backbone=np.asarray(str(backbone.id))), True)
+        norms=np.asarray(norms, np.float32), backbone=np.asarray(str(backbone.id))), True)
     return path
 
 
-def read_shipped(path: Path, backbone: Any) -> dict[str, np.ndarray]:
-    """fingerprint -> row of a shipped file, or {} when it is absent, unreadable or for another
-    backbone (its rows are then encoded as usual)."""
+def read_shipped(path: Path, backbone: Any) -> dict[str, tuple[np.ndarray, float]]:
+    """fingerprint -> (row, raw norm) of a shipped file, or {} when it is absent, unreadable, for
+    another backbone or without raw norms (its rows are then encoded as usual)."""
     try:
         with np.load(path, allow_pickle=False) as z:
-            if str(z["backbone"]) != backbone.id or z["emb"].shape[1:] != (int(backbone.dim),):
+            if (str(z["backbone"]) != backbone.id or z["emb"].shape[1:] != (int(backbone.dim),)
+                    or z["norms"].shape != z["emb"].shape[:1]):
                 return {}
-            return dict(zip(z["keys"].tolist(), z["emb"].astype(np.float32)))
+            return {k: (e, float(n)) for k, e, n in zip(z["keys"].tolist(), z["emb"].astype(np.float32), z["norms"])}
     except (OSError, ValueError, KeyError, EOFError):
         return {}

@@ -1,7 +1,7 @@
 """Robust image loading: any file or upload in, an RGB ``PIL.Image`` out, or an ``ImageLoadError``.
 
 `load_image` is the app's: EXIF orientation applied (a phone photo comes out upright), modes
-flattened onto white. `open_as_stored` / `load_image_as_stored` decode a benchmark's files as the
+flattened onto white. `open_as_stored` + `rgb_as_official` decode a benchmark's files as the
 official loaders do (`PIL.Image.open(path)`, then `.convert("RGB")` in the preprocessing): the
 pixels as stored, no EXIF transposition, PIL's own mode conversion.
 """
@@ -137,16 +137,6 @@ def rgb_as_official(img: Image.Image) -> Image.Image:
         out = img.copy()
     out.info = {}
     return out
-
-
-def load_image_as_stored(src: ImageSource, max_pixels: int = DEFAULT_MAX_PIXELS) -> Image.Image:
-    """A benchmark image as the official loaders decode it: ``open_as_stored`` then
-    ``rgb_as_official``."""
-    img = open_as_stored(src, max_pixels)
-    try:
-        return rgb_as_official(img)
-    finally:
-        _close_ours(img, src)
 
 
 def _close_ours(img: Image.Image | None, src: ImageSource) -> None:

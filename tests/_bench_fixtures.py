@@ -45,12 +45,12 @@ class IndexBackbone:
     dim = DIM
     image_size = 12
 
-    def encode_images(self, images, batch_size: int = 64, progress: bool = False) -> np.ndarray:
+    def encode_images(self, images, batch_size: int = 64, progress: bool = False, with_norms: bool = False):
         out = np.zeros((len(images), DIM), np.float32)
         for row, im in enumerate(images):
             r, g, _ = im.convert("RGB").getpixel((im.width // 2, im.height // 2))
             out[row, round((r - 8) / 24) + 10 * round((g - 8) / 24)] = 1.0
-        return out
+        return (out, np.ones(len(images), np.float32)) if with_norms else out
 
     def encode_texts(self, texts, batch_size: int = 256, progress: bool = False) -> np.ndarray:
         out = np.zeros((len(texts), DIM), np.float32)

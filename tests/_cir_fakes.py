@@ -26,8 +26,8 @@ class _Fake(Method):
     a, b = 1.0, 1.0  # q = a·v_r + b·f_T(edit)
     app_role = "column"
 
-    def _compose(self, ref: np.ndarray, texts: list[str]) -> np.ndarray:
-        return self.a * ref + self.b * self.backbone.encode_texts(texts)
+    def _compose(self, refs, texts: list[str]) -> np.ndarray:
+        return self.a * refs.emb + self.b * self.backbone.encode_texts(texts)
 
 
 class FakePACT(_Fake):
@@ -49,7 +49,7 @@ class FakePACE(_Fake):
     native_progression = True
 
     def progression(self, ref, sentences):
-        ref = self._check_ref(ref)[:1]
+        ref = self._check_ref(ref).emb[:1]
         q = normalise(ref + self.backbone.encode_texts([" ".join(sentences)]))[0]
         out = []
         for e in self.backbone.encode_texts(list(sentences)):

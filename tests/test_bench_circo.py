@@ -44,7 +44,8 @@ def test_val_map_keep_reference_is_the_default(tmp_path, capsys):
     sem = rep["extra"]["text-only"]["cosine"]["semantic mAP@10"]
     assert sem == {"addition": pytest.approx((ap0_10 + 1 / 6) / 2, abs=1e-4), "cardinality": pytest.approx(ap0_10, abs=1e-4)}
     from cir_core.evaluation import format_table
-    assert "protocol: keep-reference" in format_table(rep) and rep["protocol"] == bench.protocol
+    assert "protocol: keep-reference" in format_table(rep)
+    assert rep["protocol"] == bench.protocol + "; images: the backbone's own preprocessing (resize, centre crop)"
 
 
 def test_val_map_remove_reference(tmp_path):

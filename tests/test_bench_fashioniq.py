@@ -71,7 +71,7 @@ def test_join_and_two_order_average():
     class FirstOnly(Method):  # order-sensitive: embeds only the first weight it reads
         name = "first-only-test"
 
-        def _compose(self, ref, texts):
+        def _compose(self, refs, texts):
             return self.backbone.encode_texts([t.split(" and ")[0] for t in texts])
 
     m = FirstOnly(IndexBackbone())

@@ -156,7 +156,7 @@ def test_a_method_that_crashes_leaves_the_others_working():
     class Broken(NeedsCheckpoint):
         name, needs_checkpoint = "pact", False
 
-        def _compose(self, ref, texts):
+        def _compose(self, refs, texts):
             raise RuntimeError("boom")
 
     with fake_trained_methods(pact=Broken):

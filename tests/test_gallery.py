@@ -16,12 +16,13 @@ class FakeBackbone:
         self.id, self.dim = id, 5
         self.calls, self.encoded = 0, 0
 
-    def encode_images(self, images, batch_size=64, progress=False):
+    def encode_images(self, images, batch_size=64, progress=False, with_norms=False):
         self.calls += 1
         self.encoded += len(images)
         rows = [[*np.asarray(im, np.float32).mean((0, 1)), im.width, 1.0] for im in images]
         x = np.asarray(rows, np.float32).reshape(-1, self.dim)
-        return x / np.linalg.norm(x, axis=1, keepdims=True)
+        norms = np.linalg.norm(x, axis=1)
+        return (x / norms[:, None], norms) if with_norms else x / norms[:, None]
 
 
 def _png(path, colour, size=(8, 6)):
@@ -204,10 +205,10 @@ def test_cache_checkpoints_so_a_killed_ingest_resumes(tmp_path):
     cache.checkpoint_s = 0.0  # save after the first batch
 
     class Dies(FakeBackbone):
-        def encode_images(self, images, batch_size=64, progress=False):
+        def encode_images(self, images, batch_size=64, progress=False, with_norms=False):
             if self.calls == 1:  # dies on the second batch
                 raise KeyboardInterrupt
-            return super().encode_images(images, batch_size, progress)
+            return super().encode_images(images, batch_size, progress, with_norms)
 
     with pytest.raises(KeyboardInterrupt):
         cache.embed(g, Dies(), batch_size=2)
@@ -222,14 +223,15 @@ def test_shipped_embeddings_give_a_cold_cache_a_head_start_only_when_they_match(
 
     g = Gallery.from_folder(folder)
     bb = FakeBackbone()
-    emb = EmbeddingCache(tmp_path / "first").embed(g, bb)
+    emb, norms = EmbeddingCache(tmp_path / "first").embed(g, bb, with_norms=True)
     keys = [g.fingerprint(i) for i in range(len(g))]
     shipped = tmp_path / "shipped"
-    write_shipped(shipped / shipped_name(g), keys, emb, bb)
+    write_shipped(shipped / shipped_name(g), keys, emb, norms, bb)
     fresh = FakeBackbone()
-    got = EmbeddingCache(tmp_path / "cold", shipped=shipped).embed(g, fresh)
+    got, got_norms = EmbeddingCache(tmp_path / "cold", shipped=shipped).embed(g, fresh, with_norms=True)
     assert fresh.encoded == 0  # nothing encoded: every row came from the shipped file (float16)
     np.testing.assert_allclose(got, emb, atol=2e-3)
+    np.testing.assert_array_equal(got_norms, norms)  # raw norms travel in float32
     other = FakeBackbone(id="fake@2")  # another backbone: the shipped rows do not apply
     assert read_shipped(shipped / shipped_name(g), other) == {}
     EmbeddingCache(tmp_path / "cold2", shipped=shipped).embed(g, other)

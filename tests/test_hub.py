@@ -166,8 +166,9 @@ def test_embeddings_round_trip(tmp_path, hub):
     class Fake:
         id, dim = "fake-bb", 4
 
-        def encode_images(self, images, batch_size=64, progress=False):
-            return np.eye(4, dtype=np.float32)[: len(images)]
+        def encode_images(self, images, batch_size=64, progress=False, with_norms=False):
+            emb = np.eye(4, dtype=np.float32)[: len(images)]
+            return (emb, np.full(len(images), 2.0, np.float32)) if with_norms else emb
 
     gallery = Gallery.from_items("g", [GalleryItem(f"i{k}", meta={"fingerprint": f"f{k}"}) for k in range(3)],
                                  image_fn=lambda item, size: None)

@@ -174,12 +174,14 @@ def test_shard_files_round_trip_and_reject_mismatches(tmp_path):
     from cir_core.index.shards import Shard, write_shard
 
     assert shard_bounds(10, 4) == [(0, 4), (4, 8), (8, 10)]
-    sh = Shard(4, 8, np.array([4, 6, 7]), np.eye(3, 5, dtype=np.float32), [(5, "ImageLoadError: bad")])
+    sh = Shard(4, 8, np.array([4, 6, 7]), np.eye(3, 5, dtype=np.float32), [(5, "ImageLoadError: bad")],
+               np.array([20.5, 19.0, 21.25], np.float32))
     p = shard_path(tmp_path, 1)
     write_shard(p, sh, "bb", ["a", "b", "c", "d"])
     back = read_shard(p, "bb", ["a", "b", "c", "d"], 5)
     assert back.rows.tolist() == [4, 6, 7] and back.errors == [(5, "ImageLoadError: bad")]
     np.testing.assert_array_equal(back.emb, sh.emb)
+    np.testing.assert_array_equal(back.norms, sh.norms)
     assert read_shard(p, "other", ["a", "b", "c", "d"], 5) is None  # another backbone
     assert read_shard(p, "bb", ["a", "B", "c", "d"], 5) is None  # an image changed
     assert read_shard(p, "bb", ["a", "b", "c", "d"], 6) is None  # another dim

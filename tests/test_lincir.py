@@ -16,6 +16,7 @@ from cir_core.evaluation import evaluate
 from cir_core.methods import create_method
 from cir_core.methods.convert import convert
 from cir_core.methods.lincir import LinCIR
+from cir_core.methods.refs import Refs
 from _cir_fakes import fit, unit_rows
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -54,13 +55,11 @@ def test_the_authors_checkpoint_converts_loads_and_ranks(tiny_backbone, small_be
     folder = convert("lincir", tmp_path / "phi_best.pt", tmp_path / "lincir", tiny_backbone, allow_pickle=True)
     cfg = json.loads((folder / "config.json").read_text())
     assert cfg["method"] == "lincir" and cfg["arch"]["hidden_dim"] == 1024 and cfg["replace"] == "all"
-    assert cfg["arch"]["input_scale"] > 1  # measured on the backbone (raw image-feature norm)
-    assert cfg["converted_from"]["input_scale"].startswith("measured")
+    assert cfg["arch"]["raw_input"] is True  # the converter's default: φ reads raw image features
+    assert cfg["converted_from"]["phi_input"].startswith("raw image features")
     m = create_method("lincir", tiny_backbone, folder)
-    ref = unit_rows(3, tiny_backbone.dim)
-    with torch.no_grad():
-        torch.testing.assert_close(m.pseudo(torch.from_numpy(ref)),
-                                   phi(cfg["arch"]["input_scale"] * torch.from_numpy(ref)))
+    ref, norms = unit_rows(3, tiny_backbone.dim), np.array([18.5, 20.0, 23.25], np.float32)
+    np.testing.assert_array_equal(m.phi_input(Refs(ref, norms)), ref * norms[:, None])
     rep, _ = evaluate(WorldBench(small_bench, 64, False), tiny_backbone, ["lincir"], cache=tmp_path / "c",
                       progress=False, checkpoints={"lincir": str(folder)})
     assert set(rep["results"]["lincir"]) == {"cosine", "chord"} and not rep.get("skipped")

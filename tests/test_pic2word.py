@@ -70,7 +70,7 @@ def test_the_authors_checkpoint_converts_loads_and_ranks(tiny_backbone, small_be
     folder = convert("pic2word", tmp_path / "epoch_30.pt", tmp_path / "p2w", tiny_backbone,
                      allow_pickle=True, input_scale=5.0)
     cfg = json.loads((folder / "config.json").read_text())
-    assert cfg["arch"] == {"middle_dim": 512, "n_layer": 2, "dropout": 0.1, "input_scale": 5.0}
+    assert cfg["arch"] == {"middle_dim": 512, "n_layer": 2, "dropout": 0.1, "input_scale": 5.0, "raw_input": False}
     assert cfg["prompt"] == "a photo of * , {edit}" and cfg["empty_prompt"] == "a photo of *"
     m = create_method("pic2word", tiny_backbone, folder)
     ref = unit_rows(3, tiny_backbone.dim)

@@ -10,6 +10,7 @@ import pytest
 
 from cir_core.methods import Method, default_columns, register_method, unregister_method
 from cir_core.methods.base import normalise
+from cir_core.methods.refs import Refs
 from training.registry import Trainer, get_trainer, list_trainers, register_trainer, unregister_trainer
 
 TRAINED = []  # what the toy trainer was asked to do
@@ -23,8 +24,8 @@ class Toy(Method):
     description = "norm(v_r + 0.5·f_T(edit))"
     app_role = "column"
 
-    def _compose(self, ref: np.ndarray, texts: list[str]) -> np.ndarray:
-        return normalise(ref + 0.5 * self.backbone.encode_texts(texts))
+    def _compose(self, refs: Refs, texts: list[str]) -> np.ndarray:
+        return normalise(refs.emb + 0.5 * self.backbone.encode_texts(texts))
 
 
 def main(argv: list[str]) -> None:

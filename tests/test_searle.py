@@ -50,7 +50,7 @@ def test_the_authors_checkpoint_converts_loads_and_ranks(tiny_backbone, small_be
     folder = convert("searle", tmp_path / "phi_20.pt", tmp_path / "searle", tiny_backbone,
                      allow_pickle=True, chord_lambda=0.25, input_scale=3.0)
     cfg = json.loads((folder / "config.json").read_text())
-    assert cfg["method"] == "searle" and cfg["arch"] == {"hidden_dim": 1024, "dropout": 0.5, "input_scale": 3.0}
+    assert cfg["method"] == "searle" and cfg["arch"] == {"hidden_dim": 1024, "dropout": 0.5, "input_scale": 3.0, "raw_input": False}
     assert cfg["converted_from"]["file"] == "phi_20.pt" and cfg["chord_lambda"] == 0.25
     m = create_method("searle", tiny_backbone, folder)
     ref = unit_rows(3, tiny_backbone.dim)

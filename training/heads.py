@@ -90,25 +90,26 @@ class ValBench:
     def __init__(self, backbone: Any, n: int, cache_root: Path | None = None, progress: bool = False,
                  spec: str = "world"):
         from cir_core.benchmarks import load_benchmark
-        from cir_core.evaluation import embed
+        from cir_core.evaluation import embed_with_norms
 
         name, _, root = spec.partition(":")
         self.world = name == "world"
         self.bench = (load_benchmark("world", split="val", n_queries=n, image_size=backbone.image_size)
                       if self.world else load_benchmark(name, root, "val"))
-        self.emb = {k: embed(g, backbone, cache_root, progress) for k, g in self.bench.galleries().items()}
+        both = {k: embed_with_norms(g, backbone, cache_root, progress) for k, g in self.bench.galleries().items()}
+        self.emb, self.norms = {k: e for k, (e, _) in both.items()}, {k: n for k, (_, n) in both.items()}
         self.gallery = self.emb.get("gallery")
         self.n_queries = self.bench.n_queries()
 
     def queries(self, method) -> Composed | None:
         """The world's queries composed once (a λ sweep reuses them); None: composed per scoring."""
-        return self.bench.compose(method, self.gallery) if self.world else None
+        return self.bench.compose(method, self.gallery, self.norms.get("gallery")) if self.world else None
 
     def metrics(self, method, composed: Composed | None, lam: float | None) -> tuple[dict, dict]:
         """(metrics, R@10 per edit type on the world) for cosine (lam None) or Chord(lam)."""
         opts = ScoreOpts("cosine") if lam is None else ScoreOpts("chord", lam)
         res = (self.bench.score(method, composed, self.gallery, opts) if self.world
-               else self.bench.evaluate_method(method, self.emb, opts))
+               else self.bench.evaluate_method(method, self.emb, opts, self.norms))
         return {k: round(float(v), 4) for k, v in res.metrics.items()}, res.extra.get("breakdown", {})
 
     def criterion(self, metrics: dict) -> str:

@@ -48,9 +48,9 @@ def main(argv: list[str] | None = None) -> Path:
     print(f"wrote {store.write(bench, a.out_world / name)}")
     gallery = bench.gallery(backbone.image_size)
     with tempfile.TemporaryDirectory() as tmp:  # a fresh encode, never an older cache's rows
-        emb = EmbeddingCache(tmp).embed(gallery, backbone, progress=True)
+        emb, norms = EmbeddingCache(tmp).embed(gallery, backbone, progress=True, with_norms=True)
     keys = [gallery.fingerprint(i) for i in range(len(gallery))]
-    path = write_shipped(a.out / shipped_name(gallery), keys, emb, backbone)
+    path = write_shipped(a.out / shipped_name(gallery), keys, emb, norms, backbone)
     print(f"wrote {path} ({len(keys)} x {backbone.dim}, backbone {backbone.id})")
     return path
 

@@ -17,12 +17,24 @@ import numpy as np
 import torch
 
 from cir_core.methods import get_method_class
-from cir_core.methods.textinv import raw_image_norm
 from cir_core.world.language import BG_PHRASE, SIZE_WORD
 from cir_core.world.spec import COLOURS, NAMES, SHAPES
 
 from .heads import EMAWrapper, HeadSettings, ValBench, load_inputs
 from .loop import LoopConfig, parse_cli, run
+
+
+def raw_image_norm(backbone: Any, n: int = 64, seed: int = 0) -> float:
+    """Mean norm of the backbone's *unnormalised* image features over `n` scenes of the world's
+    training stream: what stands in for the raw CLIP features the authors' φ reads."""
+    from itertools import islice
+
+    from cir_core.world import query_stream, render
+
+    imgs = [render(q.reference, backbone.image_size, q.ref_seed) for q in islice(query_stream(seed), n)]
+    with torch.inference_mode():
+        feats = backbone.model.encode_image(backbone.image_tensor(imgs)).float()
+    return round(float(feats.norm(dim=-1).mean()), 4)
 
 
 @dataclass

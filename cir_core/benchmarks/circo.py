@@ -35,7 +35,7 @@ from cir_core.gallery import Gallery, GalleryItem
 from cir_core.metrics import map_at_k, recall_at_k
 
 from .common import (TOP, BenchmarkError, BenchmarkResult, ScoreOpts, StoredGallery, compose, need, pick,
-                     rank_queries, read_json)
+                     rank_queries, refs_at, read_json)
 
 SPLITS = ("val", "test")
 COCO = "COCO2017_unlabeled"
@@ -104,10 +104,11 @@ class CIRCOBench:
     def n_queries(self) -> int:
         return len(self.query_ids)
 
-    def evaluate_method(self, method, emb: dict[str, np.ndarray], opts: ScoreOpts) -> BenchmarkResult:
+    def evaluate_method(self, method, emb: dict[str, np.ndarray], opts: ScoreOpts,
+                        norms: dict[str, np.ndarray] | None = None) -> BenchmarkResult:
         g = emb["gallery"]
         refs = g[self.ref_rows]
-        q, q0 = compose(method, refs, self.texts)
+        q, q0 = compose(method, refs_at(g, (norms or {}).get("gallery"), self.ref_rows), self.texts)
         exclude = self.ref_rows if self.remove_reference else None
         ranked = rank_queries(method, q, q0, refs, g, opts, exclude, TOP).ids
         metrics: dict[str, float] = {}

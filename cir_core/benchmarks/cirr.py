@@ -27,7 +27,7 @@ from cir_core.gallery import Gallery, GalleryItem
 from cir_core.metrics import recall_at_k, subset_ranking, subset_recall
 
 from .common import (TOP, BenchmarkError, BenchmarkResult, ScoreOpts, StoredGallery, check_files, compose,
-                     need, rank_queries, read_json)
+                     need, rank_queries, refs_at, read_json)
 
 VERSION = "rc2"
 SPLITS = {"val": "val", "test": "test1", "test1": "test1"}
@@ -146,10 +146,11 @@ class CIRRBench:
     def n_queries(self) -> int:
         return len(self.pairids)
 
-    def evaluate_method(self, method, emb: dict[str, np.ndarray], opts: ScoreOpts) -> BenchmarkResult:
+    def evaluate_method(self, method, emb: dict[str, np.ndarray], opts: ScoreOpts,
+                        norms: dict[str, np.ndarray] | None = None) -> BenchmarkResult:
         g = emb["gallery"]
         refs = g[self.ref_rows]
-        q, q0 = compose(method, refs, self.texts)
+        q, q0 = compose(method, refs_at(g, (norms or {}).get("gallery"), self.ref_rows), self.texts)
         got = rank_queries(method, q, q0, refs, g, opts, self.ref_rows, TOP, self.members)
         ranked, sub = got.ids, subset_ranking(got.at_cols, self.members, self.ref_rows)
         metrics: dict[str, float] = {}

@@ -17,8 +17,9 @@ from PIL import Image
 
 from cir_core.errors import InputError
 from cir_core.gallery import Gallery
-from cir_core.imageio import load_image_as_stored
+from cir_core.imageio import open_as_stored, rgb_as_official
 from cir_core.methods import Method
+from cir_core.methods.refs import RefInput, Refs
 from cir_core.metrics import target_ranks
 from cir_core.scoring import Ranking, ScoreOpts, rank, score_matrix
 
@@ -70,24 +71,57 @@ def need(entry: Any, key: str, kind: type | tuple[type, ...], where: str) -> Any
     return v
 
 
+TARGET_RATIO = 1.25  # SEARLE's (and CLIP4Cir's) targetpad ratio
+PREPROCESS = {
+    "backbone": "images: the backbone's own preprocessing (resize, centre crop)",
+    "targetpad": f"images: targetpad {TARGET_RATIO} (black padding to that aspect ratio, SEARLE "
+                 "src/data_utils.py), then the backbone's preprocessing",
+}
+
+
+def target_pad(img: Image.Image, ratio: float = TARGET_RATIO) -> Image.Image:
+    """SEARLE's `TargetPad` (`src/data_utils.py`, from CLIP4Cir): an image wider or taller than
+    `ratio` is padded with zeros, evenly on both sides, to that aspect ratio; others unchanged.
+    Applied to the image as stored, before its RGB conversion, as in their Compose."""
+    import torchvision.transforms.functional as FT
+
+    w, h = img.size
+    if max(w, h) / min(w, h) < ratio:
+        return img
+    scaled = max(w, h) / ratio
+    hp, vp = max(int((scaled - w) / 2), 0), max(int((scaled - h) / 2), 0)
+    return FT.pad(img, [hp, vp, hp, vp], 0, "constant")
+
+
 class StoredGallery(Gallery):
     """A benchmark's gallery of files, decoded as the official loaders decode them (pixels as
-    stored, no EXIF transposition, PIL's `convert("RGB")`: `imageio.load_image_as_stored`). Its
-    fingerprints say so, so embeddings cached under the app's decoding are not reused."""
+    stored, no EXIF transposition, no draft decoding, PIL's `convert("RGB")`), with SEARLE's
+    targetpad before it when `preprocess` is "targetpad". Its fingerprints say both, so
+    embeddings cached under another decoding are not reused."""
 
     DECODE = "as-stored"
+    preprocess = "backbone"  # or "targetpad" (`cir_core.benchmarks.load_benchmark(preprocess=)`)
 
-    def load_image(self, i: int, size: int | None = None) -> Image.Image:
+    def decode(self, i: int, draft: int | None = None) -> Image.Image:
         item = self.items[i]
         if self.image_fn is not None or item.path is None:
-            return super().load_image(i, size)
-        img = load_image_as_stored(item.path)
+            return super().decode(i, draft)
+        img = open_as_stored(item.path)
+        try:
+            out = rgb_as_official(target_pad(img) if self.preprocess == "targetpad" else img)
+        finally:
+            img.close()
+        return out
+
+    def load_image(self, i: int, size: int | None = None) -> Image.Image:
+        img = self.decode(i)
         if size is not None:
             img.thumbnail((size, size))
         return img
 
     def fingerprint(self, i: int) -> str:
-        return f"{super().fingerprint(i)}|{self.DECODE}"
+        pad = f"|targetpad{TARGET_RATIO:g}" if self.preprocess == "targetpad" else ""
+        return f"{super().fingerprint(i)}|{self.DECODE}{pad}"
 
 
 def pick(value: str | None, choices: Sequence[str], what: str, default: str) -> str:
@@ -140,17 +174,25 @@ class Benchmark(Protocol):
 
     def galleries(self) -> dict[str, Gallery]: ...
     def n_queries(self) -> int: ...
-    def evaluate_method(self, method: Method, emb: dict[str, np.ndarray], opts: ScoreOpts) -> BenchmarkResult: ...
+    def evaluate_method(self, method: Method, emb: dict[str, np.ndarray], opts: ScoreOpts,
+                        norms: dict[str, np.ndarray] | None = None) -> BenchmarkResult: ...
 
 
-def compose(method: Method, refs: np.ndarray, texts: Sequence[Sequence[str]]) -> tuple[np.ndarray, np.ndarray]:
+def refs_at(emb: np.ndarray, norms: np.ndarray | None, rows: np.ndarray | slice) -> Refs:
+    """The references at `rows` of a gallery's embeddings, with their raw feature norms when the
+    gallery's are known (`norms`, aligned with `emb`)."""
+    return Refs(emb[rows], None if norms is None else norms[rows])
+
+
+def compose(method: Method, refs: RefInput, texts: Sequence[Sequence[str]]) -> tuple[np.ndarray, np.ndarray]:
     """(q, q_∅): each query's text variants are composed separately and their queries averaged,
     then normalised (FashionIQ's two caption orders); one variant is plain composition."""
+    refs = refs if isinstance(refs, Refs) else Refs(np.asarray(refs))
     counts = np.array([len(t) for t in texts])
     if len(texts) != len(refs) or (counts < 1).any():
         raise InputError("every query needs a reference and at least one text")
     flat = [t for ts in texts for t in ts]
-    q = method.compose(np.repeat(refs, counts, 0), flat)
+    q = method.compose(refs.repeat(counts), flat)
     q = np.add.reduceat(q, np.r_[0, np.cumsum(counts)[:-1]], axis=0)
     q /= np.maximum(np.linalg.norm(q, axis=1, keepdims=True), 1e-12)
     return q.astype(np.float32), method.compose_empty(refs)
@@ -173,7 +215,8 @@ def score_candidates(method: Method, q: np.ndarray, q0: np.ndarray, refs: np.nda
 
 
 def prefix_ranks(steps: Callable[[int], np.ndarray], method: Method, gallery: np.ndarray,
-                 ref_rows: np.ndarray, target_rows: np.ndarray, opts: ScoreOpts, width: int) -> np.ndarray:
+                 ref_rows: np.ndarray, target_rows: np.ndarray, opts: ScoreOpts, width: int,
+                 norms: np.ndarray | None = None) -> np.ndarray:
     """(Q, width) 0-based target ranks (reference removed, ties to the lower row) after each
     step of each query's progression: `steps(i)` gives query i's step queries (n_i, D); a query
     with fewer than `width` steps repeats its last rank."""
@@ -181,7 +224,7 @@ def prefix_ranks(steps: Callable[[int], np.ndarray], method: Method, gallery: np
     out = np.zeros((len(ref_rows), width), np.int64)
     for i, (r, t) in enumerate(zip(ref_rows, target_rows)):
         qs, ref = steps(i), gallery[r][None]
-        q0 = method.compose_empty(ref)
+        q0 = method.compose_empty(refs_at(gallery, norms, slice(r, r + 1)))
         sc = score_matrix(qs, np.repeat(q0, len(qs), 0), np.repeat(ref, len(qs), 0), gallery,
                           opts.scoring, lam, opts.variant)
         ranks = target_ranks(sc, np.full(len(qs), t), np.full(len(qs), r))

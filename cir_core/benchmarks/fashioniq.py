@@ -19,7 +19,13 @@ Text protocol (`protocol=`), because published code disagrees:
   caption 2 (`start_kit/data_loader.py`: tokens of c1 + `<and>` + tokens of c2).
 - `both-orders`: "{c1} and {c2}" and "{c2} and {c1}" (each `strip('.?, ')`) composed separately,
   the two queries averaged and normalised (miccunifi/SEARLE `src/validate.py`
-  `fiq_generate_val_predictions`). Per-category R@10 differs by up to ~1.3 points between the two.
+  `fiq_generate_val_predictions`; navervision/lincir `validate.py` the same). Per-category R@10
+  differs by up to ~1.3 points between the two.
+- `pic2word`: one order, "{c2} and {c1}", captions as given (google-research/
+  composed_image_retrieval `src/data.py`: `'a photo of * , {} and {}'.format(cap2, cap1)`).
+- `authors`: each method with its authors' own form (`Method.authors_protocols["fashioniq"]`:
+  Pic2Word `pic2word`, SEARLE and LinCIR `both-orders`), every other method `clip4cir`; each
+  result says which form it used (`extra["fashioniq_text"]`).
 """
 from __future__ import annotations
 
@@ -33,7 +39,7 @@ from cir_core.gallery import Gallery, GalleryItem
 from cir_core.metrics import recall_at_k
 
 from .common import (BenchmarkError, BenchmarkResult, ScoreOpts, StoredGallery, compose, need, parse_subset,
-                     pick, rank_queries, read_json)
+                     pick, rank_queries, refs_at, read_json)
 
 CATEGORIES = ("dress", "shirt", "toptee")
 KS = (10, 50)
@@ -41,6 +47,9 @@ EXTS = (".jpg", ".jpeg", ".png", ".webp", ".bmp")  # .jpg first: the official lo
 PROTOCOLS = {
     "clip4cir": "clip4cir: one caption order, '{c1.capitalize()} and {c2}' (CLIP4Cir; the start kit's order)",
     "both-orders": "both-orders: '{c1} and {c2}' and '{c2} and {c1}' composed apart, queries averaged (SEARLE)",
+    "pic2word": "pic2word: one caption order, '{c2} and {c1}' as given (Pic2Word)",
+    "authors": "authors: each method's authors' own text (Pic2Word: pic2word; SEARLE, LinCIR: both-orders), "
+               "else clip4cir",
 }
 DEFAULT_PROTOCOL = "clip4cir"
 
@@ -55,6 +64,10 @@ def texts_for(captions: list[str], protocol: str) -> list[str]:
     c1, c2 = captions
     if protocol == "clip4cir":
         return [join_captions(c1, c2)]
+    if protocol == "pic2word":
+        return [f"{c2} and {c1}"]
+    if protocol != "both-orders":
+        raise BenchmarkError(f"no FashionIQ text form {protocol!r}; forms: clip4cir, both-orders, pic2word")
     a, b = c1.strip(".?, "), c2.strip(".?, ")
     return [f"{a} and {b}", f"{b} and {a}"]
 
@@ -63,7 +76,8 @@ def texts_for(captions: list[str], protocol: str) -> list[str]:
 class Category:
     name: str
     gallery: Gallery
-    texts: list[list[str]]
+    texts: list[list[str]]  # under the benchmark's text protocol (`authors`: clip4cir)
+    captions: list[list[str]]  # each triplet's two captions, as in the file
     ref_rows: np.ndarray  # rows of [gallery; ref_gallery]
     target_rows: np.ndarray
     ref_gallery: Gallery  # references missing from the split gallery (usually none)
@@ -96,14 +110,17 @@ class FashionIQBench:
     def n_queries(self) -> int:
         return sum(len(c.texts) for c in self.categories)
 
-    def evaluate_method(self, method, emb: dict[str, np.ndarray], opts: ScoreOpts) -> BenchmarkResult:
+    def evaluate_method(self, method, emb: dict[str, np.ndarray], opts: ScoreOpts,
+                        norms: dict[str, np.ndarray] | None = None) -> BenchmarkResult:
         metrics: dict[str, float] = {}
         top = {}
+        form = authors_form(method) if self.text_protocol == "authors" else self.text_protocol
         for c in self.categories:
             g = emb[c.name]
             pool = np.concatenate([g, emb[c.name + "-refs"]]) if len(c.ref_gallery) else g
             refs = pool[c.ref_rows]
-            q, q0 = compose(method, refs, c.texts)
+            texts = c.texts if form == self.text_protocol else [texts_for(two, form) for two in c.captions]
+            q, q0 = compose(method, refs_at(pool, pool_norms(norms, c), c.ref_rows), texts)
             ranked = rank_queries(method, q, q0, refs, g, opts, None, max(KS)).ids
             r = recall_at_k(ranked, c.target_rows, [k for k in KS if k <= ranked.shape[1]])
             metrics.update({f"{c.name} {k}": v for k, v in r.items()})
@@ -115,7 +132,23 @@ class FashionIQBench:
                 metrics[f"avg R@{k}"] = float(np.mean(vals))
         if all(f"avg R@{k}" in metrics for k in KS):
             metrics["avg"] = float(np.mean([metrics[f"avg R@{k}"] for k in KS]))
-        return BenchmarkResult(metrics, top=top)
+        extra = {"fashioniq_text": form} if self.text_protocol == "authors" else {}
+        return BenchmarkResult(metrics, extra=extra, top=top)
+
+
+def authors_form(method) -> str:
+    """The FashionIQ text form `method`'s authors evaluate with (`clip4cir` when they publish none)."""
+    return getattr(type(method), "authors_protocols", {}).get("fashioniq", DEFAULT_PROTOCOL)
+
+
+def pool_norms(norms: dict[str, np.ndarray] | None, c: Category) -> np.ndarray | None:
+    """Raw norms of [gallery; ref_gallery] for category `c`, when both are known."""
+    if not norms or c.name not in norms:
+        return None
+    if not len(c.ref_gallery):
+        return norms[c.name]
+    extra = norms.get(c.name + "-refs")
+    return None if extra is None else np.concatenate([norms[c.name], extra])
 
 
 def _listing(folder: Path) -> dict[str, str]:
@@ -185,7 +218,7 @@ def load_category(root: Path, cat: str, protocol: str = DEFAULT_PROTOCOL,
     if split == "test" and hidden is not None:
         raise BenchmarkError(f"{path} entry {hidden}: no 'target' (FashionIQ's test targets are not public; "
                              "evaluate --split val)")
-    texts, refs, targets = [], [], []
+    texts, captions, refs, targets = [], [], [], []
     for i, c in enumerate(caps):
         where = f"{path} entry {i}"
         cand, tgt = need(c, "candidate", str, where), need(c, "target", str, where)
@@ -194,7 +227,8 @@ def load_category(root: Path, cat: str, protocol: str = DEFAULT_PROTOCOL,
             raise BenchmarkError(f"{where}: 'captions' should hold exactly 2 strings")
         if tgt not in known:
             raise BenchmarkError(f"{where}: target {tgt!r} is not in {split_path.name}")
-        texts.append(texts_for(two, protocol))
+        texts.append(texts_for(two, DEFAULT_PROTOCOL if protocol == "authors" else protocol))
+        captions.append(list(two))
         refs.append(cand)
         targets.append(known[tgt])
     extra = [n for n in dict.fromkeys(refs) if n not in known]
@@ -203,7 +237,7 @@ def load_category(root: Path, cat: str, protocol: str = DEFAULT_PROTOCOL,
     ref_gallery = StoredGallery(f"fashioniq-{cat}-{split}-refs",
                                 [GalleryItem(n, p, {}) for n, p in zip(extra, paths[len(names):])])
     pos = {**known, **{n: len(gallery) + i for i, n in enumerate(extra)}}
-    return Category(cat, gallery, texts, np.array([pos[r] for r in refs], np.int64),
+    return Category(cat, gallery, texts, captions, np.array([pos[r] for r in refs], np.int64),
                     np.array(targets, np.int64), ref_gallery)
 
 
@@ -211,7 +245,8 @@ def load(root: str | Path, split: str = "val", protocol: str | None = None,
          subset: str | tuple[str, ...] | None = None) -> FashionIQBench:
     """FashionIQ validation (the only split with public targets; a test split whose triplets all
     carry `target`, as the world's export does, is scored too) from ROOT, validated: every
-    category, or the `subset` named ('dress,toptee'); `protocol` clip4cir (default) or both-orders."""
+    category, or the `subset` named ('dress,toptee'); `protocol` clip4cir (default), both-orders,
+    pic2word or authors (each method its authors' own)."""
     if split not in ("val", "test"):
         raise BenchmarkError(f"FashionIQ is evaluated on its val split (test targets are not public), not {split!r}")
     root = Path(root).expanduser()

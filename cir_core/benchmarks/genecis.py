@@ -29,7 +29,7 @@ from cir_core.imageio import open_as_stored, rgb_as_official
 from cir_core.metrics import candidate_recall
 
 from .common import (BenchmarkError, BenchmarkResult, ScoreOpts, StoredGallery, compose, need, parse_subset,
-                     read_json, score_candidates)
+                     read_json, refs_at, score_candidates)
 
 TASKS = ("focus_attribute", "change_attribute", "focus_object", "change_object")
 DILATION = 0.7
@@ -152,13 +152,14 @@ class GeneCISBench:
     def n_queries(self) -> int:
         return sum(len(t.texts) for t in self.tasks)
 
-    def evaluate_method(self, method, emb: dict[str, np.ndarray], opts: ScoreOpts) -> BenchmarkResult:
+    def evaluate_method(self, method, emb: dict[str, np.ndarray], opts: ScoreOpts,
+                        norms: dict[str, np.ndarray] | None = None) -> BenchmarkResult:
         metrics: dict[str, float] = {}
         top = {}
         for t in self.tasks:
             g = emb[t.name]
             refs = g[t.ref_rows]
-            q, q0 = compose(method, refs, t.texts)
+            q, q0 = compose(method, refs_at(g, (norms or {}).get(t.name), t.ref_rows), t.texts)
             scores = score_candidates(method, q, q0, refs, g, t.cands, opts)
             # Galleries are all the same length within a task in the released files; pad if not.
             width = max(len(s) for s in scores)

@@ -26,7 +26,7 @@ from cir_core.text import split_sentences
 from cir_core.metrics import prefix_recall, progression_summary, recall_at_k, subset_ranking, subset_recall
 
 from .cirr import SPLITS, VERSION, find_layout, load_captions, load_split_gallery
-from .common import TOP, BenchmarkError, BenchmarkResult, ScoreOpts, compose, need, prefix_ranks, rank_queries, read_jsonl
+from .common import TOP, BenchmarkError, BenchmarkResult, ScoreOpts, compose, need, prefix_ranks, rank_queries, refs_at, read_jsonl
 
 MAX_STEPS = 8
 
@@ -63,28 +63,31 @@ class LCIRRBench:
         """Every query's long text (for the text-context check of `evaluation.evaluate`)."""
         return list(self.texts)
 
-    def progression(self, method, g: np.ndarray, opts: ScoreOpts) -> dict[str, dict]:
+    def progression(self, method, g: np.ndarray, opts: ScoreOpts, norms: np.ndarray | None = None) -> dict[str, dict]:
         """Per protocol: `prefix` for every method, `states` for one with its own step states."""
-        out = {"prefix": self._progression(method, g, opts, method.prefix_queries)}
+        out = {"prefix": self._progression(method, g, opts, method.prefix_queries, norms)}
         if method.native_progression:
-            out["states"] = self._progression(method, g, opts, method.progression)
+            out["states"] = self._progression(method, g, opts, method.progression, norms)
         return out
 
-    def _progression(self, method, g: np.ndarray, opts: ScoreOpts, steps) -> dict[str, float]:
+    def _progression(self, method, g: np.ndarray, opts: ScoreOpts, steps,
+                     norms: np.ndarray | None) -> dict[str, float]:
         rows = [i for i, s in enumerate(self.sentences) if len(s) > 1]
         if not rows:
             return {}
         width = min(MAX_STEPS, max(len(self.sentences[i]) for i in rows))
-        ranks = prefix_ranks(lambda j: np.stack(steps(g[self.ref_rows[rows[j]]], self.sentences[rows[j]])),
-                             method, g, self.ref_rows[rows], self.target_rows[rows], opts, width)
+        one = lambda j: refs_at(g, norms, slice(self.ref_rows[rows[j]], self.ref_rows[rows[j]] + 1))  # noqa: E731
+        ranks = prefix_ranks(lambda j: np.stack(steps(one(j), self.sentences[rows[j]])),
+                             method, g, self.ref_rows[rows], self.target_rows[rows], opts, width, norms)
         n = np.minimum([len(self.sentences[i]) for i in rows], width)
         return {**progression_summary(ranks, n),
                 **{f"R@10 sentences 1-{k + 1}": round(v, 4) for k, v in enumerate(prefix_recall(ranks, 10))}}
 
-    def evaluate_method(self, method, emb: dict[str, np.ndarray], opts: ScoreOpts) -> BenchmarkResult:
-        g = emb["gallery"]
+    def evaluate_method(self, method, emb: dict[str, np.ndarray], opts: ScoreOpts,
+                        norms: dict[str, np.ndarray] | None = None) -> BenchmarkResult:
+        g, gn = emb["gallery"], (norms or {}).get("gallery")
         refs = g[self.ref_rows]
-        q, q0 = compose(method, refs, [[t] for t in self.texts])
+        q, q0 = compose(method, refs_at(g, gn, self.ref_rows), [[t] for t in self.texts])
         got = rank_queries(method, q, q0, refs, g, opts, self.ref_rows, TOP, self.members)
         ks = [k for k in (1, 5, 10, 50) if k <= got.ids.shape[1]]
         metrics = recall_at_k(got.ids, self.target_rows, ks)
@@ -92,7 +95,7 @@ class LCIRRBench:
             metrics.update(subset_recall(subset_ranking(got.at_cols, self.members, self.ref_rows), self.target_rows))
         ids = self.gallery.ids
         share = float(np.mean([len(s) > 1 for s in self.sentences]))
-        return BenchmarkResult(metrics, extra={"progression": self.progression(method, g, opts),
+        return BenchmarkResult(metrics, extra={"progression": self.progression(method, g, opts, gn),
                                                "multi_sentence_share": round(share, 4)},
                                top={p: [ids[j] for j in r] for p, r in zip(self.pairids, got.ids)})
 

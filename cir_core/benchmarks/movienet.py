@@ -22,7 +22,7 @@ import numpy as np
 from cir_core.gallery import Gallery, GalleryItem
 from cir_core.metrics import identity_at_k
 
-from .common import TOP, BenchmarkError, BenchmarkResult, ScoreOpts, check_files, compose, need, rank_queries, read_jsonl
+from .common import TOP, BenchmarkError, BenchmarkResult, ScoreOpts, check_files, compose, need, rank_queries, refs_at, read_jsonl
 
 KS = (1, 5, 10)
 
@@ -89,11 +89,13 @@ class MovieNetBench:
     def n_queries(self) -> int:
         return len(self.queries)
 
-    def evaluate_method(self, method, emb: dict[str, np.ndarray], opts: ScoreOpts) -> BenchmarkResult:
+    def evaluate_method(self, method, emb: dict[str, np.ndarray], opts: ScoreOpts,
+                        norms: dict[str, np.ndarray] | None = None) -> BenchmarkResult:
         g = emb["gallery"]
         ref_rows = np.array([self.gallery.index_of(q["reference_id"]) for q in self.queries], np.int64)
         refs = g[ref_rows]
-        q, q0 = compose(method, refs, [[x["edit_text"]] for x in self.queries])
+        q, q0 = compose(method, refs_at(g, (norms or {}).get("gallery"), ref_rows),
+                        [[x["edit_text"]] for x in self.queries])
         ranked = rank_queries(method, q, q0, refs, g, opts, ref_rows, TOP).ids
         chars = [frozenset(it.meta["character_ids"]) for it in self.gallery.items]
         ks = [k for k in KS if k <= ranked.shape[1]]

@@ -22,7 +22,7 @@ from cir_core.metrics import (edit_at_1, identity_at_1, map_at_k, progression_su
 from cir_core.scoring import ScoreOpts
 from cir_core.world import WorldBenchmark, build_benchmark
 
-from .common import TOP, BenchmarkError, BenchmarkResult, compose, prefix_ranks, rank_queries
+from .common import TOP, BenchmarkError, BenchmarkResult, compose, prefix_ranks, rank_queries, refs_at
 
 SPLITS = {"test": 1000, "val": 500}  # default number of queries per split
 
@@ -72,8 +72,8 @@ class WorldBench:
                 "identities": np.asarray(w.identities())}
 
     # -- one method ------------------------------------------------------------------------------
-    def compose(self, method: Method, g: np.ndarray) -> Composed:
-        q, q0 = compose(method, g[self.truth["ref"]], [[q.text] for q in self.world.queries])
+    def compose(self, method: Method, g: np.ndarray, norms: np.ndarray | None = None) -> Composed:
+        q, q0 = compose(method, refs_at(g, norms, self.truth["ref"]), [[q.text] for q in self.world.queries])
         return Composed(q, q0)
 
     def score(self, method: Method, c: Composed, g: np.ndarray, opts: ScoreOpts) -> BenchmarkResult:
@@ -95,11 +95,12 @@ class WorldBench:
                                top={q.query_id: [ids[j] for j in r] for q, r in zip(queries, ranked)},
                                aux={"gt": gt, "per_query": self.per_query(ranked)})
 
-    def evaluate_method(self, method: Method, emb: dict[str, np.ndarray], opts: ScoreOpts) -> BenchmarkResult:
-        g = emb["gallery"]
-        res = self.score(method, self.compose(method, g), g, opts)
+    def evaluate_method(self, method: Method, emb: dict[str, np.ndarray], opts: ScoreOpts,
+                        norms: dict[str, np.ndarray] | None = None) -> BenchmarkResult:
+        g, gn = emb["gallery"], (norms or {}).get("gallery")
+        res = self.score(method, self.compose(method, g, gn), g, opts)
         if self.progression:
-            ranks = self.progression_ranks(method, g, opts)
+            ranks = self.progression_ranks(method, g, opts, gn)
             res.extra["progression"] = {p: progression_summary(*rn) for p, rn in ranks.items()}
             res.aux["progression_ranks"] = ranks
         return res
@@ -128,8 +129,8 @@ class WorldBench:
         `progression_ranks`."""
         return {p: progression_summary(*rn) for p, rn in self.progression_ranks(method, g, opts).items()}
 
-    def progression_ranks(self, method: Method, g: np.ndarray,
-                          opts: ScoreOpts) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    def progression_ranks(self, method: Method, g: np.ndarray, opts: ScoreOpts,
+                          norms: np.ndarray | None = None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         """Over multi-sentence queries, per protocol, (target ranks after each step (Q, W), real
         steps (Q,)): `prefix` (every method, PACE included, given only sentences 1..k: comparable
         across methods) and, for a method with its own step states, `states` (its states on the
@@ -137,17 +138,18 @@ class WorldBench:
         rows = [i for i, q in enumerate(self.world.queries) if len(q.sentences) > 1]
         if not rows:
             return {}
-        out = {"prefix": self._step_ranks(method, g, opts, method.prefix_queries, rows)}
+        out = {"prefix": self._step_ranks(method, g, opts, method.prefix_queries, rows, norms)}
         if method.native_progression:
-            out["states"] = self._step_ranks(method, g, opts, method.progression, rows)
+            out["states"] = self._step_ranks(method, g, opts, method.progression, rows, norms)
         return out
 
-    def _step_ranks(self, method: Method, g: np.ndarray, opts: ScoreOpts, steps,
-                    rows: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    def _step_ranks(self, method: Method, g: np.ndarray, opts: ScoreOpts, steps, rows: list[int],
+                    norms: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         t, qs = self.truth, self.world.queries
         n = np.array([len(qs[i].sentences) for i in rows])
-        ranks = prefix_ranks(lambda j: np.stack(steps(g[t["ref"][rows[j]]], list(qs[rows[j]].sentences))),
-                             method, g, t["ref"][rows], t["target"][rows], opts, int(n.max()))
+        one = lambda j: refs_at(g, norms, slice(t["ref"][rows[j]], t["ref"][rows[j]] + 1))  # noqa: E731
+        ranks = prefix_ranks(lambda j: np.stack(steps(one(j), list(qs[rows[j]].sentences))),
+                             method, g, t["ref"][rows], t["target"][rows], opts, int(n.max()), norms)
         return ranks, n
 
 

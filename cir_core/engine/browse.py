@@ -8,6 +8,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
+import numpy as np
 from PIL import Image
 
 from ..errors import GalleryError, ImageLoadError, InputError
@@ -131,8 +132,10 @@ class GalleryMixin:
         if not 0 <= row < len(self.gallery):
             raise InputError(f"gallery row {row} is outside 0..{len(self.gallery) - 1}")
         item_id = self.item_id(row)
+        norm = None if self.feature_norms is None else float(self.feature_norms[row])
         return Reference("gallery", item_id, self.embeddings[row], row=row, item_id=item_id,
-                         character=self.character(row), key=("row", row))
+                         character=self.character(row), key=("row", row),
+                         norm=norm if norm is not None and np.isfinite(norm) else None)
 
     def reference_from_id(self, item_id: str) -> Reference:
         return self.reference_from_row(self.row_of(item_id))
@@ -160,12 +163,12 @@ class GalleryMixin:
                 msg = msg.replace(repr(os.fspath(src)), repr(name))
             raise ImageLoadError(msg) from None
         t0 = time.perf_counter()
-        emb = self.backbone.encode_images([img])[0]
+        emb, norm = self.backbone.encode_images([img], with_norms=True)
         ms = (time.perf_counter() - t0) * 1000
         shown = img.copy()
         shown.thumbnail((512, 512))
-        ref = Reference("upload", f"upload: {name or 'image'}", emb, image=shown, encode_ms=ms,
-                        key=None if key is None else ("upload", *key))
+        ref = Reference("upload", f"upload: {name or 'image'}", emb[0], image=shown, encode_ms=ms,
+                        key=None if key is None else ("upload", *key), norm=float(norm[0]))
         if key is not None:
             self._uploads[key] = ref
             while len(self._uploads) > 8:

@@ -12,6 +12,7 @@ import numpy as np
 from ..errors import CIRError, InputError
 from ..inputs import check_edit_text
 from ..methods import Method, method_label
+from ..methods.refs import Refs
 from ..scoring import ScoreOpts, rank
 from ..text import split_sentences
 from .common import MAX_K, MAX_STEPS
@@ -32,6 +33,7 @@ class Request:
     names: list[str]
     progression: tuple[str, Method, str] | None  # (name, method, why not a native one)
     v_r: np.ndarray  # (1, D)
+    refs: Refs  # what the methods compose from: v_r and its raw feature norm
     jobs: list["Job"] = field(default_factory=list)
     steps: list[np.ndarray] | None = None  # the progression, when its method's column computed it
 
@@ -115,7 +117,8 @@ class CompareMixin:
         names = list(methods) if methods is not None else self.default_methods()
         prog = self.progression_method(names) if progression else None
         v_r = np.asarray(reference.embedding, np.float32)[None]
-        return Request(reference, text, sentences, k, opts, names, prog, v_r)
+        norm = np.array([np.nan if reference.norm is None else reference.norm], np.float32)
+        return Request(reference, text, sentences, k, opts, names, prog, v_r, Refs(v_r, norm))
 
     def progression_method(self, names: Sequence[str]) -> tuple[str, Method, str] | None:
         """(name, method, why-not-native note) for the progression: the first of `names` that has
@@ -171,13 +174,13 @@ class CompareMixin:
         q in one pass (`compose_pair`) when this reference's is not cached yet. The progression's
         method gives its steps with q (`compose_with_steps`: PACE's q is its last state)."""
         if req.progression is not None and req.progression[0] == name:
-            q, req.steps = m.compose_with_steps(req.v_r, req.text, req.sentences[:MAX_STEPS])
+            q, req.steps = m.compose_with_steps(req.refs, req.text, req.sentences[:MAX_STEPS])
         elif req.opts.scoring == "chord" and self._cached_q_empty(name, req.reference) is None:
-            q, q0 = m.compose_pair(req.v_r, req.text)
+            q, q0 = m.compose_pair(req.refs, req.text)
             self._remember_q_empty(name, req.reference, q0)
             return q, q0
         else:
-            q = m.compose(req.v_r, [req.text])
+            q = m.compose(req.refs, [req.text])
         return q, self._q_empty(name, m, req)
 
     def _q_empty(self, name: str, m: Method, req: Request) -> np.ndarray | None:
@@ -187,7 +190,7 @@ class CompareMixin:
             return None
         q0 = self._cached_q_empty(name, req.reference)
         if q0 is None:
-            q0 = m.compose_empty(req.v_r)
+            q0 = m.compose_empty(req.refs)
             self._remember_q_empty(name, req.reference, q0)
         return q0
 
@@ -201,7 +204,7 @@ class CompareMixin:
         out = Progression(name, method_label(name), native,
                           progression_note(name, native, why, len(req.sentences)), [], len(req.sentences))
         try:
-            steps = req.steps if req.steps is not None else m.progression(req.v_r[0], req.sentences[:MAX_STEPS])
+            steps = req.steps if req.steps is not None else m.progression(req.refs, req.sentences[:MAX_STEPS])
             req.jobs.append(Job(out, np.stack([np.asarray(x, np.float32) for x in steps]),
                                 self._q_empty(name, m, req), req.opts.lam_for(m)))
         except CIRError as exc:

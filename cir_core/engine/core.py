@@ -83,14 +83,14 @@ def load_engine(cfg: EngineConfig, progress_cb: Callable[[int, int], None] | Non
     if is_prebuilt(cfg.gallery):  # `python -m cir_core.index build`'s folder: nothing to encode
         pre = open_prebuilt(cfg.gallery)
         pre.check_backbone(backbone)
-        gallery, bench, emb, index = pre.gallery, None, pre.embeddings, pre.index
+        gallery, bench, emb, index, norms = pre.gallery, None, pre.embeddings, pre.index, pre.norms
     else:
         root = Path(cfg.cache_dir).expanduser() if cfg.cache_dir else cache_dir()
         gallery, bench = open_gallery(cfg.gallery, cfg.world_queries, backbone.image_size, root)
         # The shipped embeddings of the default world gallery: a clean clone's first start
         # encodes nothing (they are used only where the backbone and every fingerprint match).
-        emb = EmbeddingCache(root, shipped=ASSETS_DIR / "embeddings").embed(gallery, backbone,
-                                                                            progress_cb=progress_cb)
+        emb, norms = EmbeddingCache(root, shipped=ASSETS_DIR / "embeddings").embed(
+            gallery, backbone, progress_cb=progress_cb, with_norms=True)
     names = cfg.method_names()
     # the optional methods' folders too: the app may add their columns (a repo without them
     # costs only those columns)
@@ -100,7 +100,7 @@ def load_engine(cfg: EngineConfig, progress_cb: Callable[[int, int], None] | Non
     if getattr(ckpts, "note", None):  # e.g. "offline: using the cached snapshot of org/name ..."
         notes.append(ckpts.note)
     return Engine(backbone, gallery, emb, bench=bench, checkpoints=ckpts, methods=names,
-                  notes=notes, n_examples=cfg.examples, index=index)
+                  notes=notes, n_examples=cfg.examples, index=index, feature_norms=norms)
 
 
 class Engine(GalleryMixin, CompareMixin):
@@ -112,7 +112,8 @@ class Engine(GalleryMixin, CompareMixin):
     def __init__(self, backbone: Any, gallery: Gallery, embeddings: np.ndarray, *, bench: Any = None,
                  checkpoints: CheckpointSource | None = None, methods: Sequence[str] | None = None,
                  notes: Iterable[str] = (),
-                 n_examples: int = 6, index_kind: str = "auto", index: Index | None = None):
+                 n_examples: int = 6, index_kind: str = "auto", index: Index | None = None,
+                 feature_norms: np.ndarray | None = None):
         emb = np.ascontiguousarray(embeddings, dtype=np.float32)
         if emb.shape != (len(gallery), int(backbone.dim)):
             raise GalleryError(f"embeddings {emb.shape} do not match gallery {gallery.name!r} "
@@ -125,6 +126,11 @@ class Engine(GalleryMixin, CompareMixin):
                                f"embeddings {emb.shape} of gallery {gallery.name!r}")
         self.index = index if index is not None else Index.build(emb, index_kind)
         self.norms = gallery_norms(emb)  # once: every request's exact scoring reuses them
+        if feature_norms is not None and np.shape(feature_norms) != (len(gallery),):
+            raise GalleryError(f"raw norms {np.shape(feature_norms)} do not match gallery {gallery.name!r} "
+                               f"({len(gallery)} items)")
+        # each row's raw image-feature norm (NaN: not recorded), for methods that read raw features
+        self.feature_norms = None if feature_norms is None else np.asarray(feature_norms, np.float32)
         # the int8 filter, for exact search over 16k+ rows (an approximate index does its own)
         self.prefilter = filter_for(emb, self.norms) if self.index.kind == "flat" else None
         self.checkpoints = checkpoints or CheckpointSource(None, DEFAULT_CHECKPOINTS)

@@ -20,6 +20,7 @@ class Reference:
     character: str | None = None  # the character's name, when the gallery knows it
     encode_ms: float = 0.0  # time spent encoding it (0 for a gallery item)
     key: tuple | None = None  # identifies the pixels across requests (None: unknown, never cached)
+    norm: float | None = None  # the raw image feature's norm before L2 (None: not recorded)
 
 
 @dataclass

@@ -25,7 +25,7 @@ from ..errors import CIRError, GalleryError, ImageLoadError, InputError
 from ..fileio import atomic_write
 from ..gallery import Gallery
 from .core import Index
-from .prebuilt import BUILD_FILE, EMB_FILE, FORMAT, GALLERY_FILE, INDEX_FILE, SKIPPED_FILE, read_meta
+from .prebuilt import BUILD_FILE, EMB_FILE, FORMAT, GALLERY_FILE, INDEX_FILE, NORMS_FILE, SKIPPED_FILE, read_meta
 
 # Chosen with bench/bench_ann.py (docs/BENCHMARKS.md, "Approximate search"): on 2 cores IVF-Flat
 # built 12x faster than HNSW at 100k with equal or better shortlist recall.
@@ -167,6 +167,8 @@ def _finish(out: Path, src: Gallery, keys: Sequence[str], load: Callable[[int], 
     emb.flush()
     del emb
     os.replace(tmp, out / EMB_FILE)
+    norms = np.concatenate([load(s).norms for s in range(n_shards)]).astype(np.float32)  # N floats: small
+    atomic_write(out / NORMS_FILE, lambda f: np.save(f, norms), True)
 
     def item_row(i: int) -> dict[str, Any]:
         it = src.items[i]

@@ -9,6 +9,8 @@ Layout of the folder:
 - `gallery.jsonl`: one row per embedded image, in embedding order: `id`, `path`, `fingerprint`
   and the manifest's other columns.
 - `embeddings.npy`: (N, D) float32, L2-normalised; opened memory-mapped.
+- `norms.npy`: (N,) float32, each image's raw feature norm before normalisation (what the zero-shot
+  peers' released φ reads; format 2 on).
 - `index.faiss`: `cir_core.index.Index.save` over those rows.
 - `skipped.jsonl`: images that could not be read (`id`, `path`, `error`); not in the gallery.
 - `shards/`: the embedding work in progress, kept so a rerun after adding images is cheap.
@@ -27,9 +29,10 @@ from ..errors import GalleryError
 from ..gallery import Gallery, GalleryItem
 from .core import Index
 
-FORMAT = 1
-BUILD_FILE, GALLERY_FILE, EMB_FILE, INDEX_FILE, SKIPPED_FILE = (
-    "build.json", "gallery.jsonl", "embeddings.npy", "index.faiss", "skipped.jsonl")
+FORMAT = 2  # 2: norms.npy; a format-1 folder opens without raw norms
+READS = (1, 2)
+BUILD_FILE, GALLERY_FILE, EMB_FILE, INDEX_FILE, SKIPPED_FILE, NORMS_FILE = (
+    "build.json", "gallery.jsonl", "embeddings.npy", "index.faiss", "skipped.jsonl", "norms.npy")
 
 
 @dataclass
@@ -41,6 +44,7 @@ class Prebuilt:
     gallery: Gallery
     embeddings: np.ndarray
     index: Index
+    norms: np.ndarray | None = None  # raw feature norms (N,); None in a format-1 folder
 
     def check_backbone(self, backbone: Any) -> None:
         """GalleryError unless `backbone` is the one the folder was embedded with."""
@@ -72,14 +76,15 @@ def open_prebuilt(folder: str | os.PathLike) -> Prebuilt:
     if meta is None:
         raise GalleryError(f"{str(folder)!r} is not a finished index folder (no readable {BUILD_FILE}); "
                            "build it with `python -m cir_core.index build`")
-    if meta.get("format") != FORMAT:
+    if meta.get("format") not in READS:
         raise GalleryError(f"index folder {str(folder)!r} has format {meta.get('format')!r}; "
-                           f"this version reads format {FORMAT}: rebuild it")
+                           f"this version reads formats {', '.join(map(str, READS))}: rebuild it")
     try:
         emb = np.load(folder / EMB_FILE, mmap_mode="c")  # copy-on-write: writable for torch, never written back
         index = Index.load(folder / INDEX_FILE)
         rows = [json.loads(line) for line in
                 (folder / GALLERY_FILE).read_text(encoding="utf-8").splitlines() if line.strip()]
+        norms = np.load(folder / NORMS_FILE) if meta.get("format") >= 2 else None
     except (OSError, ValueError, RuntimeError) as exc:
         raise GalleryError(f"index folder {str(folder)!r} is damaged: {type(exc).__name__}: {exc}"
                            .splitlines()[0]) from None
@@ -89,7 +94,10 @@ def open_prebuilt(folder: str | os.PathLike) -> Prebuilt:
             f"index folder {str(folder)!r} is inconsistent: {BUILD_FILE} says {n} x {dim}, "
             f"{EMB_FILE} is {emb.shape} {emb.dtype}, {GALLERY_FILE} has {len(rows)} rows, "
             f"{INDEX_FILE} holds {index.ntotal} x {index.dim}: rebuild it")
+    if norms is not None and norms.shape != (n,):
+        raise GalleryError(f"index folder {str(folder)!r} is inconsistent: {NORMS_FILE} is {norms.shape}, "
+                           f"{BUILD_FILE} says {n} rows: rebuild it")
     items = [GalleryItem(str(r["id"]), r.get("path"), {k: v for k, v in r.items() if k not in ("id", "path")})
              for r in rows]
     gallery = Gallery(str(meta.get("name") or folder.name), items)
-    return Prebuilt(folder, meta, gallery, emb, index)
+    return Prebuilt(folder, meta, gallery, emb, index, None if norms is None else norms.astype(np.float32))

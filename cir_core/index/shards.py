@@ -25,13 +25,15 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class Shard:
-    """Rows [start, stop) of the gallery once embedded: `rows` are the readable ones, `emb` theirs."""
+    """Rows [start, stop) of the gallery once embedded: `rows` are the readable ones, `emb` theirs,
+    `norms` their raw feature norms (before L2 normalisation)."""
 
     start: int
     stop: int
     rows: np.ndarray  # (n_ok,) int64, global gallery rows
     emb: np.ndarray  # (n_ok, D) float32
     errors: list[tuple[int, str]]
+    norms: np.ndarray  # (n_ok,) float32
 
 
 def shard_bounds(n: int, shard_size: int) -> list[tuple[int, int]]:
@@ -50,23 +52,26 @@ def write_shard(path: Path, shard: Shard, backbone_id: str, fingerprints: Sequen
     head = json.dumps({"backbone": backbone_id, "start": shard.start, "stop": shard.stop,
                        "fingerprints": list(fingerprints), "errors": shard.errors})
     buf = io.BytesIO()
-    np.savez(buf, head=np.frombuffer(head.encode(), np.uint8), rows=shard.rows, emb=shard.emb)
+    np.savez(buf, head=np.frombuffer(head.encode(), np.uint8), rows=shard.rows, emb=shard.emb, norms=shard.norms)
     atomic_write(path, lambda f: f.write(buf.getvalue()), True)
 
 
 def read_shard(path: Path, backbone_id: str, fingerprints: Sequence[str], dim: int) -> Shard | None:
-    """The shard at `path` if it is whole and matches this backbone and these fingerprints, else None."""
+    """The shard at `path` if it is whole and matches this backbone and these fingerprints, else
+    None (also for a shard written before raw norms were recorded: it is embedded again)."""
     try:
         with np.load(path) as z:
             head = json.loads(z["head"].tobytes().decode())
             rows, emb = z["rows"].astype(np.int64), z["emb"].astype(np.float32)
+            norms = z["norms"].astype(np.float32)
     except (OSError, ValueError, KeyError, EOFError):  # missing, truncated or foreign file
         return None
     start, stop = int(head.get("start", -1)), int(head.get("stop", -1))
     if (head.get("backbone") != backbone_id or head.get("fingerprints") != list(fingerprints)
-            or emb.shape != (len(rows), dim) or ((rows < start) | (rows >= stop)).any()):
+            or emb.shape != (len(rows), dim) or norms.shape != (len(rows),)
+            or ((rows < start) | (rows >= stop)).any()):
         return None
-    return Shard(start, stop, rows, emb, [(int(r), str(m)) for r, m in head.get("errors", [])])
+    return Shard(start, stop, rows, emb, [(int(r), str(m)) for r, m in head.get("errors", [])], norms)
 
 
 def embed_shards(
@@ -95,6 +100,7 @@ def embed_shards(
     start, stop = next(bounds)
     done_rows: list[np.ndarray] = []
     embs: list[np.ndarray] = []
+    norms: list[np.ndarray] = []
     errors: list[tuple[int, str]] = []
     total = sum(stop_ - start_ for start_, stop_ in todo)
     with tqdm(total=total, unit="image", desc=desc, disable=not progress) as bar:
@@ -103,13 +109,15 @@ def embed_shards(
                 (bar.write if progress else log.warning)(f"skipped {paths[row]!r}: {msg}")
             errors += errs
             if x is not None:
-                embs.append(backbone.encode_image_batch(x))
+                e, n = backbone.encode_image_batch(x, with_norms=True)
+                embs.append(e)
+                norms.append(n)
                 done_rows.append(np.asarray(ids, np.int64))
             bar.update(len(ids) + len(errs))
             last = max(ids + [r for r, _ in errs])
             if last == stop - 1:  # batches come in order, and a shard's last batch holds its last row
                 on_shard(Shard(start, stop, np.concatenate(done_rows) if done_rows else np.zeros(0, np.int64),
                                np.concatenate(embs) if embs else np.zeros((0, dim), np.float32),
-                               sorted(errors)))
-                done_rows, embs, errors = [], [], []
+                               sorted(errors), np.concatenate(norms) if norms else np.zeros(0, np.float32)))
+                done_rows, embs, errors, norms = [], [], [], []
                 start, stop = next(bounds, (-1, -1))

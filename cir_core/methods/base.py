@@ -3,7 +3,8 @@
 A method turns (reference embedding v_r, edit text) into a query q in the gallery's embedding
 space. It also gives q_∅ (its query for the same reference with an empty edit; Chord scores
 the change q − q_∅) and a per-sentence progression q_1..q_n. Methods receive the reference
-*embedding*, never the image: the reference is encoded once per query and shared by all methods.
+*embedding* (`Refs`: the unit v_r and, where recorded, its raw feature norm), never the image:
+the reference is encoded once per query and shared by all methods.
 """
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ import numpy as np
 from cir_core.backbone_id import activation
 from cir_core.errors import CheckpointError, InputError
 from cir_core.scoring import DEFAULT_LAMBDA
+
+from .refs import RefInput, Refs, as_refs
 
 _REGISTRY: dict[str, type["Method"]] = {}
 APP_ROLES = ("column", "baseline", "optional")
@@ -105,6 +108,9 @@ class Method(ABC):
     needs_checkpoint: ClassVar[bool] = False
     native_progression: ClassVar[bool] = False
     config_cls: ClassVar[type | None] = None
+    # the text protocol its authors' evaluation code uses on a benchmark, where it has its own
+    # (read under `--protocol authors`; e.g. {"fashioniq": "pic2word"})
+    authors_protocols: ClassVar[dict[str, str]] = {}
 
     def __init__(self, backbone: Any, config: dict | None = None):
         self.backbone = backbone
@@ -113,59 +119,55 @@ class Method(ABC):
 
     # -- what a method implements -------------------------------------------------------------
     @abstractmethod
-    def _compose(self, ref: np.ndarray, texts: list[str]) -> np.ndarray:
-        """(B, D) normalised refs + B texts → (B, D) queries (not necessarily normalised)."""
+    def _compose(self, refs: Refs, texts: list[str]) -> np.ndarray:
+        """B references (`refs.emb`: (B, D) unit rows) + B texts → (B, D) queries (not necessarily
+        normalised)."""
 
     # -- the public interface -----------------------------------------------------------------
-    def compose(self, ref: np.ndarray, texts: Sequence[str]) -> np.ndarray:
+    # `ref` is a `Refs` or an array of unit embeddings ((B, D), or (D,) for one reference).
+    def compose(self, ref: RefInput, texts: Sequence[str]) -> np.ndarray:
         """Composed queries, (B, D) float32, L2-normalised."""
-        ref = self._check_ref(ref)
+        refs = self._check_ref(ref)
         texts = list(texts)
-        if len(texts) != len(ref):
-            raise InputError(f"{len(ref)} references but {len(texts)} edit texts")
-        if not len(ref):
+        if len(texts) != len(refs):
+            raise InputError(f"{len(refs)} references but {len(texts)} edit texts")
+        if not len(refs):
             return np.zeros((0, self.backbone.dim), np.float32)
-        return normalise(self._compose(ref, texts))
+        return normalise(self._compose(refs, texts))
 
-    def compose_empty(self, ref: np.ndarray) -> np.ndarray:
+    def compose_empty(self, ref: RefInput) -> np.ndarray:
         """q_∅: the query for each reference with an empty edit (Chord's anchor)."""
-        ref = self._check_ref(ref)
-        return self.compose(ref, [""] * len(ref))
+        refs = self._check_ref(ref)
+        return self.compose(refs, [""] * len(refs))
 
-    def compose_pair(self, ref: np.ndarray, text: str) -> tuple[np.ndarray, np.ndarray]:
+    def compose_pair(self, ref: RefInput, text: str) -> tuple[np.ndarray, np.ndarray]:
         """(q, q_∅), each (1, D), for one reference and one edit: what a request needs when q_∅ is
         not cached yet. Methods whose two queries can share one forward override it."""
         return self.compose(ref, [text]), self.compose_empty(ref)
 
-    def compose_with_steps(self, ref: np.ndarray, text: str,
+    def compose_with_steps(self, ref: RefInput, text: str,
                            sentences: Sequence[str]) -> tuple[np.ndarray, list[np.ndarray]]:
         """(q (1, D), the progression's step queries) for one reference: the request's query and
         its progression. Methods whose q is their last step state override it to compute once."""
         return self.compose(ref, [text]), self.progression(ref, sentences)
 
-    def progression(self, ref: np.ndarray, sentences: Sequence[str]) -> list[np.ndarray]:
+    def progression(self, ref: RefInput, sentences: Sequence[str]) -> list[np.ndarray]:
         """Queries after sentence 1, 1–2, …, 1–n for one reference (D,): a list of (D,) arrays.
         The default recomposes each prefix; methods with step state (`native_progression`)
         override it with their own states."""
         return self.prefix_queries(ref, sentences)
 
-    def prefix_queries(self, ref: np.ndarray, sentences: Sequence[str]) -> list[np.ndarray]:
+    def prefix_queries(self, ref: RefInput, sentences: Sequence[str]) -> list[np.ndarray]:
         """The query of each prefix: sentences 1..k composed from scratch, k = 1..n — what every
         method would answer if it had been given only those sentences (comparable across methods)."""
-        ref = self._check_ref(ref)[:1]
+        refs = self._check_ref(ref).take(slice(0, 1))
         prefixes = [" ".join(sentences[:k]) for k in range(1, len(sentences) + 1)]
         if not prefixes:
             return []
-        return list(self.compose(np.repeat(ref, len(prefixes), 0), prefixes))
+        return list(self.compose(refs.repeat(len(prefixes)), prefixes))
 
-    def _check_ref(self, ref: np.ndarray) -> np.ndarray:
-        ref = np.asarray(ref, dtype=np.float32)
-        if ref.ndim == 1:
-            ref = ref[None]
-        if ref.ndim != 2 or ref.shape[1] != self.backbone.dim:
-            raise InputError(f"{self.name}: reference embedding has shape {ref.shape}, expected "
-                             f"(B, {self.backbone.dim}) for backbone {self.backbone.id}")
-        return ref
+    def _check_ref(self, ref: RefInput) -> Refs:
+        return as_refs(ref, int(self.backbone.dim), self.name, self.backbone.id)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, λ={self.chord_lambda})"

@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from .base import Method, normalise, register_method
+from .refs import Refs
 
 
 @register_method
@@ -12,7 +13,7 @@ class TextOnly(Method):
     label = "Text only"
     description = "f_T(edit): ignores the reference image"
 
-    def _compose(self, ref: np.ndarray, texts: list[str]) -> np.ndarray:
+    def _compose(self, refs: Refs, texts: list[str]) -> np.ndarray:
         return self.backbone.encode_texts(texts)
 
 
@@ -22,8 +23,8 @@ class ImageOnly(Method):
     label = "Image only"
     description = "v_r: ignores the edit (q − q_∅ = 0, so Chord adds nothing)"
 
-    def _compose(self, ref: np.ndarray, texts: list[str]) -> np.ndarray:
-        return ref.copy()
+    def _compose(self, refs: Refs, texts: list[str]) -> np.ndarray:
+        return refs.emb.copy()
 
 
 @register_method
@@ -33,5 +34,5 @@ class Sum(Method):
     app_role = "baseline"
     description = "norm(v_r + f_T(edit))"
 
-    def _compose(self, ref: np.ndarray, texts: list[str]) -> np.ndarray:
-        return normalise(ref) + self.backbone.encode_texts(texts)
+    def _compose(self, refs: Refs, texts: list[str]) -> np.ndarray:
+        return normalise(refs.emb) + self.backbone.encode_texts(texts)

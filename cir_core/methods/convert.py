@@ -12,6 +12,10 @@ when it is loaded, so it is refused unless `--allow-pickle` is given, and even t
 with `torch.load(weights_only=True)` (tensors and plain containers only). φ's hidden widths are
 read from the tensors; its input and output widths must be the backbone's embedding dimension
 and token width, or the conversion stops with the file, the key and both shapes.
+
+φ reads what the authors' inference feeds it: the raw image feature f_I(x), each image with its
+own norm (`arch.raw_input`; the embeddings record the raw norms). `--input-scale S` instead
+makes φ read S · v_r, one scale for every image (the world-trained peers' convention).
 """
 from __future__ import annotations
 
@@ -72,10 +76,9 @@ def mapper_state(obj: dict[str, Any], cls: type[TextInversionMethod], where: str
 def convert(method: str, source: str | Path, out: str | Path, backbone: Any, allow_pickle: bool = False,
             chord_lambda: float | None = None, input_scale: float | None = None) -> Path:
     """Write `out` (config.json + model.safetensors) from the authors' checkpoint `source`, for
-    `backbone`. `input_scale` None measures the backbone's mean raw image-feature norm
-    (`textinv.raw_image_norm`); `chord_lambda` None keeps the default (no val search here)."""
-    from .textinv import raw_image_norm
-
+    `backbone`. `input_scale` None: φ reads each reference's raw image feature, as the authors'
+    code does; a number: φ reads input_scale · v_r. `chord_lambda` None keeps the default (no val
+    search here)."""
     cls = get_method_class(method)
     if not (isinstance(cls, type) and issubclass(cls, TextInversionMethod)):
         raise InputError(f"{method!r} is not a textual-inversion method; convert takes "
@@ -92,7 +95,8 @@ def convert(method: str, source: str | Path, out: str | Path, backbone: Any, all
     except CheckpointError as exc:
         raise CheckpointError(f"{exc} (backbone {backbone.id}: embedding dim {backbone.dim}, "
                               f"token width {width})") from None
-    arch.input_scale = float(input_scale) if input_scale is not None else raw_image_norm(backbone)
+    arch.raw_input = input_scale is None
+    arch.input_scale = 1.0 if input_scale is None else float(input_scale)
     config: dict[str, Any] = {"arch": arch.to_dict()}
     if chord_lambda is not None:
         config["chord_lambda"] = float(chord_lambda)
@@ -101,7 +105,8 @@ def convert(method: str, source: str | Path, out: str | Path, backbone: Any, all
     digest = hashlib.sha256(source.read_bytes()).hexdigest()
     return m.save(out, metrics={}, converted_from={
         "file": source.name, "sha256": digest, "layout": cls.source_file,
-        "input_scale": "given" if input_scale is not None else "measured: mean raw image-feature norm, 64 world images"})
+        "phi_input": "raw image features, each image's own norm (the authors' inference)" if input_scale is None
+        else f"input_scale {float(input_scale):g} x the unit reference embedding (given)"})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -118,8 +123,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="read a torch.save pickle (with torch.load(weights_only=True))")
     ap.add_argument("--chord-lambda", type=float, default=None, help="Chord λ to record (default 0.34)")
     ap.add_argument("--input-scale", type=float, default=None,
-                    help="φ's input = this × the unit reference embedding (default: the backbone's "
-                         "measured mean raw image-feature norm)")
+                    help="φ's input = this × the unit reference embedding, one scale for every image "
+                         "(default: each image's raw feature, as the authors' code feeds φ)")
     args = ap.parse_args(argv)
     try:
         from cir_core.backbone import load_backbone

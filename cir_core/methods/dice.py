@@ -17,6 +17,7 @@ from torch import nn
 from cir_core.config import DictConfig
 
 from .base import register_method
+from .refs import Refs
 from .trained import GatedMLP, TrainedMethod
 
 
@@ -53,8 +54,8 @@ class DiCE(TrainedMethod):
         return DiCENet(dim, arch)
 
     @torch.no_grad()
-    def _compose(self, ref: np.ndarray, texts: list[str]) -> np.ndarray:
-        z_e = self.encode_texts(texts)
+    def _compose(self, refs: Refs, texts: list[str]) -> np.ndarray:
+        ref, z_e = refs.emb, self.encode_texts(texts)
         out = [self.module(self._tensor(ref[i:i + 4096]), self._tensor(z_e[i:i + 4096])).float().cpu()
                for i in range(0, len(ref), 4096)]
         return torch.cat(out).numpy()

@@ -20,5 +20,6 @@ class LinCIR(PhiMethod):
     label = "LinCIR"
     description = "φ(v_r) (language-only training) as $ in 'a photo of $ that {edit}', frozen text tower"
     replace = "all"
+    authors_protocols = {"fashioniq": "both-orders"}  # validate.py: fiq_generate_val_predictions
     source_file = "navervision/lincir train_phi.py (save_phi), models.py (Phi), demo.py"
 

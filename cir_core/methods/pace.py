@@ -25,6 +25,7 @@ from cir_core.config import DictConfig
 from cir_core.text import split_sentences
 
 from .base import register_method
+from .refs import RefInput, Refs
 from .trained import GatedMLP, TrainedMethod
 
 
@@ -109,19 +110,19 @@ class PACE(TrainedMethod):
         n_t = torch.as_tensor(n, device=self._tensor(ref[:1]).device)
         return self.module(self._tensor(ref), self._tensor(z_t), self._tensor(pad), n_t).float(), n_t
 
-    def _compose(self, ref: np.ndarray, texts: list[str]) -> np.ndarray:
-        out = []
+    def _compose(self, refs: Refs, texts: list[str]) -> np.ndarray:
+        ref, out = refs.emb, []
         for i in range(0, len(texts), 2048):
             chunk = texts[i:i + 2048]
             states, n = self._states(ref[i:i + 2048], chunk, [split_sentences(t) for t in chunk])
             out.append(final_state(states, n).cpu().numpy())
         return np.concatenate(out)
 
-    def steps(self, ref: np.ndarray, text: str) -> list[np.ndarray]:
+    def steps(self, ref: RefInput, text: str) -> list[np.ndarray]:
         """[q_0, q_1, …, q_n] for one reference (D,) and one edit text: (D,) unit vectors."""
         return self._run_steps(ref, text, split_sentences(text))
 
-    def compose_with_steps(self, ref: np.ndarray, text: str,
+    def compose_with_steps(self, ref: RefInput, text: str,
                            sentences: Sequence[str]) -> tuple[np.ndarray, list[np.ndarray]]:
         """q and the progression from one run of the accumulator when the progression covers every
         sentence of the text (q is then its last state); else as the base class."""
@@ -130,12 +131,12 @@ class PACE(TrainedMethod):
         steps = self.steps(ref, text)  # [q_0, ..., q_n]
         return steps[-1][None].astype(np.float32), steps[1:]
 
-    def progression(self, ref: np.ndarray, sentences: Sequence[str]) -> list[np.ndarray]:
+    def progression(self, ref: RefInput, sentences: Sequence[str]) -> list[np.ndarray]:
         """[q_1, …, q_n]: the query after each sentence (q_0 sees the sentences joined)."""
         sentences = [s for s in sentences if s.strip()]
         return self._run_steps(ref, " ".join(sentences), sentences)[1:]
 
-    def _run_steps(self, ref: np.ndarray, text: str, sentences: list[str]) -> list[np.ndarray]:
-        ref = self._check_ref(ref)[:1]
+    def _run_steps(self, ref: RefInput, text: str, sentences: list[str]) -> list[np.ndarray]:
+        ref = self._check_ref(ref).emb[:1]
         states, n = self._states(ref, [text], [list(sentences)])
         return list(states[0, :int(n[0]) + 1].cpu().numpy())

@@ -19,6 +19,7 @@ from cir_core.config import git_commit
 from .base import (WEIGHTS, Method, check_fit, checkpoint_config, normalise, read_weights, register_method,
                    write_checkpoint)
 from .pact_model import EMPTY_PROMPT, PROMPT, PACTComposer, PACTConfig, edit_prompt
+from .refs import RefInput, Refs
 
 FORMAT_VERSION = 1
 
@@ -52,20 +53,20 @@ class PACT(Method):
             out.append(self.composer(r, tokens).float().cpu().numpy())
         return np.concatenate(out)
 
-    def _compose(self, ref: np.ndarray, texts: list[str]) -> np.ndarray:
-        return self._queries(ref, texts, empty=False)
+    def _compose(self, refs: Refs, texts: list[str]) -> np.ndarray:
+        return self._queries(refs.emb, texts, empty=False)
 
-    def compose_empty(self, ref: np.ndarray) -> np.ndarray:
+    def compose_empty(self, ref: RefInput) -> np.ndarray:
         """q_∅ = f_T("a photo of $") with φ(v_r) at `$` (not an empty edit string)."""
-        ref = self._check_ref(ref)
+        ref = self._check_ref(ref).emb
         if not len(ref):
             return np.zeros((0, self.backbone.dim), np.float32)
         return normalise(self._queries(ref, [""] * len(ref), empty=True))
 
     @torch.no_grad()
-    def compose_pair(self, ref: np.ndarray, text: str) -> tuple[np.ndarray, np.ndarray]:
+    def compose_pair(self, ref: RefInput, text: str) -> tuple[np.ndarray, np.ndarray]:
         """q and q_∅ in one forward of the LoRA tower (two prompt rows, one reference)."""
-        ref = self._check_ref(ref)[:1]
+        ref = self._check_ref(ref).emb[:1]
         dev = next(self.composer.parameters()).device
         r = torch.from_numpy(np.ascontiguousarray(np.repeat(ref, 2, 0))).to(dev)
         tokens = self.composer.tokenize_prompts([edit_prompt(text), EMPTY_PROMPT]).to(dev)

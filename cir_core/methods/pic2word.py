@@ -26,12 +26,13 @@ from .textinv import TextInversionMethod
 @dataclass
 class Pic2WordConfig(DictConfig):
     """IM2TEXT's hyper-parameters (`src/params.py`: `--middle_dim` 512, `--n-layer` 2; dropout
-    0.1, IM2TEXT's default, which `main.py` does not override) and φ's input scale."""
+    0.1, IM2TEXT's default, which `main.py` does not override) and what φ reads (textinv)."""
 
     middle_dim: int = 512
     n_layer: int = 2
     dropout: float = 0.1
     input_scale: float = 1.0
+    raw_input: bool = False  # φ reads the raw image feature (the authors' code), not input_scale · v_r
 
 
 class IM2TEXT(nn.Module):
@@ -64,6 +65,7 @@ class Pic2Word(TextInversionMethod):
     placeholder = "*"
     replace = "first"
     source_key = "state_dict_img2text"
+    authors_protocols = {"fashioniq": "pic2word"}  # src/data.py: 'a photo of * , {cap2} and {cap1}'
     source_file = "google-research/composed_image_retrieval src/main.py (torch.save), model/model.py (IM2TEXT)"
 
     @classmethod
@@ -76,4 +78,4 @@ class Pic2Word(TextInversionMethod):
         n = len({k.split(".")[1] for k in shapes if k.startswith("layers.") and k.endswith(".0.weight")})
         w = shapes.get("layers.0.0.weight")
         return Pic2WordConfig(middle_dim=int(w[0]) if w else arch.middle_dim, n_layer=n or arch.n_layer,
-                              dropout=arch.dropout, input_scale=arch.input_scale)
+                              dropout=arch.dropout, input_scale=arch.input_scale, raw_input=arch.raw_input)

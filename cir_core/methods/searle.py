@@ -21,5 +21,6 @@ class SEARLE(PhiMethod):
     label = "SEARLE"
     description = "φ(v_r) (distilled from OTI) as $ in 'a photo of $ that {edit}', frozen text tower"
     replace = "first"
+    authors_protocols = {"fashioniq": "both-orders"}  # src/validate.py: fiq_generate_val_predictions
     source_file = "miccunifi/SEARLE src/train_phi.py (save_phi), src/phi.py (Phi), hubconf.py"
 

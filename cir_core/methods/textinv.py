@@ -5,10 +5,12 @@ placeholder of the method's published prompt, and the backbone's own text tower,
 the papers (no LoRA, no copy), reads the prompt. Only φ is trained, so a checkpoint is φ's
 state dict, under the key names of the authors' module definitions, plus `config.json`.
 
-φ reads `input_scale · v_r`. The authors' φ reads raw CLIP features (never L2-normalised); the
-workbench hands a method unit-norm v_r, so the checkpoint records the scale that stands in for
-the raw norm (the mean raw image-feature norm of the backbone it was trained on; see
-docs/METHODS.md).
+What φ reads is recorded in the checkpoint's `arch`. The authors' φ reads the raw CLIP image
+feature f_I(x) (never L2-normalised): a converted release has `raw_input`, and φ reads
+‖f_I(x)‖ · v_r with each reference's own raw norm (`Refs.norms`, recorded with every
+embedding). The world-trained peers read `input_scale · v_r`, one scale standing in for the raw
+norm (the mean raw image-feature norm of the backbone they were trained on), and train on it
+(see docs/METHODS.md).
 """
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ from cir_core.errors import BackboneError
 from cir_core.text_tower import encode_tokens, supports_token_embeddings, trim
 
 from .base import WEIGHTS, Method, check_fit, checkpoint_config, normalise, read_weights, write_checkpoint
+from .refs import RefInput, Refs
 
 log = logging.getLogger(__name__)
 FORMAT_VERSION = 1
@@ -41,6 +44,7 @@ class PhiConfig(DictConfig):
     hidden_dim: int = 0
     dropout: float = 0.5
     input_scale: float = 1.0
+    raw_input: bool = False  # φ reads the raw image feature (the authors' code), not input_scale · v_r
 
 
 class Phi(nn.Module):
@@ -66,7 +70,7 @@ def phi_arch_from_state(shapes: dict[str, tuple], arch: PhiConfig) -> PhiConfig:
     """φ's hidden width as the checkpoint has it (the rest from `arch`)."""
     w = shapes.get("layers.0.weight")
     return PhiConfig(hidden_dim=int(w[0]) if w else arch.hidden_dim, dropout=arch.dropout,
-                     input_scale=arch.input_scale)
+                     input_scale=arch.input_scale, raw_input=arch.raw_input)
 
 
 # -- the text side ------------------------------------------------------------------------------
@@ -136,22 +140,10 @@ def fill(template: str, edit: str) -> str:
     return template.format(edit=" ".join(str(edit).split()))
 
 
-def raw_image_norm(backbone: Any, n: int = 64, seed: int = 0) -> float:
-    """Mean norm of the backbone's *unnormalised* image features over `n` scenes of the world's
-    training stream: what stands in for the raw CLIP features the authors' φ reads."""
-    from itertools import islice
-
-    from cir_core.world import query_stream, render
-
-    imgs = [render(q.reference, backbone.image_size, q.ref_seed) for q in islice(query_stream(seed), n)]
-    with torch.inference_mode():
-        feats = backbone.model.encode_image(backbone.image_tensor(imgs)).float()
-    return round(float(feats.norm(dim=-1).mean()), 4)
-
-
 # -- the method ---------------------------------------------------------------------------------
 class TextInversionMethod(Method):
-    """A registered textual-inversion method: q = f_T(prompt with φ(s·v_r) at the placeholder),
+    """A registered textual-inversion method: q = f_T(prompt with φ(x) at the placeholder), x the
+    raw feature or s·v_r (`phi_input`),
     q_∅ = f_T(empty_prompt with the same token). Subclasses set the prompt, the placeholder,
     how many placeholders take the token, φ's architecture and where the authors' checkpoint
     keeps φ's state dict (`source_key`)."""
@@ -188,8 +180,18 @@ class TextInversionMethod(Method):
         """The published prompt for each edit; an empty edit gives q_∅'s prompt."""
         return [fill(self.prompt, e) if str(e).strip() else self.empty_prompt for e in edits]
 
+    def phi_input(self, refs: Refs) -> np.ndarray:
+        """(B, D) what φ reads: the raw image features (`raw_input`: the authors' convention) or
+        `input_scale · v_r` (the world-trained peers')."""
+        if getattr(self.arch, "raw_input", False):
+            return refs.raw(f"{self.label} (a release converted from its authors' checkpoint)")
+        return refs.emb * np.float32(self.arch.input_scale)
+
     def pseudo(self, ref: torch.Tensor) -> torch.Tensor:
-        """φ(s · v_r): (B, W) pseudo-word token embeddings."""
+        """φ(s · v_r) for unit `ref`: (B, W) pseudo-word token embeddings (the trainers' path; a
+        `raw_input` φ reads raw features, which `phi_input` gives)."""
+        if getattr(self.arch, "raw_input", False):
+            raise BackboneError(f"{self.name}: this φ reads raw image features; use phi_input(Refs)")
         return self.mapper(ref * float(self.arch.input_scale))
 
     def query(self, ref: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
@@ -197,23 +199,24 @@ class TextInversionMethod(Method):
         return self.text.encode(tokens, self.pseudo(ref))
 
     @torch.no_grad()
-    def _queries(self, ref: np.ndarray, prompts: list[str]) -> np.ndarray:
+    def _queries(self, refs: Refs, prompts: list[str]) -> np.ndarray:
+        x = self.phi_input(refs)
         dev = next(self.mapper.parameters()).device
         out = []
-        for i in range(0, len(ref), self.batch_size):
-            r = torch.from_numpy(np.ascontiguousarray(ref[i:i + self.batch_size])).to(dev)
-            out.append(self.query(r, self.text.tokenize(prompts[i:i + self.batch_size])).float().cpu().numpy())
+        for i in range(0, len(x), self.batch_size):
+            token = self.mapper(torch.from_numpy(np.ascontiguousarray(x[i:i + self.batch_size])).to(dev))
+            out.append(self.text.encode(self.text.tokenize(prompts[i:i + self.batch_size]), token).float().cpu().numpy())
         return np.concatenate(out)
 
-    def _compose(self, ref: np.ndarray, texts: list[str]) -> np.ndarray:
-        return self._queries(ref, self.prompts(texts))
+    def _compose(self, refs: Refs, texts: list[str]) -> np.ndarray:
+        return self._queries(refs, self.prompts(texts))
 
-    def compose_empty(self, ref: np.ndarray) -> np.ndarray:
+    def compose_empty(self, ref: RefInput) -> np.ndarray:
         """q_∅ = f_T(empty_prompt) with φ(v_r) at the placeholder."""
-        ref = self._check_ref(ref)
-        if not len(ref):
+        refs = self._check_ref(ref)
+        if not len(refs):
             return np.zeros((0, self.backbone.dim), np.float32)
-        return normalise(self._queries(ref, [self.empty_prompt] * len(ref)))
+        return normalise(self._queries(refs, [self.empty_prompt] * len(refs)))
 
     # -- checkpoints ----------------------------------------------------------------------------
     def save(self, folder: str | os.PathLike, metrics: dict | None = None, **extra: Any) -> Path:
