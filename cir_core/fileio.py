@@ -40,16 +40,33 @@ def read_table(path: Path, error: type[Exception]) -> tuple[list[tuple[int, dict
     return rows, list(reader.fieldnames or [])
 
 
-def atomic_write(path: Path, write: Callable[[Any], None], binary: bool) -> None:
-    """Write via a unique temp file + os.replace, so readers see the old or the new file, whole;
-    a write that fails leaves no temp file behind."""
+def atomic_write_path(path: Path, write: Callable[[Path], None]) -> None:
+    """`write(tmp)` writes a unique temp file beside `path` (for writers that take a path:
+    safetensors, FAISS, a numpy memmap, a file copy); it is flushed to disk and renamed onto
+    `path` with os.replace, so readers see the old or the new file, whole. A write that fails
+    leaves no temp file behind."""
+    path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        with open(tmp, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8"})) as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
+        write(tmp)
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def atomic_write(path: Path, write: Callable[[Any], None], binary: bool) -> None:
+    """`write(f)` fills an open file (binary or UTF-8 text) that replaces `path` whole
+    (`atomic_write_path`'s temp file + os.replace)."""
+
+    def to(tmp: Path) -> None:
+        with open(tmp, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8"})) as f:
+            write(f)
+
+    atomic_write_path(path, to)
+

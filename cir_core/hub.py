@@ -18,9 +18,11 @@ import shutil
 import sys
 import tempfile
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from .fileio import atomic_write_path
 from .storage import FolderStore, HFStore, NotCached, NotFound, Revision, StorageError, Store, Unreachable, matches
 from .hub_manifest import (KINDS, MANIFEST, build_manifest, check_layout, check_policy, list_files,
                            verify_snapshot)
@@ -146,9 +148,8 @@ def pull(kind: str, spec: str, out: str | os.PathLike | None = None, *, revision
         for f in files:
             dst = folder / f
             dst.parent.mkdir(parents=True, exist_ok=True)
-            tmp = dst.with_name(f".{dst.name}.{os.getpid()}.tmp")
-            shutil.copyfile(snap.path / f, tmp)
-            os.replace(tmp, dst)  # a reader sees the old file or the new one, whole
+            # a reader sees the old file or the new one, whole
+            atomic_write_path(dst, partial(shutil.copyfile, snap.path / f))
     return Fetched(ref, snap.commit, folder, files, note)
 
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from .shards import Shard, embed_shards, read_shard, shard_bounds, shard_path, write_shard
 from ..errors import CIRError, GalleryError, ImageLoadError, InputError
-from ..fileio import atomic_write
+from ..fileio import atomic_write, atomic_write_path
 from ..gallery import Gallery
 from .core import Index
 from .prebuilt import BUILD_FILE, EMB_FILE, FORMAT, GALLERY_FILE, INDEX_FILE, NORMS_FILE, SKIPPED_FILE, read_meta
@@ -157,16 +157,17 @@ def _finish(out: Path, src: Gallery, keys: Sequence[str], load: Callable[[int], 
     n = len(order)
     if n == 0:
         raise GalleryError(f"no image of {spec!r} could be read (see the messages above)")
-    tmp = out / f".{EMB_FILE}.{os.getpid()}.tmp"
-    emb = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32, shape=(n, bb.dim))
-    pos = 0
-    for s in range(n_shards):
-        sh = load(s)
-        emb[pos:pos + len(sh.rows)] = sh.emb
-        pos += len(sh.rows)
-    emb.flush()
-    del emb
-    os.replace(tmp, out / EMB_FILE)
+
+    def merge(tmp: Path) -> None:
+        emb = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32, shape=(n, bb.dim))
+        pos = 0
+        for s in range(n_shards):
+            sh = load(s)
+            emb[pos:pos + len(sh.rows)] = sh.emb
+            pos += len(sh.rows)
+        emb.flush()
+
+    atomic_write_path(out / EMB_FILE, merge)
     norms = np.concatenate([load(s).norms for s in range(n_shards)]).astype(np.float32)  # N floats: small
     atomic_write(out / NORMS_FILE, lambda f: np.save(f, norms), True)
 
@@ -181,8 +182,7 @@ def _finish(out: Path, src: Gallery, keys: Sequence[str], load: Callable[[int], 
     if progress:
         print(f"indexing {n} vectors ...", file=sys.stderr)
     index = Index.build(np.load(out / EMB_FILE, mmap_mode="r"), **params)
-    index.save(out / f".{INDEX_FILE}.tmp")
-    os.replace(out / f".{INDEX_FILE}.tmp", out / INDEX_FILE)
+    atomic_write_path(out / INDEX_FILE, index.save)
     meta = {"format": FORMAT, "name": src.name, "source": str(spec), "backbone": bb.id, "dim": int(bb.dim),
             "n": n, "skipped": len(skipped), "kind": index.kind, **{k: v for k, v in params.items() if k != "kind"},
             "index_s": round(time.monotonic() - t0, 2), "digest": digest,
