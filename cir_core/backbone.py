@@ -18,7 +18,9 @@ from PIL import Image
 from tqdm.auto import tqdm
 
 from cir_core.backbone_id import QUICKGELU, activation
+from cir_core.checkpoint import check_fit, read_state_file, shapes_of, state_dict_in, write_weights
 from cir_core.errors import BackboneError, CheckpointError
+from cir_core.fileio import atomic_write
 from cir_core.imageio import load_image
 from cir_core.settings import DEFAULT_BACKBONE as DEFAULT_MODEL
 from cir_core.settings import DEFAULT_BACKBONE_DIR
@@ -69,40 +71,18 @@ def weights_hash(path: str | os.PathLike) -> str:
     return _sha256_prefix(os.path.abspath(path), st.st_mtime_ns, st.st_size)
 
 
-def _read_state_dict(path: Path) -> dict[str, torch.Tensor]:
-    try:
-        if path.suffix == ".safetensors":
-            from safetensors.torch import load_file
-            obj: Any = load_file(str(path), device="cpu")
-        else:
-            obj = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # corrupt file, or a pickle holding more than tensors
-        raise CheckpointError(f"cannot read checkpoint {path}: {type(exc).__name__}: {exc}") from None
-    if isinstance(obj, dict) and isinstance(obj.get("state_dict"), dict):
-        obj = obj["state_dict"]
-    if not isinstance(obj, dict) or not all(isinstance(v, torch.Tensor) for v in obj.values()):
-        raise CheckpointError(f"checkpoint {path} does not hold a state dict of tensors")
-    # DataParallel / DDP checkpoints prefix every key with "module."
-    return {k.removeprefix("module."): v for k, v in obj.items()}
-
-
 def _load_weights(model: torch.nn.Module, path: Path, name: str) -> None:
-    """Load ``path`` into ``model`` or raise a one-line ``CheckpointError`` listing mismatches."""
+    """Load a weights file (safetensors, or a pickle read with weights_only=True; a `state_dict`
+    inside and DDP's `module.` prefix allowed) into ``model``, or raise a one-line
+    ``CheckpointError`` naming the file and the mismatched keys (`checkpoint.check_fit`)."""
     if not path.is_file():
         raise CheckpointError(f"checkpoint file {path} not found (model '{name}')")
-    state = _read_state_dict(path)
+    state = state_dict_in(read_state_file(path, allow_pickle=True), "state_dict", f"checkpoint {path}")
     expected = model.state_dict()
     for key in ("logit_scale", "logit_bias"):  # scalar vs 1-element, both occur in the wild
         if key in state and key in expected and state[key].numel() == expected[key].numel():
             state[key] = state[key].reshape(expected[key].shape)
-    problems = [f"missing {k}" for k in expected if k not in state]
-    problems += [f"unexpected {k}" for k in state if k not in expected]
-    problems += [f"{k} is {tuple(state[k].shape)} in the file but {tuple(v.shape)} in the model"
-                 for k, v in expected.items() if k in state and state[k].shape != v.shape]
-    if problems:
-        shown = "; ".join(problems[:4]) + (f"; ... {len(problems) - 4} more" if len(problems) > 4 else "")
-        raise CheckpointError(
-            f"checkpoint {path} does not fit model '{name}' ({len(problems)} mismatches): {shown}")
+    check_fit(shapes_of(state), shapes_of(expected), f"checkpoint {path}", f"model '{name}'")
     model.load_state_dict(state, strict=True)
 
 
@@ -317,9 +297,8 @@ def load_backbone(model: str = DEFAULT_MODEL, pretrained: str | None = None, dev
 
 def save_backbone_dir(model: torch.nn.Module, model_name: str, out_dir: Path,
                       extra: dict | None = None) -> Path:
-    """Write ``model`` as an open_clip ``local-dir:`` folder (config + safetensors); returns ``out_dir``."""
-    from safetensors.torch import save_file
-
+    """Write ``model`` as an open_clip ``local-dir:`` folder (config + safetensors, each written
+    atomically: a reader never sees half a file); returns ``out_dir``."""
     register_project_configs()
     model_cfg = open_clip.get_model_config(model_name)
     if model_cfg is None:
@@ -332,17 +311,6 @@ def save_backbone_dir(model: torch.nn.Module, model_name: str, out_dir: Path,
     config = {"model_cfg": model_cfg, "preprocess_cfg": pp, "model_name": model_name, "extra": extra or {}}
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    tensors, seen = {}, set()
-    for key, value in model.state_dict().items():
-        value = value.detach().cpu()
-        # safetensors refuses tensors sharing storage (tied weights) and non-contiguous views.
-        ptr = value.untyped_storage().data_ptr()
-        tensors[key] = value.clone() if ptr in seen or not value.is_contiguous() else value
-        seen.add(ptr)
-    # Write-then-rename so a reader never sees a half-written folder.
-    tmp = out_dir / (WEIGHTS_FILE + ".tmp")
-    save_file(tensors, str(tmp), metadata={"model_name": model_name})
-    os.replace(tmp, out_dir / WEIGHTS_FILE)
-    (out_dir / (CONFIG_FILE + ".tmp")).write_text(json.dumps(config, indent=2))
-    os.replace(out_dir / (CONFIG_FILE + ".tmp"), out_dir / CONFIG_FILE)
+    write_weights(out_dir / WEIGHTS_FILE, model.state_dict(), {"model_name": model_name})
+    atomic_write(out_dir / CONFIG_FILE, lambda f: f.write(json.dumps(config, indent=2)), False)
     return out_dir

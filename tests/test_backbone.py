@@ -99,7 +99,7 @@ def test_wrong_architecture_refused(tmp_path):
     path = tmp_path / "narrow.safetensors"
     from safetensors.torch import save_file
     save_file(open_clip.CLIP(**cfg).state_dict(), str(path))
-    with pytest.raises(CheckpointError, match=r"narrow\.safetensors.*cir-tiny-vit.*in the file") as err:
+    with pytest.raises(CheckpointError, match=r"narrow\.safetensors.*cir-tiny-vit.*but the model needs") as err:
         load_backbone(TINY_MODEL, pretrained=str(path))
     assert "\n" not in str(err.value)
 

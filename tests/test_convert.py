@@ -10,7 +10,8 @@ import torch
 from torch import nn
 
 from cir_core.errors import CheckpointError, InputError
-from cir_core.methods.convert import convert, main, read_source
+from cir_core.checkpoint import read_state_file
+from cir_core.methods.convert import convert, main
 
 
 def searle_layout(path, dim=256, width=128):
@@ -39,10 +40,10 @@ def test_pickles_need_the_flag_and_then_hold_only_tensors(tiny_backbone, tmp_pat
     evil = tmp_path / "evil.pt"
     torch.save({"Phi": {}, "x": Payload(str(tmp_path / "pwned"))}, evil)
     with pytest.raises(CheckpointError, match="cannot read .*evil.pt with torch.load\\(weights_only=True\\)"):
-        read_source(evil, allow_pickle=True)
+        read_state_file(evil, allow_pickle=True)
     assert not (tmp_path / "pwned").exists()  # the payload never ran
     with pytest.raises(CheckpointError, match="not found"):
-        read_source(tmp_path / "nope.pt", allow_pickle=True)
+        read_state_file(tmp_path / "nope.pt", allow_pickle=True)
     with pytest.raises(InputError, match="not a textual-inversion method"):
         convert("dice", tmp_path / "phi.pt", tmp_path / "out", tiny_backbone, allow_pickle=True)
 
@@ -57,7 +58,7 @@ def test_the_command_line(tmp_path, capsys):
                  "--chord-lambda", "0.2", "--input-scale", "7"]) == 0
     cfg = json.loads((out / "config.json").read_text())
     assert cfg["chord_lambda"] == 0.2 and cfg["arch"]["input_scale"] == 7.0 and cfg["backbone"].startswith("cir-tiny-vit")
-    assert len(cfg["converted_from"]["sha256"]) == 64 and "wrote" in capsys.readouterr().out
+    assert len(cfg["extra"]["converted_from"]["sha256"]) == 64 and "wrote" in capsys.readouterr().out
     searle_layout(tmp_path / "wide.pt", dim=512, width=512)
     assert main(["lincir", str(tmp_path / "wide.pt"), str(tmp_path / "x"), "--backbone", "cir-tiny-vit",
                  "--allow-pickle"]) == 2

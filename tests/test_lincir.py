@@ -54,9 +54,9 @@ def test_the_authors_checkpoint_converts_loads_and_ranks(tiny_backbone, small_be
     phi = authors_checkpoint(tmp_path / "phi_best.pt", tiny_backbone.dim, 128)
     folder = convert("lincir", tmp_path / "phi_best.pt", tmp_path / "lincir", tiny_backbone, allow_pickle=True)
     cfg = json.loads((folder / "config.json").read_text())
-    assert cfg["method"] == "lincir" and cfg["arch"]["hidden_dim"] == 1024 and cfg["replace"] == "all"
+    assert cfg["method"] == "lincir" and cfg["arch"]["hidden_dim"] == 1024 and cfg["extra"]["replace"] == "all"
     assert cfg["arch"]["raw_input"] is True  # the converter's default: φ reads raw image features
-    assert cfg["converted_from"]["phi_input"].startswith("raw image features")
+    assert cfg["extra"]["converted_from"]["phi_input"].startswith("raw image features")
     m = create_method("lincir", tiny_backbone, folder)
     ref, norms = unit_rows(3, tiny_backbone.dim), np.array([18.5, 20.0, 23.25], np.float32)
     np.testing.assert_array_equal(m.phi_input(Refs(ref, norms)), ref * norms[:, None])
@@ -119,7 +119,7 @@ def test_trainer_learns_exports_and_reloads(head_cfg, tiny_backbone, tmp_path):
     run(LinCIRTask(cfg, tiny_backbone), cfg)
     conf = json.loads((tmp_path / "export" / "config.json").read_text())
     assert conf["method"] == "lincir" and conf["chord_lambda"] in (0.05, 0.34) and conf["arch"]["input_scale"] == 3.0
-    assert conf["hparams"]["noise_std"] == 1.0 and conf["hparams"]["schedule"] == "constant"
+    assert conf["training"]["noise_std"] == 1.0 and conf["training"]["schedule"] == "constant"
     assert isinstance(create_method("lincir", tiny_backbone, tmp_path / "export"), LinCIR)
 
 

@@ -14,7 +14,8 @@ from cir_core.errors import BackboneError, CheckpointError
 from cir_core.methods import create_method, get_method_class, list_methods
 from cir_core.methods.compose_only import ComposeOnly
 from cir_core.methods.pact import PACT
-from cir_core.methods.pact_model import EMPTY_PROMPT, PACTComposer, PACTConfig, edit_prompt, placeholder_id
+from cir_core.methods.pact_model import PACTComposer, PACTConfig
+from cir_core.methods.pseudoword import EMPTY_PROMPT, edit_prompt, token_id
 from cir_core.text_tower import encode_tokens
 
 EDITS = ["Paint the circle purple.", "a purple cross instead", "Move it left. Add a red star.", ""]
@@ -79,20 +80,20 @@ def placeholder_id_of(backbone, word):
 
 def test_placeholder_detection(tiny_backbone):
     c = PACTComposer(tiny_backbone, PACTConfig(**SMALL))
-    pid = placeholder_id(tiny_backbone.tokenizer)
+    pid = token_id(tiny_backbone.tokenizer)
     toks = c.tokenize(["costs $5 more", ""], empty=False)
     # "$" in the edit itself does not move the pseudo-word: the first "$" (position 4) is ours
     assert (toks == pid).sum(1).tolist() == [2, 1]
-    assert c.placeholder_positions(toks).tolist() == [4, 4]
+    assert c.word.positions(toks).tolist() == [4, 4]
     with pytest.raises(BackboneError, match="not found in prompt row 1"):
-        c.placeholder_positions(tiny_backbone.tokenizer(["a photo of $", "a photo of dog"]))
+        c.word.positions(tiny_backbone.tokenizer(["a photo of $", "a photo of dog"]))
 
     class Splitting:  # a tokenizer that does not keep "$" whole must be refused at build time
         def __call__(self, texts):
             return torch.tensor([[1, 7, 8, 2]])
 
     with pytest.raises(BackboneError, match="one token"):
-        placeholder_id(Splitting())
+        token_id(Splitting())
 
 
 def test_lora_zero_init_and_backbone_untouched(tiny_backbone):
@@ -136,7 +137,7 @@ def test_checkpoint_roundtrip(tiny_backbone, trained_pact, tmp_path):
     # re-saving a loaded checkpoint keeps its extra keys but describes the current model
     loaded.chord_lambda = 0.5
     again = json.loads((loaded.save(tmp_path / "again", {"x": 1}, note="n") / "config.json").read_text())
-    assert again["chord_lambda"] == 0.5 and again["metrics"] == {"x": 1} and again["note"] == "n"
+    assert again["chord_lambda"] == 0.5 and again["metrics"] == {"x": 1} and again["extra"]["note"] == "n"
     # q_∅ is "a photo of $", which an empty edit also maps to
     np.testing.assert_allclose(loaded.compose_empty(refs), loaded.compose(refs, [""] * 4), atol=1e-6)
 
@@ -242,7 +243,7 @@ def test_resume_is_exact(runs):
 def test_export_and_lambda_selection(runs, tiny_backbone):
     folder = runs["a"][2] / "export"
     cfg = json.loads((folder / "config.json").read_text())
-    assert cfg["method"] == "pact" and cfg["objective"] == "full" and cfg["backbone"] == tiny_backbone.id
+    assert cfg["method"] == "pact" and cfg["extra"]["objective"] == "full" and cfg["backbone"] == tiny_backbone.id
     search = cfg["lambda_search"]
     assert search["split"] == "val" and cfg["chord_lambda"] in cfg["training"]["lambda_grid"]
     assert search["R@10"][f"{cfg['chord_lambda']:g}"] == max(search["R@10"].values())

@@ -140,7 +140,7 @@ def test_a_converted_release_composes_what_the_authors_code_composes(name, vitb3
         folder, oracle = convert_release(name, phi.state_dict(), "Phi", tmp_path), \
             (searle_oracle if name == "searle" else lincir_oracle)
     cfg = json.loads((folder / "config.json").read_text())
-    assert cfg["arch"]["raw_input"] is True and cfg["converted_from"]["phi_input"].startswith("raw")
+    assert cfg["arch"]["raw_input"] is True and cfg["extra"]["converted_from"]["phi_input"].startswith("raw")
 
     gallery = Gallery.from_folder(photos)
     emb, norms = EmbeddingCache(tmp_path / "cache").embed(gallery, vitb32, with_norms=True)

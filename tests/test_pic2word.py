@@ -71,7 +71,7 @@ def test_the_authors_checkpoint_converts_loads_and_ranks(tiny_backbone, small_be
                      allow_pickle=True, input_scale=5.0)
     cfg = json.loads((folder / "config.json").read_text())
     assert cfg["arch"] == {"middle_dim": 512, "n_layer": 2, "dropout": 0.1, "input_scale": 5.0, "raw_input": False}
-    assert cfg["prompt"] == "a photo of * , {edit}" and cfg["empty_prompt"] == "a photo of *"
+    assert cfg["extra"]["prompt"] == "a photo of * , {edit}" and cfg["extra"]["empty_prompt"] == "a photo of *"
     m = create_method("pic2word", tiny_backbone, folder)
     ref = unit_rows(3, tiny_backbone.dim)
     with torch.no_grad():
@@ -148,7 +148,7 @@ def test_trainer_learns_exports_and_reloads(head_cfg, tiny_backbone, tmp_path):
     run(Pic2WordTask(cfg, tiny_backbone), cfg)
     conf = json.loads((tmp_path / "export" / "config.json").read_text())
     assert conf["method"] == "pic2word" and conf["chord_lambda"] in (0.2, 0.6) and conf["arch"]["input_scale"] == 4.0
-    assert "wall_minutes" in conf["metrics"] and conf["hparams"]["beta2"] == 0.98
+    assert "wall_minutes" in conf["metrics"] and conf["training"]["beta2"] == 0.98
     m = create_method("pic2word", tiny_backbone, tmp_path / "export")
     again = Pic2Word.from_checkpoint(tiny_backbone, m.save(tmp_path / "again"))
     ref = unit_rows(2, tiny_backbone.dim)

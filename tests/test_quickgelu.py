@@ -100,12 +100,12 @@ def test_a_saved_folder_keeps_quickgelu(openai_cache, monkeypatch, tmp_path):
 def test_a_checkpoint_made_under_the_other_activation_is_refused(tmp_path, made, runs, refused):
     from types import SimpleNamespace
 
-    from cir_core.methods.base import checkpoint_config
+    from cir_core.checkpoint import load_checkpoint
 
     (tmp_path / "config.json").write_text(json.dumps({"method": "dice", "backbone": made, "embed_dim": 8}))
     bb = SimpleNamespace(id=runs, dim=8)
     if refused:
         with pytest.raises(CheckpointError, match=r"gelu.*runs (quickgelu|gelu)"):
-            checkpoint_config(tmp_path, ("dice",), bb, {"embed_dim": 8})
+            load_checkpoint(tmp_path, ("dice",), bb, {"embed_dim": 8})
     else:
-        assert checkpoint_config(tmp_path, ("dice",), bb, {"embed_dim": 8})["backbone"] == made
+        assert load_checkpoint(tmp_path, ("dice",), bb, {"embed_dim": 8}).backbone == made

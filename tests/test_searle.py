@@ -51,7 +51,7 @@ def test_the_authors_checkpoint_converts_loads_and_ranks(tiny_backbone, small_be
                      allow_pickle=True, chord_lambda=0.25, input_scale=3.0)
     cfg = json.loads((folder / "config.json").read_text())
     assert cfg["method"] == "searle" and cfg["arch"] == {"hidden_dim": 1024, "dropout": 0.5, "input_scale": 3.0, "raw_input": False}
-    assert cfg["converted_from"]["file"] == "phi_20.pt" and cfg["chord_lambda"] == 0.25
+    assert cfg["extra"]["converted_from"]["file"] == "phi_20.pt" and cfg["chord_lambda"] == 0.25
     m = create_method("searle", tiny_backbone, folder)
     ref = unit_rows(3, tiny_backbone.dim)
     with torch.no_grad():  # φ is the authors' φ, reading s · v_r
@@ -175,5 +175,5 @@ def test_trainer_learns_exports_and_reloads(searle_cfg, tiny_backbone, tmp_path)
     conf = json.loads((tmp_path / "export" / "config.json").read_text())
     assert conf["method"] == "searle" and conf["chord_lambda"] in (0.1, 0.5)
     assert conf["arch"]["input_scale"] == 2.0 and conf["metrics"]["oti_images"] == 8
-    assert conf["metrics"]["lambda_search"]["split"] == "val" and conf["hparams"]["oti_steps"] == 3
+    assert conf["lambda_search"]["split"] == "val" and conf["training"]["oti_steps"] == 3
     assert isinstance(create_method("searle", tiny_backbone, tmp_path / "export"), get_method_class("searle"))

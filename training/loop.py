@@ -4,7 +4,8 @@ A trainer supplies a `TrainTask` (its model, its batches, its loss, its validati
 loop owns everything else: seeding, AdamW with warmup + cosine, gradient accumulation, bf16
 autocast on CUDA, DDP under torchrun, tqdm, periodic validation, and resumable checkpoints
 (`<out>/last/`: trainables as safetensors, optimizer state loaded with weights_only=True, a JSON
-state). Batches are a pure function of (seed, step, rank), so a resumed run sees the same data.
+state; tensors written and shape-checked on resume by `cir_core.checkpoint`, as every checkpoint
+is). Batches are a pure function of (seed, step, rank), so a resumed run sees the same data.
 """
 from __future__ import annotations
 
@@ -20,9 +21,9 @@ from typing import Any, Protocol, TypeVar
 
 import numpy as np
 import torch
-from safetensors.torch import load_file, save_file
 from tqdm import tqdm
 
+from cir_core.checkpoint import check_fit, read_weights, shapes_of, write_weights
 from cir_core.config import DictConfig, git_commit
 from cir_core.errors import InputError
 
@@ -105,8 +106,8 @@ def _save(out: Path, task: TrainTask, opt: torch.optim.Optimizer, step: int, cfg
           history: list, clock: dict | None = None) -> None:
     tmp = out / "last.tmp"
     tmp.mkdir(parents=True, exist_ok=True)
-    state = {k: v.detach().contiguous().clone() for k, v in task.model.state_dict().items()}
-    save_file(state, str(tmp / "model.safetensors"))
+    state = {k: v.detach().clone() for k, v in task.model.state_dict().items()}
+    write_weights(tmp / "model.safetensors", state)
     torch.save(opt.state_dict(), tmp / "optimizer.pt")
     torch.save({"torch_rng": torch.get_rng_state()}, tmp / "rng.pt")
     (tmp / "state.json").write_text(json.dumps(
@@ -120,14 +121,27 @@ def _save(out: Path, task: TrainTask, opt: torch.optim.Optimizer, step: int, cfg
     tmp.rename(last)  # a kill mid-save leaves the previous checkpoint intact
 
 
+def _saved_state(out: Path) -> dict | None:
+    path = Path(out) / "last" / "state.json"
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def saved_step(out: Path) -> int:
+    """The step of the resumable checkpoint in run folder `out` (0: none yet)."""
+    state = _saved_state(out)
+    return int(state["step"]) if state else 0
+
+
 def _resume(out: Path, task: TrainTask, opt: torch.optim.Optimizer) -> tuple[int, list, dict]:
-    last = out / "last"
-    if not (last / "state.json").exists():
+    last, state = out / "last", _saved_state(out)
+    if state is None:
         return 0, [], {}
-    task.model.load_state_dict(load_file(str(last / "model.safetensors")))
+    path = last / "model.safetensors"
+    expected = shapes_of(task.model.state_dict())  # another architecture in the same out_dir: refused
+    task.model.load_state_dict(read_weights(path, lambda shapes: check_fit(
+        shapes, expected, str(path), "this run's model (resume it with the settings it was started with)")))
     opt.load_state_dict(torch.load(last / "optimizer.pt", weights_only=True))
     torch.set_rng_state(torch.load(last / "rng.pt", weights_only=True)["torch_rng"])
-    state = json.loads((last / "state.json").read_text())
     return int(state["step"]), list(state.get("history", [])), dict(state.get("clock", {}))
 
 

@@ -5,31 +5,38 @@ space. It also gives q_∅ (its query for the same reference with an empty edit;
 the change q − q_∅) and a per-sentence progression q_1..q_n. Methods receive the reference
 *embedding* (`Refs`: the unit v_r and, where recorded, its raw feature norm), never the image:
 the reference is encoded once per query and shared by all methods.
+
+A trained method saves and loads itself through `cir_core.checkpoint` (`save` /
+`from_checkpoint`, written once here): a family supplies only the module its weights are
+(`weights()`), what a checkpoint must match on the backbone (`checkpoint_needs`) and its own
+extra description (`checkpoint_extra`).
 """
 from __future__ import annotations
 
-import json
-import logging
-import os
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Sequence
 
 import numpy as np
 
-from cir_core.backbone_id import activation
+from cir_core.checkpoint import Checkpoint, load_checkpoint, load_weights, save_checkpoint, shapes_of
+from cir_core.config import git_commit
 from cir_core.errors import CheckpointError, InputError
 from cir_core.scoring import DEFAULT_LAMBDA
 
 from .refs import RefInput, Refs, as_refs
+
+if TYPE_CHECKING:
+    from torch import nn
 
 _REGISTRY: dict[str, type["Method"]] = {}
 APP_ROLES = ("column", "baseline", "optional")
 
 
 def register_method(cls: type["Method"]) -> type["Method"]:
-    """Class decorator: make `cls` available by `cls.name` (timm's `@register_model`). The
-    registration order is the order of the app's columns and of the evaluation tables."""
+    """Class decorator: make `cls` available by `cls.name` (timm's `@register_model`). The app's
+    columns and the evaluation tables list methods by their declared `order`, then by
+    registration."""
     if cls.name in _REGISTRY and _REGISTRY[cls.name] is not cls:
         raise ValueError(f"method name {cls.name!r} registered twice")
     if cls.app_role not in APP_ROLES:
@@ -44,9 +51,10 @@ def unregister_method(name: str) -> None:
 
 
 def list_methods() -> list[str]:
-    """Registered method names, baselines first, in registration order. (Importing this module
-    imports its package first, whose __init__ registers the built-in methods.)"""
-    return list(_REGISTRY)
+    """Registered method names by their declared `order` (baselines first), ties in registration
+    order. (Importing this module imports its package first, which registers every method.)"""
+    names = list(_REGISTRY)
+    return sorted(names, key=lambda n: (_REGISTRY[n].order, names.index(n)))
 
 
 def get_method_class(name: str) -> type["Method"]:
@@ -98,8 +106,11 @@ class Method(ABC):
     and the tables), `app_role` ("column": one of the app's default result columns; "baseline":
     the reference column after them; "optional": offered but not shown by default),
     `native_progression` (its per-sentence queries are its own step states, not re-compositions
-    of each prefix), `needs_checkpoint`, and `config_cls` (the typed architecture dataclass that
-    its network, its checkpoint's config.json and its trainer share)."""
+    of each prefix), `needs_checkpoint`, `config_cls` (the typed architecture dataclass that
+    its network, its checkpoint's config.json and its trainer share), `order` (where it stands
+    among the app's columns and the tables' rows: lower first, ties in registration order) and
+    `reads_whole_text` (it encodes the whole edit at once, so a text longer than the text tower's
+    context is cut for it: the app's and the eval's text-context notes name it)."""
 
     name: ClassVar[str]
     label: ClassVar[str] = ""
@@ -108,14 +119,23 @@ class Method(ABC):
     needs_checkpoint: ClassVar[bool] = False
     native_progression: ClassVar[bool] = False
     config_cls: ClassVar[type | None] = None
+    order: ClassVar[int] = 100  # the built-ins: 0-2 baselines, 10-13 the app's columns, 20+ the peers
+    reads_whole_text: ClassVar[bool] = True
+    # the methods whose checkpoints load as this one (default: its own name only)
+    checkpoint_family: ClassVar[tuple[str, ...]] = ()
+    weights_label: ClassVar[str] = "weights"  # what its checkpoint's tensors are, in error messages
     # the text protocol its authors' evaluation code uses on a benchmark, where it has its own
     # (read under `--protocol authors`; e.g. {"fashioniq": "pic2word"})
     authors_protocols: ClassVar[dict[str, str]] = {}
 
     def __init__(self, backbone: Any, config: dict | None = None):
+        """`config`: `arch` (fields of `config_cls`) and `chord_lambda`, both optional."""
         self.backbone = backbone
         self.config = dict(config or {})
-        self.chord_lambda = float(self.config.get("chord_lambda", DEFAULT_LAMBDA))
+        lam = self.config.get("chord_lambda")
+        self.chord_lambda = float(DEFAULT_LAMBDA if lam is None else lam)
+        self.arch: Any = self.config_cls.from_dict(self.config.get("arch", {})) if self.config_cls else None
+        self.checkpoint: Checkpoint | None = None  # the description it was loaded from, if any
 
     # -- what a method implements -------------------------------------------------------------
     @abstractmethod
@@ -169,89 +189,60 @@ class Method(ABC):
     def _check_ref(self, ref: RefInput) -> Refs:
         return as_refs(ref, int(self.backbone.dim), self.name, self.backbone.id)
 
+    # -- checkpoints (what a trained family supplies) -----------------------------------------
+    def weights(self) -> "nn.Module | None":
+        """The module whose state dict is this method's checkpoint (None: nothing trained)."""
+        return None
+
+    @classmethod
+    def checkpoint_needs(cls, backbone: Any) -> dict[str, Any]:
+        """What a checkpoint must have been made for on `backbone` (checked before any weight)."""
+        return {"embed_dim": backbone.dim}
+
+    def checkpoint_extra(self) -> dict[str, Any]:
+        """The method's own entries of its checkpoint's `extra` (e.g. its prompt)."""
+        return {}
+
+    # -- checkpoints (written once, for every family) -----------------------------------------
+    def save(self, folder: str | Path, metrics: dict | None = None, *, training: dict | None = None,
+             lambda_search: dict | None = None, **extra: Any) -> Path:
+        """Write `folder` (model.safetensors + config.json, `cir_core.checkpoint`). What is not
+        given (metrics, training recipe, λ search, extra) is kept from the checkpoint it was loaded
+        from; the rest describes the model as it is now."""
+        module = self.weights()
+        if module is None:
+            raise CheckpointError(f"{self.name} has no trained weights to save")
+        old = self.checkpoint or Checkpoint(self.name, None, 0)
+        ck = Checkpoint(
+            method=self.name, backbone=self.backbone.id, embed_dim=int(self.backbone.dim),
+            token_width=self.checkpoint_needs(self.backbone).get("token_width"),
+            arch=self.arch.to_dict(), chord_lambda=self.chord_lambda,
+            lambda_search=old.lambda_search if lambda_search is None else lambda_search,
+            lambda_repicked=old.lambda_repicked if lambda_search is None else None,
+            metrics=dict(old.metrics if metrics is None else metrics),
+            training=dict(old.training if training is None else training), git_commit=git_commit(),
+            extra={**old.extra, **self.checkpoint_extra(), **extra})
+        state = {k: v.float() if v.is_floating_point() else v for k, v in module.state_dict().items()}
+        save_checkpoint(Path(folder), ck, state)
+        self.checkpoint = ck
+        return Path(folder)
+
+    @classmethod
+    def from_checkpoint(cls, backbone: Any, folder: str | Path) -> "Method":
+        """Load a checkpoint folder; CheckpointError (one line) if it is missing, unreadable, for
+        another method, another embedding dimension / token width or activation (checked before
+        the weights), or its tensors do not fit (file, key and shapes named)."""
+        folder = Path(folder)
+        ck = load_checkpoint(folder, cls.checkpoint_family or (cls.name,), backbone, cls.checkpoint_needs(backbone))
+        method = cls(backbone, {"arch": ck.arch, "chord_lambda": ck.chord_lambda})
+        module = method.weights()
+        if module is None:
+            raise CheckpointError(f"{cls.name} takes no checkpoint ({folder})")
+        what = f"{cls.name}'s {cls.weights_label} (arch {method.arch})"
+        module.load_state_dict(load_weights(folder, shapes_of(module.state_dict()), what), strict=True)
+        method.checkpoint = ck
+        return method
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, λ={self.chord_lambda})"
 
-
-def read_method_config(folder: Path) -> dict:
-    """`config.json` of a method checkpoint folder, with a clear error when it is missing/bad."""
-    path = Path(folder) / "config.json"
-    if not path.is_file():
-        raise CheckpointError(f"no method checkpoint at {folder} (config.json missing)")
-    try:
-        return json.loads(path.read_text())
-    except ValueError as e:
-        raise CheckpointError(f"{path} is not valid JSON: {e}") from None
-
-
-def check_fit(shapes: dict[str, tuple], expected: dict[str, tuple], where: str, what: str) -> None:
-    """CheckpointError naming the file (`where`), what it should fit, and the key and both shapes
-    of every missing, unexpected or differently shaped tensor (the first three)."""
-    problems = [f"key {k} is missing" for k in expected if k not in shapes]
-    problems += [f"unexpected key {k}" for k in shapes if k not in expected]
-    problems += [f"key {k} has shape {tuple(shapes[k])} but the model needs {tuple(v)}"
-                 for k, v in expected.items() if k in shapes and tuple(shapes[k]) != tuple(v)]
-    if problems:
-        raise CheckpointError(f"{where} does not fit {what} ({len(problems)} mismatches): "
-                              + "; ".join(problems[:3]) + ("; ..." if len(problems) > 3 else ""))
-
-
-def read_weights(path: Path, check: Callable[[dict[str, tuple]], None] | None = None) -> dict:
-    """The tensors of a checkpoint folder's safetensors file. `check(shapes)` sees every key's
-    shape before any tensor is read and raises a CheckpointError for a file that does not fit; any
-    other failure (missing, corrupt, truncated) becomes a one-line CheckpointError naming the file."""
-    path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"checkpoint {path.parent} has no {path.name}")
-    from safetensors import safe_open
-
-    try:
-        with safe_open(str(path), framework="pt") as f:
-            shapes = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}
-            if check is not None:
-                check(shapes)
-            return {k: f.get_tensor(k) for k in shapes}
-    except CheckpointError:
-        raise
-    except Exception as exc:  # corrupt / truncated file
-        raise CheckpointError(f"cannot read {path}: {type(exc).__name__}: {exc}".splitlines()[0]) from None
-
-
-WEIGHTS = "model.safetensors"
-
-
-def write_checkpoint(folder: Path, state: dict, config: dict, name: str) -> None:
-    """`model.safetensors` + `config.json` into `folder`, each written then renamed, so a reader
-    never sees half a file."""
-    from safetensors.torch import save_file
-
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / (WEIGHTS + ".tmp")
-    save_file(state, str(tmp), metadata={"method": name})
-    os.replace(tmp, folder / WEIGHTS)
-    (folder / "config.json.tmp").write_text(json.dumps(config, indent=1, default=str))
-    os.replace(folder / "config.json.tmp", folder / "config.json")
-
-
-def checkpoint_config(folder: Path, methods: Sequence[str], backbone: Any, need: dict[str, Any]) -> dict:
-    """A checkpoint folder's config, checked before any weight is read: written by one of
-    `methods`, and equal to `need` on each key (embedding dimension, token width: CheckpointError
-    naming both values) and made under the backbone's activation (QuickGELU or GELU); another
-    backbone with the same widths only warns (it runs, but means little)."""
-    cfg = read_method_config(folder)
-    if cfg.get("method") not in methods:
-        raise CheckpointError(f"{folder} holds a {cfg.get('method')!r} checkpoint, not {' or '.join(map(repr, methods))}")
-    made, runs = activation(cfg.get("backbone")), activation(backbone.id)
-    if made != runs:  # the same weights under another activation: every feature differs
-        raise CheckpointError(f"{methods[0]} checkpoint {folder} was made on backbone {cfg.get('backbone')} "
-                              f"({made}) but backbone {backbone.id} runs {runs}: retrain or re-convert it "
-                              "on this backbone")
-    for key, have in need.items():
-        if cfg.get(key) != have:
-            raise CheckpointError(f"{methods[0]} checkpoint {folder} was made for {key}={cfg.get(key)} "
-                                  f"(backbone {cfg.get('backbone')}) but backbone {backbone.id} has {key}={have}")
-    if cfg.get("backbone") != backbone.id:
-        logging.getLogger(__name__).warning("%s checkpoint %s was trained on backbone %s, loading it on %s",
-                                            methods[0], folder, cfg.get("backbone"), backbone.id)
-    return cfg

@@ -25,52 +25,22 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from cir_core.checkpoint import read_state_file, shapes_of, state_dict_in
 from cir_core.errors import CheckpointError, CIRError, InputError
 
 from .base import get_method_class
-from .textinv import TextInversionMethod, token_width
+from .pseudoword import token_width
+from .textinv import TextInversionMethod
 
-PICKLE_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt", ".pkl")
-
-
-def read_source(path: str | Path, allow_pickle: bool = False) -> dict[str, Any]:
-    """The object stored at `path`: safetensors read directly; a pickle only with `allow_pickle`,
-    and then through `torch.load(weights_only=True)`."""
-    path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"checkpoint file {path} not found")
-    if path.suffix == ".safetensors":
-        from safetensors.torch import load_file
-        try:
-            return dict(load_file(str(path), device="cpu"))
-        except Exception as exc:
-            raise CheckpointError(f"cannot read {path}: {type(exc).__name__}: {exc}".splitlines()[0]) from None
-    if not allow_pickle:
-        raise CheckpointError(f"{path} is a pickle (torch.save), which can run code when loaded; "
-                              "pass --allow-pickle to read it with torch.load(weights_only=True), "
-                              "or convert it to .safetensors first")
-    import torch
-    try:
-        obj = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # not a pickle, or one holding more than tensors and containers
-        raise CheckpointError(f"cannot read {path} with torch.load(weights_only=True): "
-                              f"{type(exc).__name__}: {exc}".splitlines()[0]) from None
-    if not isinstance(obj, dict):
-        raise CheckpointError(f"{path} holds a {type(obj).__name__}, not a dict")
-    return obj
+PICKLE_HINT = ("pass --allow-pickle to read it with torch.load(weights_only=True), "
+               "or convert it to .safetensors first")
 
 
-def mapper_state(obj: dict[str, Any], cls: type[TextInversionMethod], where: str) -> dict[str, Any]:
-    """φ's state dict out of what the authors' code saved: `obj[cls.source_key]` when present,
-    else `obj` itself; DDP's `module.` prefix dropped."""
-    import torch
-
-    state = obj.get(cls.source_key, obj) if isinstance(obj.get(cls.source_key), dict) else obj
-    if not state or not all(isinstance(v, torch.Tensor) for v in state.values()):
-        keys = ", ".join(sorted(map(str, obj))[:6])
-        raise CheckpointError(f"{where} has no {cls.source_key!r} state dict of tensors for {cls.name} "
-                              f"(top-level keys: {keys}; layout: {cls.source_file})")
-    return {k.removeprefix("module."): v for k, v in state.items()}
+def mapper_state(path: Path, cls: type[TextInversionMethod], allow_pickle: bool) -> dict[str, Any]:
+    """φ's state dict out of what the authors' code saved at `path` (`cir_core.checkpoint`'s
+    reader): `obj[cls.source_key]` when present, else the object itself; `module.` dropped."""
+    obj = read_state_file(path, allow_pickle, PICKLE_HINT)
+    return state_dict_in(obj, cls.source_key, str(path), f" for {cls.name} (layout: {cls.source_file})")
 
 
 def convert(method: str, source: str | Path, out: str | Path, backbone: Any, allow_pickle: bool = False,
@@ -84,12 +54,12 @@ def convert(method: str, source: str | Path, out: str | Path, backbone: Any, all
         raise InputError(f"{method!r} is not a textual-inversion method; convert takes "
                          "pic2word, searle or lincir")
     source = Path(source)
-    state = mapper_state(read_source(source, allow_pickle), cls, str(source))
-    shapes = {k: tuple(v.shape) for k, v in state.items()}
+    state = mapper_state(source, cls, allow_pickle)
+    shapes = shapes_of(state)
     arch = cls.arch_from_state(shapes, cls.config_cls())
-    width = token_width(backbone)
+    width = token_width(backbone.model)
     # build φ for this backbone with the checkpoint's hidden widths: every key and shape must match
-    expected = {k: tuple(v.shape) for k, v in cls.build_mapper(backbone.dim, width, arch).state_dict().items()}
+    expected = shapes_of(cls.build_mapper(backbone.dim, width, arch).state_dict())
     try:
         cls.check_state(shapes, expected, str(source))
     except CheckpointError as exc:

@@ -27,7 +27,7 @@ def create_method(name: str, backbone: Any, checkpoint: str | Path | None = None
     folder = Path(checkpoint) if checkpoint else default_checkpoint(name)
     if not folder.exists():
         raise CheckpointError(f"method {name!r}: no checkpoint at {folder}")
-    return cls.from_checkpoint(backbone, folder)  # type: ignore[attr-defined]
+    return cls.from_checkpoint(backbone, folder)
 
 
 def create_methods(names: Iterable[str], backbone: Any, checkpoints: dict[str, str] | None,

@@ -2,26 +2,21 @@
 
 A mapper φ turns v_r into a pseudo-word placed at `$` in `"a photo of $ that {edit}"`, read by a
 LoRA-adapted copy of the backbone's text tower (`pact_model.py`). q_∅ is `"a photo of $"`.
-Checkpoint = a folder with `config.json` (method, backbone id, dims, hyper-parameters,
-`chord_lambda`, training metrics, git commit) and `model.safetensors` (φ + LoRA only).
+Checkpoint (`cir_core.checkpoint`): `model.safetensors` holds φ + LoRA only; config.json's
+`extra` records the prompts (and the trainer's objective).
 """
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+from torch import nn
 
-from cir_core.config import git_commit
-
-from .base import (WEIGHTS, Method, check_fit, checkpoint_config, normalise, read_weights, register_method,
-                   write_checkpoint)
-from .pact_model import EMPTY_PROMPT, PROMPT, PACTComposer, PACTConfig, edit_prompt
+from .base import Method, normalise, register_method
+from .pact_model import PACTComposer, PACTConfig
+from .pseudoword import EMPTY_PROMPT, PROMPT, edit_prompt, token_width
 from .refs import RefInput, Refs
-
-FORMAT_VERSION = 1
 
 
 @register_method
@@ -30,16 +25,19 @@ class PACT(Method):
     label = "PACT"
     description = "φ(v_r) as a pseudo-word in 'a photo of $ that {edit}', LoRA text tower (L_compose + L_preserve)"
     app_role = "column"
+    order = 10
     needs_checkpoint = True
     config_cls = PACTConfig
-    family = ("pact", "compose-only")  # checkpoints either of these trainers writes load here
+    checkpoint_family = ("pact", "compose-only")  # checkpoints either of these trainers writes load here
+    weights_label = "φ + LoRA"
     batch_size = 256
 
     def __init__(self, backbone: Any, config: dict | None = None,
                  composer: PACTComposer | None = None):
         """`config["arch"]` holds PACTConfig fields; `composer` (a trainer's) is used as is."""
         super().__init__(backbone, config)
-        self.arch = composer.cfg if composer is not None else PACTConfig.from_dict(self.config.get("arch", {}))
+        if composer is not None:
+            self.arch = composer.cfg
         self.composer = composer if composer is not None else PACTComposer(backbone, self.arch).eval()
 
     # -- composition --------------------------------------------------------------------------
@@ -74,31 +72,12 @@ class PACT(Method):
         return q[:1], q[1:]
 
     # -- checkpoints --------------------------------------------------------------------------
-    def save(self, folder: str | os.PathLike, metrics: dict | None = None, **extra: Any) -> Path:
-        """Write `config.json` + `model.safetensors` (trainable weights only) to `folder`."""
-        folder = Path(folder)  # write_checkpoint creates it
-        state = {k: v.detach().cpu().contiguous() for k, v in self.composer.state_dict().items()}
-        fresh = {
-            "method": self.name, "format_version": FORMAT_VERSION, "backbone": self.backbone.id,
-            "embed_dim": self.composer.dim, "token_width": self.composer.width,
-            "prompt": PROMPT, "empty_prompt": EMPTY_PROMPT, "arch": self.arch.to_dict(),
-            "chord_lambda": self.chord_lambda, "metrics": dict(metrics or {}), "git_commit": git_commit()}
-        # other keys of a loaded checkpoint (its training recipe, λ search) travel along
-        config = {**{k: v for k, v in self.config.items() if k not in fresh}, **fresh, **extra}
-        write_checkpoint(folder, state, config, self.name)
-        return folder
+    def weights(self) -> nn.Module:
+        return self.composer  # its state dict is φ + LoRA only (pact_model)
 
     @classmethod
-    def from_checkpoint(cls, backbone: Any, folder: str | os.PathLike) -> "PACT":
-        """Load a checkpoint folder; CheckpointError if it was made for another embedding
-        dimension / token width, or its tensors do not fit."""
-        folder = Path(folder)
-        width = int(backbone.model.token_embedding.weight.shape[1]) \
-            if hasattr(backbone.model, "token_embedding") else None
-        cfg = checkpoint_config(folder, cls.family, backbone, {"embed_dim": backbone.dim, "token_width": width})
-        method = cls(backbone, cfg)
-        path = folder / WEIGHTS
-        expected = {k: tuple(v.shape) for k, v in method.composer.state_dict().items()}
-        state = read_weights(path, lambda shapes: check_fit(shapes, expected, str(path), cls.name))
-        method.composer.load_state_dict(state, strict=True)
-        return method
+    def checkpoint_needs(cls, backbone: Any) -> dict[str, Any]:
+        return {"embed_dim": backbone.dim, "token_width": token_width(backbone.model)}
+
+    def checkpoint_extra(self) -> dict[str, Any]:
+        return {"prompt": PROMPT, "empty_prompt": EMPTY_PROMPT}

@@ -1,6 +1,6 @@
 """PACT's trainable composer: a mapper φ (image embedding → pseudo-word token) and a private,
 LoRA-adapted copy of the backbone's text tower that reads `"a photo of $ that {edit}"` with φ(v_r)
-at `$`.
+at the first `$` (`pseudoword.py`, what PACT shares with the zero-shot peers).
 
 The module's state dict holds only what PACT trains (φ and the LoRA factors): the frozen tower
 copy is rebuilt from the backbone, so checkpoints stay small and never duplicate the backbone.
@@ -18,13 +18,11 @@ from torch.nn.utils import parametrize
 
 from cir_core.config import DictConfig
 from cir_core.errors import BackboneError
-from cir_core.text_tower import encode_tokens, supports_token_embeddings, trim
+from cir_core.text_tower import supports_token_embeddings, trim
 
 from .lora import add_lora, is_lora_key
+from .pseudoword import EMPTY_PROMPT, PLACEHOLDER, PseudoWord, edit_prompt
 
-PLACEHOLDER = "$"
-PROMPT = "a photo of $ that {edit}"
-EMPTY_PROMPT = "a photo of $"
 _TOWER_PARTS = ("token_embedding", "positional_embedding", "transformer", "ln_final",
                 "text_projection", "attn_mask")
 
@@ -39,16 +37,6 @@ class PACTConfig(DictConfig):
     lora_dropout: float = 0.05
     lora_layers: Any = "all"  # "all" | "last:N" | N | [indices]
     lora_targets: list = field(default_factory=lambda: ["in_proj", "out_proj", "c_fc", "c_proj"])
-
-
-def edit_prompt(edit: str) -> str:
-    """`"a photo of $ that {edit}"` with the edit's first letter lower-cased and one trailing
-    period dropped; an empty edit gives q_∅'s prompt `"a photo of $"`."""
-    e = " ".join(str(edit).split())
-    e = e[:-1].rstrip() if e.endswith(".") else e
-    if not e:
-        return EMPTY_PROMPT
-    return PROMPT.format(edit=e[0].lower() + e[1:])
 
 
 class Mapper(nn.Sequential):
@@ -82,16 +70,6 @@ class TextTower(nn.Module):
         return int(self.token_embedding.weight.shape[1])
 
 
-def placeholder_id(tokenizer: Any) -> int:
-    """The one token id the tokenizer gives a space-separated `$`; BackboneError otherwise."""
-    ids = [int(t) for t in tokenizer([f" {PLACEHOLDER} "])[0] if int(t) != 0]
-    content = ids[1:-1]  # drop start / end of text
-    if len(content) != 1:
-        raise BackboneError(f"tokenizer splits the placeholder {PLACEHOLDER!r} into {len(content)} "
-                            "tokens; PACT needs it to be one token")
-    return content[0]
-
-
 class PACTComposer(nn.Module):
     """q = f_T^LoRA(prompt with φ(v_r) at `$`), unnormalised."""
 
@@ -104,7 +82,7 @@ class PACTComposer(nn.Module):
         self.mapper = Mapper(self.dim, cfg.mapper_hidden, self.width, cfg.mapper_dropout)
         self.lora = add_lora(self.tower.transformer, cfg.lora_rank, cfg.lora_alpha, cfg.lora_dropout,
                              cfg.lora_layers, cfg.lora_targets)
-        self.placeholder = placeholder_id(self.tokenizer)
+        self.word = PseudoWord(self.tokenizer, self.tower, PLACEHOLDER, "first")
         self._frozen = {n for n, _ in self.named_parameters() if not self._is_trainable(n)}
         self._frozen |= {n for n, _ in self.named_buffers()}
         self.to(next(backbone.model.parameters()).device)
@@ -130,24 +108,11 @@ class PACTComposer(nn.Module):
         """Tokens (B, L) of finished prompts (each holding `$`), trailing padding trimmed."""
         return trim(self.tokenizer(list(prompts)))
 
-    def placeholder_positions(self, tokens: torch.Tensor) -> torch.Tensor:
-        """Index of the first `$` token in each row; BackboneError if a row has none."""
-        hit = tokens == self.placeholder
-        if not bool(hit.any(1).all()):
-            bad = int((~hit.any(1)).nonzero()[0, 0])
-            raise BackboneError(f"placeholder {PLACEHOLDER!r} (token {self.placeholder}) not found in "
-                                f"prompt row {bad}: {tokens[bad].tolist()}")
-        return hit.int().argmax(1)
-
     def encode_with_token(self, tokens: torch.Tensor, pseudo: torch.Tensor) -> torch.Tensor:
-        """Text features of `tokens` with the (B, W) `pseudo` embeddings standing at `$`."""
-        tokens = tokens.to(pseudo.device)
-        pos = self.placeholder_positions(tokens)
-        emb = self.tower.token_embedding(tokens)
-        at = (torch.arange(tokens.shape[1], device=tokens.device)[None] == pos[:, None])[..., None]
-        emb = torch.where(at, pseudo[:, None, :].to(emb.dtype), emb)
+        """Text features of `tokens` with the (B, W) `pseudo` embeddings standing at the first `$`,
+        read by the LoRA tower (merged for inference)."""
         inference = not self.training and not torch.is_grad_enabled()
-        return encode_tokens(self.merged_tower() if inference else self.tower, tokens, emb)
+        return self.word.encode(tokens, pseudo, self.merged_tower() if inference else self.tower)
 
     def merged_tower(self) -> Any:
         """The tower with every LoRA delta merged into its weight (W + B A s) and no

@@ -1,9 +1,10 @@
 """What the textual-inversion methods (Pic2Word, SEARLE, LinCIR) share.
 
 A mapper φ turns the reference embedding into one pseudo-word token; the token stands at the
-placeholder of the method's published prompt, and the backbone's own text tower, frozen as in
-the papers (no LoRA, no copy), reads the prompt. Only φ is trained, so a checkpoint is φ's
-state dict, under the key names of the authors' module definitions, plus `config.json`.
+placeholder of the method's published prompt (`pseudoword.py`, shared with PACT), and the
+backbone's own text tower, frozen as in the papers (no LoRA, no copy), reads the prompt. Only φ
+is trained, so a checkpoint is φ's state dict, under the key names of the authors' module
+definitions, plus `config.json` (`extra`: the prompts, the placeholder and how many take φ).
 
 What φ reads is recorded in the checkpoint's `arch`. The authors' φ reads the raw CLIP image
 feature f_I(x) (never L2-normalised): a converted release has `raw_input`, and φ reads
@@ -14,25 +15,20 @@ norm (the mean raw image-feature norm of the backbone they were trained on), and
 """
 from __future__ import annotations
 
-import logging
-import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, ClassVar, Sequence
 
 import numpy as np
 import torch
 from torch import nn
 
-from cir_core.config import DictConfig, git_commit
+from cir_core.checkpoint import check_fit
+from cir_core.config import DictConfig
 from cir_core.errors import BackboneError
-from cir_core.text_tower import encode_tokens, supports_token_embeddings, trim
 
-from .base import WEIGHTS, Method, check_fit, checkpoint_config, normalise, read_weights, write_checkpoint
+from .base import Method, normalise
+from .pseudoword import EMPTY_PROMPT, PLACEHOLDER, PROMPT, PseudoWord, fill, token_width
 from .refs import RefInput, Refs
-
-log = logging.getLogger(__name__)
-FORMAT_VERSION = 1
 
 
 # -- φ as SEARLE publishes it (LinCIR's models.Phi is a copy of it) -----------------------------
@@ -73,73 +69,6 @@ def phi_arch_from_state(shapes: dict[str, tuple], arch: PhiConfig) -> PhiConfig:
                      input_scale=arch.input_scale, raw_input=arch.raw_input)
 
 
-# -- the text side ------------------------------------------------------------------------------
-def token_id(tokenizer: Any, word: str) -> int:
-    """The one token id the tokenizer gives a space-separated `word`; BackboneError otherwise."""
-    ids = [int(t) for t in tokenizer([f" {word} "])[0] if int(t) != 0]
-    if len(ids) != 3:  # start, the word, end
-        raise BackboneError(f"the tokenizer splits the placeholder {word!r} into {len(ids) - 2} tokens; "
-                            "a pseudo-word needs exactly one")
-    return ids[1]
-
-
-def token_width(backbone: Any) -> int:
-    if not supports_token_embeddings(backbone.model):
-        raise BackboneError(f"{type(backbone.model).__name__} has no open_clip CLIP text tower with "
-                            "injectable token embeddings (needed for a pseudo-word)")
-    return int(backbone.model.token_embedding.weight.shape[1])
-
-
-class PseudoWordPrompts:
-    """The backbone's own frozen text tower reading prompts with a pseudo-word at the placeholder.
-    `replace="first"`: only the first placeholder token takes it (SEARLE's
-    `encode_with_pseudo_tokens`, Pic2Word's `encode_text_img_retrieval`); `"all"`: every one does
-    (LinCIR's `encode_with_pseudo_tokens_HF`, `torch.where(text == 259, ...)`)."""
-
-    def __init__(self, backbone: Any, placeholder: str, replace: str = "first"):
-        if replace not in ("first", "all"):
-            raise ValueError(f"replace must be 'first' or 'all', got {replace!r}")
-        self.model, self.tokenizer = backbone.model, backbone.tokenizer
-        self.width = token_width(backbone)
-        self.placeholder, self.replace = placeholder, replace
-        self.id = token_id(self.tokenizer, placeholder)
-
-    def tokenize(self, prompts: Sequence[str]) -> torch.Tensor:
-        """(B, L) tokens, trailing padding trimmed; BackboneError naming the row without a placeholder."""
-        tokens = trim(self.tokenizer(list(prompts)))
-        missing = ~(tokens == self.id).any(1)
-        if bool(missing.any()):
-            row = int(missing.nonzero()[0, 0])
-            raise BackboneError(f"placeholder {self.placeholder!r} (token {self.id}) not in prompt "
-                                f"{row} {list(prompts)[row]!r} (truncated at the context length?)")
-        return tokens
-
-    def mask(self, tokens: torch.Tensor) -> torch.Tensor:
-        """(B, L) bool: where the pseudo-word goes."""
-        hit = tokens == self.id
-        if self.replace == "all":
-            return hit
-        first = hit.int().argmax(1)
-        return torch.arange(tokens.shape[1], device=tokens.device)[None] == first[:, None]
-
-    def encode(self, tokens: torch.Tensor, pseudo: torch.Tensor) -> torch.Tensor:
-        """Unnormalised text features of `tokens` with the (B, W) `pseudo` embeddings at the
-        placeholder (gradients flow to `pseudo` only: the tower is frozen)."""
-        tokens = tokens.to(pseudo.device)
-        emb = self.model.token_embedding(tokens)
-        emb = torch.where(self.mask(tokens)[..., None], pseudo[:, None, :].to(emb.dtype), emb)
-        return encode_tokens(self.model, tokens, emb)
-
-    def encode_plain(self, tokens: torch.Tensor) -> torch.Tensor:
-        """Unnormalised text features of plain tokens (no pseudo-word)."""
-        return encode_tokens(self.model, tokens.to(next(self.model.parameters()).device))
-
-
-def fill(template: str, edit: str) -> str:
-    """`template.format(edit=...)` with the edit's whitespace collapsed (the tokenizer lower-cases)."""
-    return template.format(edit=" ".join(str(edit).split()))
-
-
 # -- the method ---------------------------------------------------------------------------------
 class TextInversionMethod(Method):
     """A registered textual-inversion method: q = f_T(prompt with φ(x) at the placeholder), x the
@@ -150,9 +79,10 @@ class TextInversionMethod(Method):
 
     needs_checkpoint = True
     app_role = "optional"
+    weights_label = "φ"
     prompt: ClassVar[str]
     empty_prompt: ClassVar[str]
-    placeholder: ClassVar[str] = "$"
+    placeholder: ClassVar[str] = PLACEHOLDER
     replace: ClassVar[str] = "first"
     source_key: ClassVar[str] = "Phi"  # the key of φ's state dict in the authors' torch.save dict
     source_file: ClassVar[str] = ""  # where that layout comes from (docs and error messages)
@@ -160,8 +90,7 @@ class TextInversionMethod(Method):
 
     def __init__(self, backbone: Any, config: dict | None = None, mapper: nn.Module | None = None):
         super().__init__(backbone, config)
-        self.arch = self.config_cls.from_dict(self.config.get("arch", {}))  # type: ignore[union-attr]
-        self.text = PseudoWordPrompts(backbone, self.placeholder, self.replace)
+        self.text = PseudoWord(backbone.tokenizer, backbone.model, self.placeholder, self.replace)
         self.mapper = mapper if mapper is not None else self.build_mapper(backbone.dim, self.text.width, self.arch)
         self.mapper.to(next(backbone.model.parameters()).device).eval()
 
@@ -219,40 +148,22 @@ class TextInversionMethod(Method):
         return normalise(self._queries(refs, [self.empty_prompt] * len(refs)))
 
     # -- checkpoints ----------------------------------------------------------------------------
-    def save(self, folder: str | os.PathLike, metrics: dict | None = None, **extra: Any) -> Path:
-        """Write `config.json` + `model.safetensors` (φ only, the authors' key names)."""
-        folder = Path(folder)  # write_checkpoint creates it
-        state = {k: v.detach().float().cpu().contiguous() for k, v in self.mapper.state_dict().items()}
-        fresh = {"method": self.name, "format_version": FORMAT_VERSION, "backbone": self.backbone.id,
-                 "embed_dim": self.backbone.dim, "token_width": self.text.width, "prompt": self.prompt,
-                 "empty_prompt": self.empty_prompt, "placeholder": self.placeholder, "replace": self.replace,
-                 "arch": self.arch.to_dict(), "chord_lambda": self.chord_lambda,
-                 "metrics": dict(metrics if metrics is not None else self.config.get("metrics", {})),
-                 "git_commit": git_commit()}
-        config = {**{k: v for k, v in self.config.items() if k not in fresh}, **fresh, **extra}
-        write_checkpoint(folder, state, config, self.name)
-        self.config.update(config)
-        return folder
+    def weights(self) -> nn.Module:
+        return self.mapper
+
+    @classmethod
+    def checkpoint_needs(cls, backbone: Any) -> dict[str, Any]:
+        return {"embed_dim": backbone.dim, "token_width": token_width(backbone.model)}
+
+    def checkpoint_extra(self) -> dict[str, Any]:
+        return {"prompt": self.prompt, "empty_prompt": self.empty_prompt, "placeholder": self.placeholder,
+                "replace": self.replace}
 
     @classmethod
     def check_state(cls, shapes: dict[str, tuple], expected: dict[str, tuple], where: str) -> None:
-        """CheckpointError naming the file, the key and both shapes of every mismatch."""
-        check_fit(shapes, expected, where, f"{cls.name}'s φ")
-
-    @classmethod
-    def from_checkpoint(cls, backbone: Any, folder: str | os.PathLike) -> "TextInversionMethod":
-        """Load a checkpoint folder; CheckpointError (one line) if it is for another method, another
-        embedding dimension or token width, or its tensors do not fit (file, key and shapes named)."""
-
-        folder = Path(folder)
-        cfg = checkpoint_config(folder, (cls.name,), backbone,
-                                {"embed_dim": backbone.dim, "token_width": token_width(backbone)})
-        method = cls(backbone, cfg)
-        path = folder / WEIGHTS
-        expected = {k: tuple(v.shape) for k, v in method.mapper.state_dict().items()}
-        state = read_weights(path, lambda shapes: cls.check_state(shapes, expected, str(path)))
-        method.mapper.load_state_dict(state, strict=True)
-        return method
+        """CheckpointError naming the file, the key and both shapes of every mismatch (the
+        converter's check of an authors' file, before any tensor is loaded)."""
+        check_fit(shapes, expected, where, f"{cls.name}'s {cls.weights_label}")
 
 
 class PhiMethod(TextInversionMethod):
@@ -260,9 +171,9 @@ class PhiMethod(TextInversionMethod):
     they differ in training and in how many `$` take the token."""
 
     config_cls = PhiConfig
-    prompt = "a photo of $ that {edit}"
-    empty_prompt = "a photo of $"
-    placeholder = "$"
+    prompt = PROMPT
+    empty_prompt = EMPTY_PROMPT
+    placeholder = PLACEHOLDER
     source_key = "Phi"
 
     @classmethod

@@ -1,25 +1,17 @@
-"""What the trained heads on frozen towers (DiCE, PACE) share: the gated MLP block, checkpoint
-folders (config.json + model.safetensors) and a memo of text embeddings.
-
-A checkpoint folder's config.json holds: method, backbone (id), embed_dim, arch (what builds the
-module), chord_lambda, hparams (the training recipe), metrics, git_commit.
+"""What the trained heads on frozen towers (DiCE, PACE) share: the gated MLP block, a module
+built from `arch` (its state dict is the checkpoint, `Method.save` / `from_checkpoint`) and a
+memo of text embeddings.
 """
 from __future__ import annotations
 
-import logging
 from collections import OrderedDict
-from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 import torch
 from torch import nn
 
-from cir_core.config import git_commit
-
-from .base import WEIGHTS, Method, check_fit, checkpoint_config, read_weights, write_checkpoint
-
-log = logging.getLogger(__name__)
+from .base import Method
 
 
 class GatedMLP(nn.Module):
@@ -46,11 +38,11 @@ class TrainedMethod(Method):
     """A Method backed by a small torch module over frozen embeddings."""
 
     needs_checkpoint = True
+    weights_label = "network"
     TEXT_MEMO = 4096  # text embeddings kept (the app and validation repeat texts)
 
     def __init__(self, backbone: Any, config: dict | None = None, module: nn.Module | None = None):
         super().__init__(backbone, config)
-        self.arch = self.config_cls.from_dict(self.config.get("arch", {}))  # type: ignore[union-attr]
         self.module = (module if module is not None else self.build_module(backbone.dim, self.arch))
         self.module.to(getattr(backbone, "device", "cpu")).eval()
         self._memo: OrderedDict[str, np.ndarray] = OrderedDict()
@@ -79,29 +71,5 @@ class TrainedMethod(Method):
         p = next(self.module.parameters())
         return torch.as_tensor(np.asarray(x, np.float32), device=p.device)
 
-    # -- checkpoints --------------------------------------------------------------------------
-    @classmethod
-    def from_checkpoint(cls, backbone: Any, folder: str | Path) -> "TrainedMethod":
-        """Load a checkpoint folder; CheckpointError (one line) if it is missing, unreadable, for
-        another method, or for another embedding dimension (checked before the weights)."""
-        folder = Path(folder)
-        cfg = checkpoint_config(folder, (cls.name,), backbone, {"embed_dim": backbone.dim})
-        method = cls(backbone, cfg)
-        path = folder / WEIGHTS
-        expected = {k: tuple(v.shape) for k, v in method.module.state_dict().items()}
-        what = f"{cls.name} with arch {method.arch}"
-        method.module.load_state_dict(read_weights(path, lambda shapes: check_fit(shapes, expected, str(path), what)))
-        return method
-
-    def save(self, folder: str | Path, metrics: dict | None = None, hparams: dict | None = None) -> Path:
-        """Write config.json + model.safetensors into `folder` (created; files replaced atomically)."""
-        folder = Path(folder)
-        config = {"method": self.name, "backbone": self.backbone.id, "embed_dim": self.backbone.dim,
-                  "arch": self.arch.to_dict(), "chord_lambda": self.chord_lambda,
-                  "hparams": hparams if hparams is not None else self.config.get("hparams", {}),
-                  "metrics": metrics if metrics is not None else self.config.get("metrics", {}),
-                  "git_commit": git_commit()}
-        state = {k: v.detach().float().cpu().contiguous() for k, v in self.module.state_dict().items()}
-        write_checkpoint(folder, state, config, self.name)
-        self.config.update(config)
-        return folder
+    def weights(self) -> nn.Module:
+        return self.module
