@@ -106,7 +106,7 @@ def test_end_to_end_export_lambda_and_reload(head_cfg, tiny_backbone, tmp_path):
     conf = json.loads((folder / "config.json").read_text())
     assert conf["method"] == "dice" and conf["embed_dim"] == tiny_backbone.dim
     assert conf["backbone"] == tiny_backbone.id and conf["chord_lambda"] in (0.1, 0.34, 0.5)
-    assert conf["metrics"]["lambda_search"]["split"] == "val" and conf["hparams"]["w_ctr"] == 0.2
+    assert conf["lambda_search"]["split"] == "val" and conf["training"]["w_ctr"] == 0.2
     assert conf["git_commit"]
     m = create_method("dice", tiny_backbone, folder)
     assert m.chord_lambda == conf["chord_lambda"]

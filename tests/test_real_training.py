@@ -125,6 +125,6 @@ def test_lambda_chosen_on_a_real_val_split(cirr_root, tiny_backbone, tmp_path):
     task = train_dice.DiCETask(cfg, tiny_backbone)
     run(task, cfg, resume=False)
     saved = json.loads((tmp_path / "export" / "config.json").read_text())
-    search = saved["metrics"]["lambda_search"]
+    search = saved["lambda_search"]
     # 8 gallery images: R@10 is not defined, so the next criterion (R@5) chooses
     assert search["benchmark"] == "cirr" and search["criterion"] == "R@5" and search["n_queries"] == 4

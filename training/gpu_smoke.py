@@ -46,7 +46,7 @@ from unittest import mock
 import numpy as np
 import torch
 
-from . import heads
+from . import task as method_task
 from .loop import config_from_args, run
 from .registry import Trainer, get_trainer, list_trainers
 
@@ -162,7 +162,7 @@ def on_synthetic_cache(task_cls: type, cfg: Any, backbone: Any, args: argparse.N
     """A head on the embed cache, with an in-memory synthetic cache instead."""
     n = max(4096, 4 * cfg.batch_size, getattr(cfg, "bank_size", 0) // 2 + 1)
     cache = synthetic_cache(n, backbone.dim, cfg.seed, getattr(cfg, "long_fraction", 0.6))
-    with mock.patch.object(heads, "load_inputs", lambda c, bb=None: (backbone, cache)):
+    with mock.patch.object(method_task, "load_inputs", lambda c, bb=None: (backbone, cache)):
         return task_cls(cfg, backbone)
 
 

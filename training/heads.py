@@ -1,14 +1,11 @@
-"""What the DiCE and PACE trainers share: heads on frozen towers, trained on the embed cache.
-
-EMA of the weights, the world's val split (R@K, Chord λ selection), parameter groups, export of
-the EMA weights as a method checkpoint folder, and the CLI. The test split is never touched.
+"""Pieces the method trainers share: an EMA of the weights, AdamW's parameter groups, the
+loop's per-step numpy generator, and `ValBench`, the val split that every trainer validates on
+and chooses Chord λ on (`training.task.MethodTask` calls it). The test split is never touched.
 """
 from __future__ import annotations
 
 import copy
-import json
 import random
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -18,8 +15,6 @@ from torch import nn
 
 from cir_core.benchmarks.world import Composed
 from cir_core.scoring import DEFAULT_LAMBDA, ScoreOpts
-
-from .loop import LoopConfig, parse_cli, run
 
 LAMBDA_GRID = (0.02, 0.05, 0.08, 0.12, 0.16, 0.2, 0.25, 0.34, 0.45, 0.6, 0.8, 1.0)
 # Where the best λ is the grid's largest, the search goes on through these (up to `lambda_max`)
@@ -151,101 +146,3 @@ class ValBench:
                       key: {f"{l:g}": table[l][key] for l in table},
                       **({"R@1": {f"{l:g}": table[l]["R@1"] for l in table}} if "R@1" in table[best] else {}),
                       "at_edge": best == max(table), "lambda_max": float(lambda_max)}
-
-
-def export_method(method, wrapper: EMAWrapper, val: ValBench | None, dest: Path, cfg: LoopConfig,
-                  metrics: dict, grid: Sequence[float] = LAMBDA_GRID, lambda_max: float = LAMBDA_MAX) -> dict:
-    """Load the EMA weights into `method`, choose Chord λ on val, save the checkpoint folder."""
-    method.module.load_state_dict(wrapper.averaged_state())
-    method.module.eval()
-    out = dict(metrics)
-    if val is not None:
-        lam, search = val.select_lambda(method, grid, lambda_max)
-        method.chord_lambda = lam
-        out.update(val.report(method))
-        out["lambda_search"] = search
-    method.save(dest, metrics=out, hparams=cfg.to_dict())
-    print(json.dumps({"exported": str(dest), "chord_lambda": method.chord_lambda,
-                      **{k: v for k, v in out.items() if k != "lambda_search"}}))
-    return out
-
-
-@dataclass
-class HeadSettings(LoopConfig):
-    """What the heads trained on the embedding cache (DiCE, PACE) are configured by, besides
-    their own losses and architecture."""
-
-    backbone: str = "local-dir:assets/backbone/cir-tiny-vit"
-    pretrained: str | None = None
-    backbone_device: str | None = None  # default: cuda when available
-    data: str = "world"  # or itt:FILE, cirr:ROOT, fashioniq:ROOT, lcirr:ROOT (training/triplets.py)
-    image_root: str | None = None  # itt: where its image paths start (default: the file's folder)
-    n_train: int = 20000  # the world's first n queries; a real source's first n triplets
-    data_seed: int = 0
-    render_workers: int = 0  # world: render processes; real data: image-decoding processes
-    cache_root: str | None = None
-    batch_size: int = 512
-    ema: float = 0.9995
-    val: str = "world"  # the λ / validation split: the world's val, or a real benchmark (cirr:ROOT, ...)
-    val_queries: int = 500
-    val_cache_root: str | None = None
-    lambda_grid: list = field(default_factory=lambda: list(LAMBDA_GRID))
-    lambda_max: float = LAMBDA_MAX  # the λ search goes past the grid up to this while the best is its edge
-    export_dir: str | None = None
-
-
-class CachedHeadTask:
-    """What the heads trained on the embedding cache (DiCE, PACE) share: an EMA-wrapped net,
-    evaluated and exported through their registered method."""
-
-    cfg: HeadSettings
-
-    def setup(self, cfg: HeadSettings, backbone: Any) -> None:
-        """Backbone, train cache and val split (before the subclass builds its net)."""
-        self.cfg = cfg
-        self.backbone, self.cache = load_inputs(cfg, backbone)
-        self.val = (ValBench(self.backbone, cfg.val_queries, cfg.val_cache_root, spec=cfg.val)
-                    if cfg.val_queries or cfg.val != "world" else None)
-        self.last_logs: dict[str, float] = {}  # the final step's losses go into config.json
-
-    def param_groups(self, cfg: LoopConfig) -> list[dict]:
-        return param_groups(self.model.net, cfg.weight_decay)
-
-    def before_step(self, step: int, optimizer: Any) -> None:
-        if step > 0:  # the weights after `step` updates (the last update is folded in at export)
-            self.model.update()
-
-    def validate(self) -> dict[str, float]:
-        if self.val is None:
-            return {}
-        self.method.module.load_state_dict(self.model.averaged_state())
-        return self.val.report(self.method)
-
-    def export(self, out_dir: Path, metrics: dict[str, float]) -> None:
-        dest = Path(self.cfg.export_dir or out_dir / "export")
-        export_method(self.method, self.model, self.val, dest, self.cfg,
-                      {**metrics, **{f"train_{k}": round(v, 4) for k, v in self.last_logs.items()},
-                       "train_queries": len(self.cache), "train_cache": self.cache.folder.name},
-                      self.cfg.lambda_grid, self.cfg.lambda_max)
-
-
-def load_inputs(cfg: HeadSettings, backbone: Any = None):
-    """(backbone, train cache) from a head's settings (`backbone` given: reuse it)."""
-    from cir_core.backbone import load_backbone
-
-    from .train_data import load_train_cache
-
-    if backbone is None:
-        dev = cfg.backbone_device or ("cuda" if torch.cuda.is_available() else "cpu")
-        backbone = load_backbone(cfg.backbone, cfg.pretrained, device=dev)
-    root = Path(cfg.cache_root) if cfg.cache_root else None
-    cache = load_train_cache(backbone, cfg.n_train, cfg.data_seed, root, data=cfg.data,
-                             image_root=cfg.image_root, workers=cfg.render_workers)
-    return backbone, cache
-
-
-def cli(task_cls, defaults: HeadSettings, argv: list[str] | None, doc: str | None) -> dict:
-    cfg, resume, _ = parse_cli(defaults, argv, doc)
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)  # before the cache build encodes anything
-    return run(task_cls(cfg), cfg, resume=resume)

@@ -15,32 +15,27 @@ import json
 import time
 from pathlib import Path
 
-from cir_core.fileio import atomic_write
+from cir_core.checkpoint import read_checkpoint
 
 from .heads import LAMBDA_GRID, LAMBDA_MAX, ValBench
 
 
 def repick(folder: Path, val: ValBench, backbone, lambda_max: float, grid=LAMBDA_GRID) -> dict:
-    """Re-choose `folder`'s λ on `val`; rewrite its config.json (atomically); the new config."""
+    """Re-choose `folder`'s λ on `val`; rewrite its config.json (atomically, in the current
+    format); the new config."""
     from cir_core.methods import create_method
 
-    path = folder / "config.json"
-    cfg = json.loads(path.read_text())
-    method = create_method(cfg["method"], backbone, folder)
+    ck = read_checkpoint(folder)
+    method = create_method(ck.method, backbone, folder)
     old = method.chord_lambda
     lam, search = val.select_lambda(method, grid, lambda_max)
     method.chord_lambda = lam
-    metrics = dict(cfg.get("metrics", {}))
-    metrics.update({k: v for k, v in val.report(method).items() if k.startswith("val_chord_")})
-    if "lambda_search" in cfg:  # PACT's family keeps it at the top level, the others in metrics
-        cfg["lambda_search"] = search
-    else:
-        metrics["lambda_search"] = search
-    cfg.update(chord_lambda=lam, metrics=metrics, lambda_repicked={
-        "previous": old, "on": time.strftime("%Y-%m-%d"), "by": "python -m training.pick_lambda",
-        "lambda_max": lambda_max})
-    atomic_write(path, lambda f: f.write(json.dumps(cfg, indent=1, default=str)), False)
-    return cfg
+    ck.metrics.update({k: v for k, v in val.report(method).items() if k.startswith("val_chord_")})
+    ck.chord_lambda, ck.lambda_search = lam, search
+    ck.lambda_repicked = {"previous": old, "on": time.strftime("%Y-%m-%d"), "by": "python -m training.pick_lambda",
+                          "lambda_max": lambda_max}
+    ck.write(folder)
+    return ck.to_json()
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
@@ -60,7 +55,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     out = []
     for folder in a.checkpoints:
         cfg = repick(folder, val, backbone, a.lambda_max)
-        search = cfg.get("lambda_search") or cfg["metrics"]["lambda_search"]
+        search = cfg["lambda_search"]
         print(json.dumps({"checkpoint": str(folder), "previous": cfg["lambda_repicked"]["previous"],
                           "chord_lambda": cfg["chord_lambda"], "at_edge": search["at_edge"],
                           search["criterion"]: search[search["criterion"]]}))

@@ -1,5 +1,6 @@
 """What the Pic2Word, SEARLE and LinCIR trainers share: their settings, a task skeleton on the
-shared loop (φ only, optional EMA, val through `heads.ValBench`, λ chosen on val, export), and
+shared loop (φ only, optional EMA, the best-validated φ kept if asked; validation, λ on val and
+the export are `training.task`'s, as for every method trainer), and
 the world's stand-ins for the authors' corpora (SEARLE's concept dictionary and GPT phrases,
 LinCIR's captions and spaCy keywords). The text tower is frozen throughout, as published.
 """
@@ -10,18 +11,19 @@ import json
 import re
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 import torch
 
 from cir_core.methods import get_method_class
+from cir_core.methods.pseudoword import PROMPT
 from cir_core.world.language import BG_PHRASE, SIZE_WORD
 from cir_core.world.spec import COLOURS, NAMES, SHAPES
 
-from .heads import EMAWrapper, HeadSettings, ValBench, load_inputs
-from .loop import LoopConfig, parse_cli, run
+from .heads import EMAWrapper
+from .loop import LoopConfig
+from .task import CachedHeadTask, HeadSettings
 
 
 def raw_image_norm(backbone: Any, n: int = 64, seed: int = 0) -> float:
@@ -78,10 +80,10 @@ class PhiModule(EMAWrapper):
         return True
 
 
-class TextInvTask:
+class TextInvTask(CachedHeadTask):
     """A φ trainer on the shared loop. Subclasses set `method_name`, call `setup`, and implement
     `batch` and `loss`. `self.method` holds the φ being trained (its mapper is `self.model.net`);
-    `self.eval_method` receives the (EMA) weights for validation and export."""
+    `self.evaluated` receives the (EMA) weights for validation and export."""
 
     method_name: str
     cfg: TextInvSettings
@@ -89,8 +91,7 @@ class TextInvTask:
     def setup(self, cfg: TextInvSettings, backbone: Any = None) -> None:
         self.t0 = time.time()
         self.clock: dict = {}  # the loop's, over every session (after_run)
-        self.cfg = cfg
-        self.backbone, self.cache = load_inputs(cfg, backbone)
+        super().setup(cfg, backbone)
         cls = get_method_class(self.method_name)
         arch = cls.config_cls.from_dict(cfg.to_dict())
         if arch.input_scale <= 0:  # 0: the backbone's own raw image-feature norm (see textinv)
@@ -102,10 +103,7 @@ class TextInvTask:
         self.method.mapper.train()
         self.model = PhiModule(self.method.mapper, cfg.ema, bool(cfg.keep_best))
         self.step = 0
-        self.eval_method = cls(self.backbone, {"arch": arch.to_dict()})
-        self.val = ValBench(self.backbone, cfg.val_queries,
-                            Path(cfg.val_cache_root) if cfg.val_cache_root else None) if cfg.val_queries else None
-        self.last_logs: dict[str, float] = {}
+        self.evaluated = cls(self.backbone, {"arch": arch.to_dict()})
         self.setup_seconds = round(time.time() - self.t0, 1)
 
     @property
@@ -124,20 +122,12 @@ class TextInvTask:
 
     def before_step(self, step: int, optimizer: Any) -> None:
         self.step = step
-        if step > 0:  # the weights after `step` updates (the last one is folded in at export)
-            self.model.update()
+        super().before_step(step, optimizer)
 
     # -- validation and export ------------------------------------------------------------------
-    def _eval_method(self):
-        self.eval_method.mapper.load_state_dict(self.model.averaged_state())
-        self.eval_method.mapper.eval()
-        return self.eval_method
-
     def validate(self) -> dict[str, float]:
-        if self.val is None:
-            return {}
-        metrics = self.val.report(self._eval_method())
-        if self.cfg.keep_best:
+        metrics = super().validate()
+        if self.cfg.keep_best and metrics:
             if self.cfg.keep_best not in metrics:
                 raise SystemExit(f"keep_best={self.cfg.keep_best!r} is not a validation metric: {sorted(metrics)}")
             self.model.offer(float(metrics[self.cfg.keep_best]), self.step + 1, self.model.averaged_state())
@@ -153,44 +143,27 @@ class TextInvTask:
         seconds = self.clock.get("wall_time_s") or (time.time() - self.t0)
         return round(seconds / 60, 1)
 
-    def export(self, out_dir: Path, metrics: dict[str, float]) -> None:
-        """Choose Chord λ on val, write the checkpoint to `export_dir` (default `<out>/export`).
-        A run stopped before `steps` (max_minutes) exports nothing: resume it to finish."""
-        state = Path(out_dir) / "last" / "state.json"
-        done = json.loads(state.read_text())["step"] if state.is_file() else 0
-        if done < self.cfg.steps:
-            print(f"stopped at step {done} of {self.cfg.steps}: not exported (run again to resume)")
-            return
-        m = self._eval_method()
-        out: dict[str, Any] = {}
-        if self.cfg.keep_best and int(self.model.best_step) >= 0:  # the best-validated φ, not the last
+    def kept_best(self) -> bool:
+        return bool(self.cfg.keep_best) and int(self.model.best_step) >= 0
+
+    def export_method(self):
+        """The (EMA) φ, or with `keep_best` the best-validated one rather than the last."""
+        m = self.eval_method()
+        if self.kept_best():
             m.mapper.load_state_dict(self.model.best.state_dict())
+        return m
+
+    def record(self, metrics: dict[str, float]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.kept_best():
             out = {"selected_step": int(self.model.best_step), "selected_by": self.cfg.keep_best,
                    f"selected_{self.cfg.keep_best}": round(float(self.model.best_value), 4),
                    "last_step_metrics": dict(metrics)}
             metrics = {}
-        out = {**out, **metrics, **{f"train_{k}": round(v, 4) for k, v in self.last_logs.items()},
-               "train_queries": len(self.cache), "train_cache": self.cache.folder.name,
-               "wall_minutes": self.wall_minutes(), **self.extra_metrics()}
-        if self.val is not None:
-            lam, search = self.val.select_lambda(m, [float(v) for v in self.cfg.lambda_grid], self.cfg.lambda_max)
-            m.chord_lambda = lam
-            out.update(self.val.report(m))
-            out["lambda_search"] = search
-        dest = Path(self.cfg.export_dir or Path(out_dir) / "export")
-        m.save(dest, metrics=out, hparams=self.cfg.to_dict())
-        print(json.dumps({"exported": str(dest), "chord_lambda": m.chord_lambda,
-                          **{k: v for k, v in out.items() if k != "lambda_search"}}))
+        return {**out, **super().record(metrics), "wall_minutes": self.wall_minutes(), **self.extra_metrics()}
 
     def extra_metrics(self) -> dict[str, Any]:
         return {"setup_seconds": self.setup_seconds}
-
-
-def cli(task_cls: type, defaults: TextInvSettings, argv: list[str] | None, doc: str | None) -> dict:
-    cfg, resume, _ = parse_cli(defaults, argv, doc)
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)  # before the cache build / OTI encode anything
-    return run(task_cls(cfg), cfg, resume=resume)
 
 
 def cache_texts(cache) -> list[str]:
@@ -331,6 +304,6 @@ def mask_keywords(caption: str, rng: Any) -> str:
             if caption:
                 replaced = replaced.replace(rng.choice(words), " $ ")
             else:
-                replaced = f"a photo of $ that {caption}"
+                replaced = PROMPT.format(edit=caption)  # loader.py's "a photo of $ that {caption}"
             break
     return " ".join(replaced.split())

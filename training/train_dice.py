@@ -21,8 +21,9 @@ import torch.nn.functional as F
 
 from cir_core.methods.dice import DiCE, DiCEConfig, DiCENet
 
-from .heads import CachedHeadTask, EMAWrapper, HeadSettings, cli, np_rng
+from .heads import EMAWrapper, np_rng
 from .registry import CONFIGS, Trainer, register_trainer
+from .task import CachedHeadTask, HeadSettings, cli
 
 
 @dataclass
@@ -83,7 +84,7 @@ class DiCETask(CachedHeadTask):
         arch = DiCEConfig.from_dict(cfg.to_dict())
         torch.manual_seed(cfg.seed)  # the init is part of the run: same seed, same weights
         self.model = EMAWrapper(DiCENet(self.backbone.dim, arch), cfg.ema)
-        self.method = DiCE(self.backbone, {"arch": arch.to_dict()})  # evaluation copy, receives EMA weights
+        self.evaluated = DiCE(self.backbone, {"arch": arch.to_dict()})  # receives the EMA weights
 
     def batch(self, step: int, rank: int, rng: random.Random) -> dict[str, torch.Tensor]:
         """A batch of cache rows. On image-target data (CIRR, FashionIQ: no captions) the target is

@@ -25,12 +25,14 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from cir_core.methods.pseudoword import EMPTY_PROMPT
 from cir_core.methods.textinv import PhiConfig
 from cir_core.text_tower import trim
 
 from .heads import np_rng
 from .registry import CONFIGS, Trainer, register_trainer
-from .textinv import (TextInvSettings, TextInvTask, cache_texts, caption_rows, clean_caption, cli,
+from .task import cli
+from .textinv import (TextInvSettings, TextInvTask, cache_texts, caption_rows, clean_caption,
                       mask_keywords)
 
 
@@ -58,7 +60,7 @@ class LinCIRSettings(TextInvSettings, PhiConfig):
 DEFAULTS = LinCIRSettings()
 register_trainer(Trainer("lincir", "training.train_lincir", f"{CONFIGS}/lincir_tiny.json", "lincir",
                          f"{CONFIGS}/lincir_vitl14.json", "LinCIRTask", run_dir="runs/lincir", smoke=False))
-FALLBACK = "a photo of $"  # loader.py: the prompt when no `$` survives tokenisation
+FALLBACK = EMPTY_PROMPT  # loader.py: "a photo of $", the prompt when no `$` survives tokenisation
 
 
 class LinCIRTask(TextInvTask):

@@ -24,8 +24,9 @@ import torch.nn.functional as F
 
 from cir_core.methods.pace import PACE, PACEConfig, PACENet, final_state, step_counts
 
-from .heads import CachedHeadTask, EMAWrapper, HeadSettings, cli, np_rng
+from .heads import EMAWrapper, np_rng
 from .registry import CONFIGS, Trainer, register_trainer
+from .task import CachedHeadTask, HeadSettings, cli
 
 
 @dataclass
@@ -110,7 +111,7 @@ class PACETask(CachedHeadTask):
         self.arch = PACEConfig.from_dict(cfg.to_dict())
         torch.manual_seed(cfg.seed)
         self.model = EMAWrapper(PACENet(self.backbone.dim, self.arch), cfg.ema)
-        self.method = PACE(self.backbone, {"arch": self.arch.to_dict()})
+        self.evaluated = PACE(self.backbone, {"arch": self.arch.to_dict()})  # receives the EMA weights
         nsent = self.cache.n_sentences
         self.long_pool = np.flatnonzero(nsent >= 2)
         self.single_pool = np.flatnonzero(nsent == 1)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import random
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -34,16 +34,17 @@ from cir_core.config import REPO_ROOT
 from cir_core.methods import get_method_class
 from cir_core.methods.pact_model import PACTComposer, PACTConfig
 
-from .heads import LAMBDA_GRID, LAMBDA_MAX, ValBench
-from .loop import LoopConfig, lr_factor, parse_cli, run
+from .loop import LoopConfig, lr_factor
 from .pact_data import CacheSource, StreamSource
 from .registry import CONFIGS, Trainer, register_trainer
+from .task import MethodSettings, MethodTask, cli
 
 OBJECTIVES = ("full", "compose", "preserve", "compose+visual")
 @dataclass
-class PACTSettings(LoopConfig, PACTConfig):
-    """The PACT trainer's settings: the loop's, the architecture (`PACTConfig`), the two phases,
-    the objective (Table 3's configurations), the data and validation. Paper defaults."""
+class PACTSettings(MethodSettings, PACTConfig):
+    """The PACT trainer's settings: the loop's and every method trainer's (backbone, data, val,
+    λ search, export), the architecture (`PACTConfig`), the two phases and the objective
+    (Table 3's configurations). Paper defaults."""
 
     steps: int = 1333  # identity_steps + joint_steps unless set
     lr: float = 1e-4
@@ -54,8 +55,6 @@ class PACTSettings(LoopConfig, PACTConfig):
     out_dir: str = "runs/pact"
     method: str | None = None  # default: compose-only for objective "compose", else pact
     objective: str = "full"
-    backbone: str = "local-dir:assets/backbone/cir-tiny-vit"
-    pretrained: str | None = None
     identity_steps: int = 333
     joint_steps: int = 1000
     identity_lr: float = 1e-4
@@ -63,7 +62,6 @@ class PACTSettings(LoopConfig, PACTConfig):
     lora_lr: float = 1e-5
     identity_warmup: int = 20
     joint_warmup: int = 50
-    batch_size: int = 512
     replay_batch: int = 32
     temperature: float = 0.05
     learn_temperature: bool = False
@@ -71,19 +69,9 @@ class PACTSettings(LoopConfig, PACTConfig):
     preserve_weight: float = 1.0
     replay_weight: float = 1.0
     visual_weight: float = 1.0
-    val: str = "world"  # the λ / validation split: the world's val, or a real benchmark (cirr:ROOT, ...)
     val_queries: int = 200
-    lambda_grid: list = field(default_factory=lambda: list(LAMBDA_GRID))
-    lambda_max: float = LAMBDA_MAX  # the λ search goes past the grid up to this while the best is its edge
     val_lambda: float = 0.34  # the λ of the periodic validation line (the export chooses its own)
     data: str = "stream"  # stream | cache (the world's stream, rendered each batch / encoded once) | itt:FILE
-    image_root: str | None = None  # itt: where its image paths start (default: the file's folder)
-    n_train: int = 20000
-    data_seed: int = 0
-    render_workers: int = 0
-    cache_root: str | None = None
-    val_cache_root: str | None = None
-    export_dir: str | None = None
 
 
 DEFAULTS = PACTSettings()
@@ -147,7 +135,7 @@ class PACTTrainModule(nn.Module):
         return loss, {"loss": loss.item(), **{k: v.item() for k, v in terms.items()}}
 
 
-class PACTTask:
+class PACTTask(MethodTask):
     def __init__(self, cfg: PACTSettings, backbone=None):
         self.cfg = x = cfg
         if x.objective not in OBJECTIVES:
@@ -174,7 +162,6 @@ class PACTTask:
             raise SystemExit(f"data must be 'stream', 'cache' or 'itt:FILE', got {x.data!r}")
         self.weights = {"preserve": x.preserve_weight, "replay": x.replay_weight,
                         "visual": x.visual_weight, "replay_n": x.replay_batch}
-        self._val: ValBench | None = None
 
     # -- optimisation ---------------------------------------------------------------------------
     def param_groups(self, cfg: LoopConfig) -> list[dict]:
@@ -239,52 +226,37 @@ class PACTTask:
     def loss(self, model: nn.Module, batch: dict) -> tuple[torch.Tensor, dict[str, float]]:
         return model(batch, self.cfg.objective, self.weights)
 
-    # -- validation and export ------------------------------------------------------------------
-    @property
-    def val(self) -> ValBench:
-        """The val split (gallery embeddings cached on disk); shared with DiCE/PACE's trainers, so
-        every method's λ is chosen the same way."""
-        if self._val is None:
-            root = Path(self.cfg.val_cache_root) if self.cfg.val_cache_root else None
-            self._val = ValBench(self.backbone, self.cfg.val_queries, root, spec=self.cfg.val)
-        return self._val
-
+    # -- validation and export (training.task: λ on val, the checkpoint) -----------------------------
     def _method(self, chord_lambda: float):
         cls = get_method_class(self.cfg.method)
         return cls(self.backbone, {"arch": self.arch.to_dict(), "chord_lambda": chord_lambda},
                    composer=self.model.composer)
 
+    def eval_method(self):
+        self.model.eval()
+        return self._method(self.cfg.val_lambda)
+
     def _scores(self, lam: float) -> dict[str, dict]:
         """Val metrics with cosine and with Chord(λ), the composer in eval mode."""
-        self.model.eval()
-        m = self._method(lam)
+        m = self.eval_method()
         c = self.val.queries(m)
         return {"cos": self.val.metrics(m, c, None)[0], "chord": self.val.metrics(m, c, lam)[0]}
 
     def validate(self) -> dict[str, float]:
+        if self.val is None:
+            return {}
         by = self._scores(self.cfg.val_lambda)
         return {f"val_{s}_{k}": round(m[k], 4) for s, m in by.items() for k in REPORTED if k in m}
 
-    def export(self, out_dir: Path, metrics: dict[str, float]) -> None:
-        """Choose Chord λ on val (ValBench's rule), then write the checkpoint to `export_dir`.
-        A run stopped early (steps < identity + joint, max_minutes) exports nothing: a partial
-        model must not replace a shipped checkpoint. Resume it to finish."""
-        total, state = self.n_id + self.n_joint, Path(out_dir) / "last" / "state.json"
-        done = json.loads(state.read_text())["step"] if state.is_file() else 0  # the loop saved it
-        if done < total:
-            print(f"stopped at step {done} of {total}: not exported (run again to resume)")
-            return
-        self.model.eval()
-        m = self._method(self.cfg.val_lambda)
-        lam, search = self.val.select_lambda(m, [float(v) for v in self.cfg.lambda_grid], self.cfg.lambda_max)
-        m.chord_lambda = lam
-        final = self._scores(lam)
-        dest = Path(self.cfg.export_dir or self.default_export(out_dir))
-        recipe = self.cfg.to_dict()
-        m.save(dest, {**metrics, "val_cosine": final["cos"], "val_chord": final["chord"]},
-               objective=self.cfg.objective, lambda_search=search, training=recipe)
-        print(json.dumps({"exported": str(dest), "chord_lambda": lam,
-                          **{f"val_{s}_{k}": final[s][k] for s in final for k in REPORTED if k in final[s]}}))
+    def final_metrics(self, method) -> dict:
+        final = self._scores(method.chord_lambda)
+        return {"val_cosine": final["cos"], "val_chord": final["chord"]}
+
+    def checkpoint_extra(self) -> dict:
+        return {"objective": self.cfg.objective}
+
+    def total_steps(self) -> int:
+        return self.n_id + self.n_joint  # `steps` below it stops early (resumable), exporting nothing
 
     def default_export(self, out_dir: Path) -> Path:
         """assets/methods/<name> for the two shipped methods; the run folder for other ablations."""
@@ -293,10 +265,9 @@ class PACTTask:
         return Path(out_dir) / "export"
 
 
-def main(argv: list[str] | None = None) -> dict[str, float]:
-    """`python -m training.train_pact` or `torchrun --nproc_per_node N -m training.train_pact`:
-    under torchrun `batch_size` is the global batch, split evenly over the processes."""
-    cfg, resume, args = parse_cli(DEFAULTS, argv, __doc__)
+def default_steps(cfg: PACTSettings, args) -> None:
+    """`steps` defaults to identity_steps + joint_steps (unless set on the command line or in the
+    config file); more than that is an error."""
     total = cfg.identity_steps + cfg.joint_steps
     explicit = any(o.startswith("steps=") for o in args.overrides) or (
         args.config and "steps" in json.loads(Path(args.config).read_text()))
@@ -304,7 +275,12 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         cfg.steps = total
     elif cfg.steps > total:
         raise SystemExit(f"steps={cfg.steps} exceeds identity_steps + joint_steps = {total}")
-    return run(PACTTask(cfg), cfg, resume=resume)
+
+
+def main(argv: list[str] | None = None) -> dict[str, float]:
+    """`python -m training.train_pact` or `torchrun --nproc_per_node N -m training.train_pact`:
+    under torchrun `batch_size` is the global batch, split evenly over the processes."""
+    return cli(PACTTask, DEFAULTS, argv, __doc__, prepare=default_steps)
 
 
 if __name__ == "__main__":

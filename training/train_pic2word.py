@@ -26,7 +26,8 @@ from cir_core.methods.pic2word import Pic2WordConfig
 
 from .heads import np_rng
 from .registry import CONFIGS, Trainer, register_trainer
-from .textinv import TextInvSettings, TextInvTask, cli
+from .task import cli
+from .textinv import TextInvSettings, TextInvTask
 
 
 @dataclass

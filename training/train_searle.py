@@ -38,7 +38,8 @@ from cir_core.methods.textinv import PhiConfig
 
 from .heads import np_rng
 from .registry import CONFIGS, Trainer, register_trainer
-from .textinv import (TEMPLATES, TextInvSettings, TextInvTask, cache_texts, caption_rows, cli,
+from .task import cli
+from .textinv import (TEMPLATES, TextInvSettings, TextInvTask, cache_texts, caption_rows,
                       concept_embeddings, concept_phrases, replace_concept, top_concepts, world_concepts)
 
 
