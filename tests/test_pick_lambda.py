@@ -54,8 +54,8 @@ def test_repick_rewrites_only_the_lambda_record(tmp_path):
     after = json.loads((folder / "config.json").read_text())
     assert after == cfg and after["chord_lambda"] == 2.0
     assert after["lambda_repicked"]["previous"] == before["chord_lambda"]
-    assert after["metrics"]["lambda_search"]["R@10"]["2"] == pytest.approx(0.4)
+    assert after["lambda_search"]["R@10"]["2"] == pytest.approx(0.4)
     assert after["metrics"]["val_chord_R@10"] == pytest.approx(0.4)
-    rest = ("chord_lambda", "metrics", "lambda_repicked")
+    rest = ("chord_lambda", "lambda_search", "metrics", "lambda_repicked")
     assert {k: v for k, v in after.items() if k not in rest} == {k: v for k, v in before.items() if k not in rest}
     assert (folder / "model.safetensors").read_bytes() == weights
