@@ -4,6 +4,7 @@ import pytest
 
 from cir_core.errors import InputError
 from cir_core.methods import create_method, get_method_class, list_methods
+from training.heads import LAMBDA_MAX
 
 ALL = list_methods()
 
@@ -22,7 +23,8 @@ def test_shipped_checkpoints_load_on_the_shipped_backbone(name):
     from cir_core.backbone import load_backbone
 
     m = create_method(name, load_backbone())
-    assert m.backbone.dim == 256 and 0 < m.chord_lambda < 2
+    # λ is chosen on val up to the trainers' lambda_max (SEARLE's shipped one is 16)
+    assert m.backbone.dim == 256 and 0 < m.chord_lambda <= LAMBDA_MAX
 
 
 @pytest.mark.parametrize("name", ALL)
@@ -41,7 +43,7 @@ def test_interface(name, tiny_backbone):
     np.testing.assert_allclose(m.compose(ref[1:2], texts[1:2])[0], q[1], atol=1e-5)
     steps = m.progression(ref[1], ["Move the character to the left.", "Add a red star."])
     assert len(steps) == 2 and all(s.shape == (tiny_backbone.dim,) for s in steps)
-    assert 0 < m.chord_lambda < 2
+    assert 0 < m.chord_lambda <= LAMBDA_MAX
 
 
 @pytest.mark.parametrize("name", ALL)
@@ -66,3 +68,72 @@ def test_baseline_semantics(tiny_backbone):
 def test_unknown_method_names_the_registered_ones():
     with pytest.raises(InputError, match="text-only"):
         get_method_class("no-such-method")
+
+
+def test_listed_by_their_declared_order():
+    from cir_core.methods import register_method, unregister_method
+    from cir_core.methods.base import Method
+
+    orders = [get_method_class(n).order for n in ALL]
+    assert orders == sorted(orders) and ALL.index("pact") < ALL.index("dice") < ALL.index("pace") < ALL.index("compose-only")
+
+    class Early(Method):
+        name, order = "early-plugin", 5
+
+        def _compose(self, refs, texts):
+            return refs.emb
+
+    class Late(Early):
+        name, order = "late-plugin", Method.order
+
+    register_method(Late)
+    register_method(Early)  # registered after Late, listed before it: the declared order decides
+    try:
+        names = list_methods()
+        assert names.index("sum") < names.index("early-plugin") < names.index("pact")
+        assert names[-1] == "late-plugin"
+    finally:
+        unregister_method("early-plugin")
+        unregister_method("late-plugin")
+
+
+def test_which_methods_read_the_whole_text_at_once():
+    whole = {n for n in ALL if get_method_class(n).reads_whole_text}
+    assert {"pact", "compose-only", "dice", "sum", "pace"} <= whole and "image-only" not in whole
+
+
+def test_refs_keep_their_fields_aligned():
+    from cir_core.methods.refs import Refs, as_refs
+
+    emb = np.eye(4, dtype=np.float32)[:3]
+    refs = Refs(emb, np.array([1.0, 2.0, 3.0], np.float32), [5, -1, 7], ["a", "b", "c"], ["x", None, "z"])
+    t = refs.take(np.array([2, 0]))
+    assert t.rows.tolist() == [7, 5] and t.images == ("c", "a") and t.captions == ("z", "x") and t.norms.tolist() == [3, 1]
+    np.testing.assert_array_equal(t.emb, emb[[2, 0]])
+    r = refs.repeat(np.array([2, 0, 1]))
+    assert r.rows.tolist() == [5, 5, 7] and r.images == ("a", "a", "c") and r.captions == ("x", "x", "z") and len(r) == 3
+    s = refs.take(slice(1, 3))
+    assert s.rows.tolist() == [-1, 7] and s.captions == (None, "z")
+    assert refs.take(np.array([True, False, True])).images == ("a", "c") and refs.repeat(2).rows.tolist() == [5, 5, -1, -1, 7, 7]
+    with pytest.raises(InputError, match="3 references but 2 captions"):
+        Refs(emb, captions=["x", "y"])
+    one = as_refs(Refs(emb[0], rows=[4], captions=["c"]), 4, "m", "bb")
+    assert one.emb.shape == (1, 4) and one.rows.tolist() == [4] and one.captions == ("c",)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_compose_accepts_the_whole_reference(name, tiny_backbone):
+    """Refs carrying a gallery row, an image and a caption compose as the embedding alone does
+    (no built-in method reads them yet)."""
+    from PIL import Image
+
+    from cir_core.methods.refs import Refs
+
+    m = _make(name, tiny_backbone)
+    rng = np.random.default_rng(1)
+    ref = rng.standard_normal((2, tiny_backbone.dim)).astype(np.float32)
+    ref /= np.linalg.norm(ref, axis=1, keepdims=True)
+    full = Refs(ref, np.full(2, 30.0, np.float32), [3, -1], [Image.new("RGB", (8, 8))] * 2, ["a red star", None])
+    texts = ["Make the square blue.", "at night"]
+    np.testing.assert_allclose(m.compose(full, texts), m.compose(Refs(ref, full.norms), texts), atol=1e-6)
+    np.testing.assert_allclose(m.compose_empty(full), m.compose_empty(Refs(ref, full.norms)), atol=1e-6)

@@ -11,6 +11,7 @@ from .refs import Refs
 class TextOnly(Method):
     name = "text-only"
     label = "Text only"
+    order = 0
     description = "f_T(edit): ignores the reference image"
 
     def _compose(self, refs: Refs, texts: list[str]) -> np.ndarray:
@@ -21,6 +22,8 @@ class TextOnly(Method):
 class ImageOnly(Method):
     name = "image-only"
     label = "Image only"
+    order = 1
+    reads_whole_text = False  # reads no text at all
     description = "v_r: ignores the edit (q − q_∅ = 0, so Chord adds nothing)"
 
     def _compose(self, refs: Refs, texts: list[str]) -> np.ndarray:
@@ -31,6 +34,7 @@ class ImageOnly(Method):
 class Sum(Method):
     name = "sum"
     label = "Sum (baseline)"
+    order = 2
     app_role = "baseline"
     description = "norm(v_r + f_T(edit))"
 

@@ -10,4 +10,5 @@ from .pact import PACT
 class ComposeOnly(PACT):
     name = "compose-only"
     label = "compose-only"
+    order = 13
     description = "PACT's architecture trained with L_compose alone (Table 3 ablation)"

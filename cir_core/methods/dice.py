@@ -47,6 +47,7 @@ class DiCE(TrainedMethod):
     label = "DiCE"
     description = "gated MLP on [v_r; f_T(edit)] (DiCE-CIR)"
     app_role = "column"
+    order = 11
     config_cls = DiCEConfig
 
     @classmethod

@@ -18,6 +18,7 @@ from .textinv import PhiMethod
 class LinCIR(PhiMethod):
     name = "lincir"
     label = "LinCIR"
+    order = 20
     description = "φ(v_r) (language-only training) as $ in 'a photo of $ that {edit}', frozen text tower"
     replace = "all"
     authors_protocols = {"fashioniq": "both-orders"}  # validate.py: fiq_generate_val_predictions

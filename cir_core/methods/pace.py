@@ -104,7 +104,9 @@ class PACE(TrainedMethod):
     label = "PACE"
     description = "coarse fusion q_0, then one shared accumulator step per sentence (PACE)"
     app_role = "column"
+    order = 12
     native_progression = True
+    reads_whole_text = True  # q_0 = M(v_r, f_T(full text)): the steps then read one sentence each
     config_cls = PACEConfig
 
     @classmethod

@@ -58,6 +58,7 @@ class IM2TEXT(nn.Module):
 class Pic2Word(TextInversionMethod):
     name = "pic2word"
     label = "Pic2Word"
+    order = 21
     description = "IM2TEXT(v_r) as the word * in 'a photo of * , {edit}', frozen text tower (image-only training)"
     config_cls = Pic2WordConfig
     prompt = "a photo of * , {edit}"

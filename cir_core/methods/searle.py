@@ -19,6 +19,7 @@ from .textinv import PhiMethod
 class SEARLE(PhiMethod):
     name = "searle"
     label = "SEARLE"
+    order = 22
     description = "φ(v_r) (distilled from OTI) as $ in 'a photo of $ that {edit}', frozen text tower"
     replace = "first"
     authors_protocols = {"fashioniq": "both-orders"}  # src/validate.py: fiq_generate_val_predictions
