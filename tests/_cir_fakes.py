@@ -32,20 +32,24 @@ class _Fake(Method):
 
 class FakePACT(_Fake):
     name, label, a, b = "pact", "PACT", 1.0, 1.0
+    order = 10  # the real one's column order
 
 
 class FakeDiCE(_Fake):
     name, label, a, b = "dice", "DiCE", 0.6, 1.0
+    order = 11
 
 
 class FakeComposeOnly(_Fake):
     name, label, a, b = "compose-only", "compose-only", 0.3, 1.0
+    order = 13
 
 
 class FakePACE(_Fake):
     """q_0 from the whole text, then q_k = norm(q_{k-1} + ½ f_T(s_k)): a native progression."""
 
     name, label = "pace", "PACE"
+    order = 12
     native_progression = True
 
     def progression(self, ref, sentences):
@@ -62,6 +66,7 @@ class NeedsCheckpoint(_Fake):
     """A trained method whose checkpoint is missing: create_method must refuse it."""
 
     name, label = "dice", "DiCE"
+    order = 11
     needs_checkpoint = True
 
     @classmethod

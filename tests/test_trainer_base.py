@@ -1,0 +1,43 @@
+"""training.task: every method trainer exports through one base (λ on val, Method.save, nothing
+from a run stopped early); the loop's resumable state is checked like every checkpoint."""
+import cir_core  # noqa: F401  (first: sets OMP_WAIT_POLICY before torch loads OpenMP)
+
+import pytest
+
+from cir_core.errors import CheckpointError
+from training.loop import run, saved_step
+from training.registry import get_trainer, list_trainers
+from training.task import CachedHeadTask, MethodSettings, MethodTask
+from training.train_dice import DEFAULTS, DiCETask
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def test_every_method_trainer_is_a_method_task():
+    method_trainers = [n for n in list_trainers() if get_trainer(n).method]
+    assert {"pact", "compose-only", "dice", "pace", "pic2word", "searle", "lincir"} <= set(method_trainers)
+    for name in method_trainers:
+        t = get_trainer(name)
+        assert issubclass(t.task_class(), MethodTask), name
+        assert isinstance(__import__(t.module, fromlist=["DEFAULTS"]).DEFAULTS, MethodSettings), name
+
+
+def test_a_run_stopped_early_exports_nothing(head_cfg, tiny_backbone, tmp_path, capsys):
+    cfg = head_cfg(DEFAULTS, steps=4)
+    task = DiCETask(cfg, tiny_backbone)
+    assert isinstance(task, CachedHeadTask) and task.val is None  # val_queries 0 on the world
+    run(task, cfg)
+    assert (tmp_path / "export" / "config.json").is_file() and saved_step(tmp_path / "run") == 4
+    more = head_cfg(DEFAULTS, steps=6, export_dir=str(tmp_path / "again"))
+    task = DiCETask(more, tiny_backbone)
+    task.export(tmp_path / "run", {})  # the run folder holds 4 of 6 steps
+    assert "stopped at step 4 of 6: not exported" in capsys.readouterr().out
+    assert not (tmp_path / "again").exists()
+
+
+def test_resuming_with_another_architecture_is_refused(head_cfg, tiny_backbone, tmp_path):
+    cfg = head_cfg(DEFAULTS, steps=2, ckpt_every=1)
+    run(DiCETask(cfg, tiny_backbone), cfg)
+    wider = head_cfg(DEFAULTS, steps=4, hidden_mult=2.0)
+    with pytest.raises(CheckpointError, match=r"last/model.safetensors does not fit this run's model.*has shape"):
+        run(DiCETask(wider, tiny_backbone), wider)
