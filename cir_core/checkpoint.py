@@ -176,9 +176,10 @@ class Checkpoint:
         for key in ("method", "embed_dim"):
             if key not in data:
                 raise CheckpointError(f"{where} has no {key!r}")
-        types = {"method": str, "embed_dim": int, "arch": dict, "metrics": dict,
-                 "training": dict, "extra": dict, "chord_lambda": (int, float, type(None)), "token_width": (int, type(None)),
-                 "lambda_search": (dict, type(None)), "lambda_repicked": (dict, type(None))}
+        none = type(None)
+        types = {"method": str, "embed_dim": int, "arch": dict, "metrics": dict, "training": dict, "extra": dict,
+                 "chord_lambda": (int, float, none), "token_width": (int, none), "lambda_search": (dict, none),
+                 "lambda_repicked": (dict, none)}
         for key, want in types.items():
             if key in data and (isinstance(data[key], bool) or not isinstance(data[key], want)):
                 raise CheckpointError(f"{where}: key {key!r} is {data[key]!r}, not {_type_name(want)}")

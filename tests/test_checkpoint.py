@@ -117,7 +117,8 @@ def test_upgrade_rewrites_the_config_only(tmp_path, capsys):
     weights = sha256_file(folder / WEIGHTS)
     assert main(["upgrade", str(folder)]) == 0 and "upgraded to format 2" in capsys.readouterr().out
     assert json.loads((folder / CONFIG).read_text())["format_version"] == FORMAT_VERSION
-    assert sha256_file(folder / WEIGHTS) == weights and read_checkpoint(folder) == read_checkpoint(default_checkpoint("dice"))
+    assert sha256_file(folder / WEIGHTS) == weights
+    assert read_checkpoint(folder) == read_checkpoint(default_checkpoint("dice"))
     assert upgrade(folder) is False
     assert main(["upgrade", str(tmp_path / "nowhere")]) == 2 and "config.json missing" in capsys.readouterr().err
 

@@ -75,7 +75,8 @@ def test_listed_by_their_declared_order():
     from cir_core.methods.base import Method
 
     orders = [get_method_class(n).order for n in ALL]
-    assert orders == sorted(orders) and ALL.index("pact") < ALL.index("dice") < ALL.index("pace") < ALL.index("compose-only")
+    assert orders == sorted(orders)
+    assert ALL.index("pact") < ALL.index("dice") < ALL.index("pace") < ALL.index("compose-only")
 
     class Early(Method):
         name, order = "early-plugin", 5
@@ -108,13 +109,15 @@ def test_refs_keep_their_fields_aligned():
     emb = np.eye(4, dtype=np.float32)[:3]
     refs = Refs(emb, np.array([1.0, 2.0, 3.0], np.float32), [5, -1, 7], ["a", "b", "c"], ["x", None, "z"])
     t = refs.take(np.array([2, 0]))
-    assert t.rows.tolist() == [7, 5] and t.images == ("c", "a") and t.captions == ("z", "x") and t.norms.tolist() == [3, 1]
+    assert t.rows.tolist() == [7, 5] and t.images == ("c", "a") and t.captions == ("z", "x")
+    assert t.norms.tolist() == [3, 1]
     np.testing.assert_array_equal(t.emb, emb[[2, 0]])
     r = refs.repeat(np.array([2, 0, 1]))
-    assert r.rows.tolist() == [5, 5, 7] and r.images == ("a", "a", "c") and r.captions == ("x", "x", "z") and len(r) == 3
+    assert r.rows.tolist() == [5, 5, 7] and r.images == ("a", "a", "c") and r.captions == ("x", "x", "z")
     s = refs.take(slice(1, 3))
     assert s.rows.tolist() == [-1, 7] and s.captions == (None, "z")
-    assert refs.take(np.array([True, False, True])).images == ("a", "c") and refs.repeat(2).rows.tolist() == [5, 5, -1, -1, 7, 7]
+    assert refs.take(np.array([True, False, True])).images == ("a", "c")
+    assert refs.repeat(2).rows.tolist() == [5, 5, -1, -1, 7, 7]
     with pytest.raises(InputError, match="3 references but 2 captions"):
         Refs(emb, captions=["x", "y"])
     one = as_refs(Refs(emb[0], rows=[4], captions=["c"]), 4, "m", "bb")
@@ -133,7 +136,8 @@ def test_compose_accepts_the_whole_reference(name, tiny_backbone):
     rng = np.random.default_rng(1)
     ref = rng.standard_normal((2, tiny_backbone.dim)).astype(np.float32)
     ref /= np.linalg.norm(ref, axis=1, keepdims=True)
-    full = Refs(ref, np.full(2, 30.0, np.float32), [3, -1], [Image.new("RGB", (8, 8))] * 2, ["a red star", None])
+    image = Image.new("RGB", (8, 8))
+    full = Refs(ref, np.full(2, 30.0, np.float32), [3, -1], [image, image], ["a red star", None])
     texts = ["Make the square blue.", "at night"]
     np.testing.assert_allclose(m.compose(full, texts), m.compose(Refs(ref, full.norms), texts), atol=1e-6)
     np.testing.assert_allclose(m.compose_empty(full), m.compose_empty(Refs(ref, full.norms)), atol=1e-6)
