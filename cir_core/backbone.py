@@ -20,8 +20,8 @@ from tqdm.auto import tqdm
 from cir_core.backbone_id import QUICKGELU, activation
 from cir_core.errors import BackboneError, CheckpointError
 from cir_core.imageio import load_image
-from cir_core.settings import DEFAULT_BACKBONE as DEFAULT_MODEL
-from cir_core.settings import DEFAULT_BACKBONE_DIR
+from cir_core.paths import DEFAULT_BACKBONE as DEFAULT_MODEL
+from cir_core.paths import DEFAULT_BACKBONE_DIR
 from cir_core.spaces_compat import gpu
 from cir_core.text_tower import encode_tokens
 

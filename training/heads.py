@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from cir_core.benchmarks.world import Composed
-from cir_core.scoring import DEFAULT_LAMBDA, ScoreOpts
+from cir_core.search import DEFAULT_LAMBDA, ScoreOpts
 
 from .loop import LoopConfig, parse_cli, run
 

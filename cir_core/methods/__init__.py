@@ -11,8 +11,9 @@ from . import baselines  # noqa: F401  (registers the baselines first)
 from . import pact  # noqa: F401
 from . import dice, pace  # noqa: F401
 from . import compose_only  # noqa: F401
-from .base import (Method, default_baseline, default_columns, get_method_class, list_methods,
-                   method_label, optional_methods, register_method, split_baseline, unregister_method)
+from .base import (Method, default_baseline, default_columns, extra_methods, get_method_class, list_methods,
+                   method_label, optional_methods, register_method, shown_methods, split_baseline,
+                   unregister_method)
 from .factory import create_method, default_checkpoint
 
 for _m in sorted(m.name for m in pkgutil.iter_modules(__path__)):  # a method module added later
@@ -20,4 +21,5 @@ for _m in sorted(m.name for m in pkgutil.iter_modules(__path__)):  # a method mo
 
 __all__ = ["Method", "register_method", "unregister_method", "list_methods", "get_method_class",
            "method_label", "default_columns", "default_baseline", "optional_methods", "split_baseline",
+           "shown_methods", "extra_methods",
            "create_method", "default_checkpoint"]

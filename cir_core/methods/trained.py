@@ -7,7 +7,6 @@ module), chord_lambda, hparams (the training recipe), metrics, git_commit.
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -16,6 +15,7 @@ import torch
 from torch import nn
 
 from cir_core.config import git_commit
+from cir_core.memo import TextMemo
 
 from .base import WEIGHTS, Method, check_fit, checkpoint_config, read_weights, write_checkpoint
 
@@ -53,7 +53,7 @@ class TrainedMethod(Method):
         self.arch = self.config_cls.from_dict(self.config.get("arch", {}))  # type: ignore[union-attr]
         self.module = (module if module is not None else self.build_module(backbone.dim, self.arch))
         self.module.to(getattr(backbone, "device", "cpu")).eval()
-        self._memo: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._texts = TextMemo.of(backbone, self.TEXT_MEMO)  # the engine's own when it gives one
 
     @classmethod
     def build_module(cls, dim: int, arch: Any) -> nn.Module:
@@ -63,17 +63,7 @@ class TrainedMethod(Method):
     # -- text embeddings ----------------------------------------------------------------------
     def encode_texts(self, texts: Sequence[str]) -> np.ndarray:
         """f_T of each text (L2-normalised, (B, D)), memoised: only unseen texts are encoded."""
-        todo = list(dict.fromkeys(t for t in texts if t not in self._memo))
-        if todo:
-            for t, e in zip(todo, self.backbone.encode_texts(todo)):
-                self._memo[t] = e
-        out = np.stack([self._memo[t] for t in texts]) if texts else \
-            np.zeros((0, self.backbone.dim), np.float32)
-        for t in texts:
-            self._memo.move_to_end(t)
-        while len(self._memo) > self.TEXT_MEMO:
-            self._memo.popitem(last=False)
-        return out
+        return self._texts.encode_texts(list(texts))
 
     def _tensor(self, x: np.ndarray) -> torch.Tensor:
         p = next(self.module.parameters())
