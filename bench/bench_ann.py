@@ -22,9 +22,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a clone, no install needed
-from cir_core.index import Index  # noqa: E402  (sets OMP_WAIT_POLICY before faiss loads)
-from cir_core.scoring import shortlist_rows  # noqa: E402
-from cir_core.scoring import rank  # noqa: E402
+from cir_core.search import Index  # noqa: E402  (sets OMP_WAIT_POLICY before faiss loads)
+from cir_core.search import DEFAULT_LAMBDA, Queries, ScoreOpts, Searcher, gallery_norms, rank  # noqa: E402
 
 import faiss  # noqa: E402
 
@@ -53,6 +52,12 @@ def queries_near(x: np.ndarray, m: int, noise: float, rng: np.random.Generator) 
     src = rng.integers(0, len(x), m)
     q = x[src] + rng.standard_normal((m, x.shape[1]), dtype=np.float32) * (noise / np.sqrt(x.shape[1]))
     return _normalise(q).astype(np.float32)
+
+
+def numpy_shortlist(g: np.ndarray, q: np.ndarray, size: int) -> np.ndarray:
+    """(B, size) rows with the highest inner product, unordered: one product + argpartition."""
+    sims = q @ g.T
+    return np.argpartition(sims, sims.shape[1] - size, axis=1)[:, sims.shape[1] - size:]
 
 
 def recall_within(found: np.ndarray, truth: np.ndarray) -> float:
@@ -119,11 +124,13 @@ def main() -> None:
     cq = q[:a.chord_queries]
     v_ref = g[exact[:a.chord_queries, 0]]
     q_empty = queries_near(v_ref, len(v_ref), a.noise, np.random.default_rng(a.seed + 1)) if len(v_ref) else v_ref
-    chord_exact = rank(cq, q_empty, v_ref, g, a.k, "chord")[1] if len(cq) else None
-    # The shortlist searches the app runs: scoring.rank's FAISS search, and the batched search
-    # stage's (scoring.shortlist_rows) one numpy product + argpartition for an exact index.
+    chord = ScoreOpts("chord", DEFAULT_LAMBDA)
+    norms = gallery_norms(g)
+    chord_exact = rank(Queries(cq, q_empty, v_ref), Searcher(g, norms), chord, a.k)[1] if len(cq) else None
+    # Two exact shortlists as references: FAISS's flat search, and one numpy product +
+    # argpartition (what an exact search reads instead of a shortlist).
     searches = {"exact": lambda qb: flat.search(qb, a.shortlist),
-                "exact_numpy": lambda qb: shortlist_rows(g, flat, qb, a.shortlist)}
+                "exact_numpy": lambda qb: numpy_shortlist(g, qb, a.shortlist)}
     lat = {f"{name}_b{b}": round(_median_ms(lambda: fn(q[:b]), a.repeats) / b, 3)
            for b in (1, 16) for name, fn in searches.items()}
     best = {b: min(lat[f"exact_b{b}"], lat[f"exact_numpy_b{b}"]) for b in (1, 16)}
@@ -132,7 +139,8 @@ def main() -> None:
         """One JSON line: `ann`'s recall and latency against the exact results above."""
         _, approx10 = ann.search(q, a.k)
         _, approx_s = ann.search(q, a.shortlist)  # HNSW searches with max(efSearch, k)
-        chord = rank(cq, q_empty, v_ref, g, a.k, "chord", index=ann, shortlist=a.shortlist)[1] if len(cq) else None
+        approx = Searcher(g, norms, index=ann, shortlist=a.shortlist)
+        chord_ids = rank(Queries(cq, q_empty, v_ref), approx, chord, a.k)[1] if len(cq) else None
         for b in (1, 16):
             lat[f"ann_b{b}"] = round(_median_ms(lambda: ann.search(q[:b], a.shortlist), a.repeats) / b, 3)
         print(json.dumps({
@@ -141,7 +149,7 @@ def main() -> None:
             "build_s": {"flat": round(flat_s, 1), ann.kind: round(build_s, 1)},
             "recall_at_k": round(recall_within(approx10, exact[:, :a.k]), 4),
             "shortlist_recall": round(recall_within(approx_s, exact[:, :a.k]), 4),
-            "chord_recall_at_k": round(recall_within(chord, chord_exact), 4) if len(cq) else None,
+            "chord_recall_at_k": round(recall_within(chord_ids, chord_exact), 4) if len(cq) else None,
             "latency_ms_per_query": dict(lat),
             "speedup_b1": round(best[1] / lat["ann_b1"], 2),  # vs the faster exact path
             "speedup_b16": round(best[16] / lat["ann_b16"], 2),

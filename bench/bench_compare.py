@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a clone, no install needed
-from cir_core.index import Index  # noqa: E402,F401  (sets OMP_WAIT_POLICY before faiss loads)
+from cir_core.search import Index  # noqa: E402,F401  (sets OMP_WAIT_POLICY before faiss loads)
 
 EDIT = "Make the square blue. Move the character {i} steps to the left."
 
@@ -44,18 +44,18 @@ def prepare_methods(engine) -> list[str]:
     from cir_core.methods import get_method_class
 
     random_init = []
-    for name in engine.default_methods():
+    for name in engine.methods.default():
         try:
-            engine.method(name)
+            engine.methods.get(name)
         except CIRError:
-            engine.use_method(name, get_method_class(name)(engine.text_memo))
+            engine.methods.install(name, get_method_class(name)(engine.memo))
             random_init.append(name)
     return random_init
 
 
 def floor_parts(engine, img, text: str, n_queries: int, k: int) -> dict[str, float]:
     """Seconds of each unavoidable part (see the module docstring)."""
-    from cir_core.scoring import rank
+    from cir_core.search import Queries, ScoreOpts, rank
     from cir_core.text import split_sentences
 
     bb, out = engine.backbone, {}
@@ -66,29 +66,27 @@ def floor_parts(engine, img, text: str, n_queries: int, k: int) -> dict[str, flo
     bb.encode_texts(list(dict.fromkeys([text, "", *split_sentences(text)])))
     out["frozen_text"] = time.perf_counter() - t
     t = time.perf_counter()
-    for name in engine.default_methods():
-        method = engine.method(name)
+    for name in engine.methods.default():
+        method = engine.methods.get(name)
         if getattr(method, "composer", None) is not None:  # a LoRA tower: q (cosine needs no q_∅)
             method.compose(v, [text])
     out["lora_text"] = time.perf_counter() - t
     t = time.perf_counter()
-    for name in engine.default_methods():  # the other trained methods' own networks, texts memoised
-        method = engine.method(name)
+    for name in engine.methods.default():  # the other trained methods' own networks, texts memoised
+        method = engine.methods.get(name)
         if getattr(method, "module", None) is not None and getattr(method, "composer", None) is None:
             method.compose(v, [text])
     out["heads"] = time.perf_counter() - t  # not in the issue's floor: reported beside it
     qs = v + 0.01 * np.random.default_rng(0).standard_normal((n_queries, v.shape[1])).astype(np.float32)
     t = time.perf_counter()
-    rank(qs, None, v, engine.embeddings, k, "cosine", exclude=None,
-         index=None if engine.index.kind == "flat" else engine.index, norms=engine.norms,
-         prefilter=engine.prefilter)
+    rank(Queries(qs, None, v), engine.searcher, ScoreOpts("cosine"), k)
     out["scan"] = time.perf_counter() - t
     return out
 
 
 def request_once(engine, img, text: str, k: int) -> tuple[float, dict, int]:
     t0 = time.perf_counter()
-    ref = engine.reference_from_upload(img, name="bench.png")  # a PIL image: never cached
+    ref = engine.view.reference_from_upload(img, name="bench.png")  # a PIL image: never cached
     res = engine.compare(ref, text, k=k)
     took = time.perf_counter() - t0
     assert all(m.ok for m in res.methods), [m.error for m in res.methods if not m.ok]
@@ -108,7 +106,7 @@ def run(engine, label: str, img, k: int, repeats: int) -> dict:
     req, flo, stages, parts, heads = [], [], [], [], []
     for i in range(repeats):
         text = EDIT.format(i=i)
-        engine.text_memo.clear()
+        engine.memo.clear()
         took, timings, nq = request_once(engine, img, text, k)
         req.append(took)
         stages.append(timings)
@@ -117,9 +115,9 @@ def run(engine, label: str, img, k: int, repeats: int) -> dict:
         flo.append(sum(v for part, v in p.items() if part != "heads"))
         heads.append(p["heads"])
     return {
-        "bench": "compare", "gallery": label, "n": len(engine.gallery), "dim": engine.backbone.dim,
-        "backbone": engine.backbone.id, "index": engine.index.kind, "k": k, "repeats": repeats,
-        "methods": engine.default_methods(), "random_init": random_init, "queries_ranked": nq,
+        "bench": "compare", "gallery": label, "n": len(engine.view.gallery), "dim": engine.backbone.dim,
+        "backbone": engine.backbone.id, "search": engine.searcher.kind, "k": k, "repeats": repeats,
+        "methods": engine.methods.default(), "random_init": random_init, "queries_ranked": nq,
         "request_ms": pcts(req), "floor_ms": pcts(flo),
         "ratio": round(float(np.median(req) / np.median(flo)), 3),
         "ratio_each_run": {"min": round(min(r / f for r, f in zip(req, flo)), 3),

@@ -6,8 +6,8 @@
 
 For each (N, queries), on random unit vectors (ties have probability ~0, so every path must give
 the same ids):
-  - ours: `cir_core.scoring.rank(..., "cosine", norms=..., prefilter=...)`, what the app runs
-    (the int8 filter where `cir_core.prefilter.use_filter` picks it, else the float32 product;
+  - ours: `cir_core.search.rank(Queries(q), Searcher(g, norms, prefilter=...), cosine)`, what
+    the app runs (the int8 filter where `cir_core.search.use_filter` picks it, else the float32 product;
     then `cir_core.topk`: ties to the lower row, exact); the gallery's norms and filter are built
     once, outside the timing, as the app builds them once at load;
   - float32: the same `rank` without the filter (the path the rule did not pick, or did);
@@ -31,10 +31,12 @@ os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")  # as cir_core sets it; nu
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a clone, no install needed
-from cir_core.index import Index  # noqa: E402  (sets OMP_WAIT_POLICY before faiss loads)
-from cir_core import prefilter, scoring  # noqa: E402
-from cir_core.prefilter import Int8Filter  # noqa: E402
-from cir_core.scoring import gallery_norms, rank  # noqa: E402
+from cir_core.search import Index  # noqa: E402  (sets OMP_WAIT_POLICY before faiss loads)
+from cir_core.search import Queries, ScoreOpts, Searcher, prefilter, scoring  # noqa: E402
+from cir_core.search import Int8Filter  # noqa: E402
+from cir_core.search import gallery_norms, rank  # noqa: E402
+
+COS = ScoreOpts("cosine")
 
 
 def unit(rng: np.random.Generator, n: int, d: int) -> np.ndarray:
@@ -80,8 +82,8 @@ def measure(paths: dict, repeats: int) -> dict[str, list[float]]:
 def one(g: np.ndarray, index: Index, norms: np.ndarray, pf: Int8Filter | None, b: int, k: int,
         repeats: int, seed: int) -> dict:
     q = unit(np.random.default_rng(seed + b), b, g.shape[1])
-    paths = {"ours": lambda: rank(q, None, None, g, k, "cosine", norms=norms, prefilter=pf).ids,
-             "float32": lambda: rank(q, None, None, g, k, "cosine", norms=norms).ids,
+    paths = {"ours": lambda: rank(Queries(q), Searcher(g, norms, prefilter=pf), COS, k).ids,
+             "float32": lambda: rank(Queries(q), Searcher(g, norms), COS, k).ids,
              "full_sort": lambda: full_sort(q, g, k), "naive": lambda: naive(q, g, k)}
     faiss = {"faiss": lambda: index.search(q, k)[1]}
     ids = {name: fn() for name, fn in {**paths, **faiss}.items()}  # warm-up, and the answers to compare
@@ -108,8 +110,8 @@ def calibrate(g: np.ndarray, norms: np.ndarray, pf: Int8Filter, b: int, k: int, 
     rule = prefilter.FILTER_RULE
     prefilter.FILTER_RULE = ((0, 1 << 30),)  # force the filter
     try:
-        paths = {"filter": lambda: rank(q, None, None, g, k, "cosine", norms=norms, prefilter=pf).ids,
-                 "float32": lambda: rank(q, None, None, g, k, "cosine", norms=norms).ids}
+        paths = {"filter": lambda: rank(Queries(q), Searcher(g, norms, prefilter=pf), COS, k).ids,
+                 "float32": lambda: rank(Queries(q), Searcher(g, norms), COS, k).ids}
         a, b_ = paths["filter"](), paths["float32"]()
         agree, near = np.array_equal(a, b_), same_up_to_rounding(q, g, a, b_)
         times = measure(paths, repeats)
@@ -133,7 +135,7 @@ def parts(g: np.ndarray, norms: np.ndarray, pf: Int8Filter | None, b: int, k: in
     `ceiling_vs_full_sort` = full sort / kernel: what a search reading the codes could reach if
     everything around the kernel were free."""
     q = unit(np.random.default_rng(seed + b), b, g.shape[1])
-    paths = {"ours": lambda: rank(q, None, None, g, k, "cosine", norms=norms, prefilter=pf).ids,
+    paths = {"ours": lambda: rank(Queries(q), Searcher(g, norms, prefilter=pf), COS, k).ids,
              "full_sort": lambda: full_sort(q, g, k), "naive": lambda: naive(q, g, k),
              "product": lambda: q @ g.T}
     if pf is not None:

@@ -22,8 +22,8 @@ from cir_core.checkpoint import check_fit, read_state_file, shapes_of, state_dic
 from cir_core.errors import BackboneError, CheckpointError
 from cir_core.fileio import atomic_write
 from cir_core.imageio import load_image
-from cir_core.settings import DEFAULT_BACKBONE as DEFAULT_MODEL
-from cir_core.settings import DEFAULT_BACKBONE_DIR
+from cir_core.paths import DEFAULT_BACKBONE as DEFAULT_MODEL
+from cir_core.paths import DEFAULT_BACKBONE_DIR
 from cir_core.spaces_compat import gpu
 from cir_core.text_tower import encode_tokens
 

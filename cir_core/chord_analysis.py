@@ -59,7 +59,7 @@ def correction_by_bin(qi: np.ndarray, deficit: np.ndarray, fixed: np.ndarray, ed
 
 def method_pairs(bench, method, g: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The wrong-under-cosine pairs of one method on the world benchmark (its own Chord λ)."""
-    from cir_core.scoring import ScoreOpts
+    from cir_core.search.scoring import ScoreOpts
 
     from .benchmarks.common import rank_queries
 
@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     from cir_core.benchmarks import load_benchmark
     from cir_core.evaluation import embed
     from cir_core.methods import create_method
-    from cir_core.settings import DEFAULT_BACKBONE
+    from cir_core.paths import DEFAULT_BACKBONE
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--methods", default="pact,compose-only,dice,pace,sum")

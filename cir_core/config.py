@@ -1,24 +1,15 @@
-"""Project-wide defaults that several modules share."""
+"""Typed config dataclasses from and to JSON (`DictConfig`), and the checkout's commit that every
+checkpoint records. (Paths: `cir_core.paths`; the engine's settings: `cir_core.settings`.)"""
 from __future__ import annotations
 
-import os
 import subprocess
 from dataclasses import MISSING, asdict, fields
-from pathlib import Path
 from typing import Any, Mapping, TypeVar
 
 from .errors import InputError
+from .paths import REPO_ROOT
 
 C = TypeVar("C", bound="DictConfig")
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
-ASSETS_DIR = REPO_ROOT / "assets"
-
-
-def cache_dir() -> Path:
-    """Where gallery embeddings are cached: $CIR_CACHE_DIR, else ~/.cache/cir-workbench."""
-    return Path(os.environ.get("CIR_CACHE_DIR", Path.home() / ".cache" / "cir-workbench"))
-
 
 def git_commit() -> str:
     """Short hash of the checkout's HEAD, recorded in every checkpoint; "unknown" outside git."""

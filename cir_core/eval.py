@@ -18,8 +18,9 @@ import sys
 from pathlib import Path
 
 from cir_core.errors import CIRError
-from cir_core.scoring import SCORINGS, VARIANTS
-from cir_core.settings import (DEFAULT_BACKBONE, EngineConfig, add_engine_args, apply_offline_default,
+from cir_core.search.scoring import SCORINGS, VARIANTS
+from cir_core.paths import DEFAULT_BACKBONE
+from cir_core.settings import (EngineConfig, add_engine_args, apply_offline_default,
                                settings_from)
 
 

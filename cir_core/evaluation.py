@@ -18,9 +18,9 @@ from typing import IO, Any, Sequence
 import numpy as np
 
 from .benchmarks.common import Benchmark, BenchmarkResult
-from .config import cache_dir
+from .paths import cache_dir
 from .gallery import EmbeddingCache, Gallery
-from .scoring import SCORINGS, ScoreOpts
+from .search.scoring import SCORINGS, ScoreOpts
 
 
 def embed(gallery: Gallery, backbone: Any, cache: Path | None = None, progress: bool = True) -> np.ndarray:

@@ -208,15 +208,15 @@ class Exported:
 def _reference(engine: Engine, e: dict, image_root: str | Path | None) -> tuple[Any, str, str]:
     """(Reference, edit text, panel title) of one parsed entry."""
     if "query_id" in e:
-        q, row = engine.query(e["query_id"])
-        return engine.reference_from_row(row), q.text, q.query_id
+        q, row = engine.view.query(e["query_id"])
+        return engine.view.reference_from_row(row), q.text, q.query_id
     if "reference" in e:
-        return engine.reference_from_id(e["reference"]), e["text"], e["reference"]
+        return engine.view.reference_from_id(e["reference"]), e["text"], e["reference"]
     if "upload" in e:  # the app's own, already checked upload (never from a query list)
-        return engine.reference_from_upload(e["upload"], name=e.get("name")), e["text"], \
+        return engine.view.reference_from_upload(e["upload"], name=e.get("name")), e["text"], \
             e.get("name") or "upload"
     path = resolve_image_path(e["reference_path"], image_root)  # checked again: never trust a dict
-    return engine.reference_from_upload(path), e["text"], Path(e["reference_path"]).name
+    return engine.view.reference_from_upload(path), e["text"], Path(e["reference_path"]).name
 
 
 def build_panels(engine: Engine, entries: Sequence[dict], methods: Sequence[str], k: int = 5,
@@ -235,13 +235,13 @@ def build_panels(engine: Engine, entries: Sequence[dict], methods: Sequence[str]
         res = engine.compare(ref, text, k=k, scoring=scoring, lam=lam, methods=methods, progression=False)
         if ref.character:
             title += f" · {ref.character}"
-        ref_img = ref.image if ref.row is None else engine.thumbnail(ref.row, thumb)
+        ref_img = ref.image if ref.row is None else engine.view.thumbnail(ref.row, thumb)
         rows: list[tuple[str, list[Cell] | str]] = []
         for m in res.methods:
             if not m.ok:
                 rows.append((m.label, m.error or "unavailable"))
                 continue
-            rows.append((m.label, [Cell(engine.thumbnail(h.row, thumb), h.score, h.is_target,
+            rows.append((m.label, [Cell(engine.view.thumbnail(h.row, thumb), h.score, h.is_target,
                                         h.same_character) for h in m.hits]))
         panels.append(Panel(ref_img, res.edit, title, rows))
     if progress_cb:
@@ -274,7 +274,7 @@ def export(engine: Engine, entries: Sequence[dict], methods: Sequence[str], outp
             queries.append(dict(e))
     spec = {"queries": queries, "methods": list(methods), "k": int(k), "scoring": scoring,
             "lambda": lam, "marks": marks, "scores": scores, "backbone": engine.backbone.id,
-            "gallery": engine.gallery.name,
+            "gallery": engine.view.gallery.name,
             "regenerate": "python -m cir_core.figures --queries THIS.json --out fig.pdf --out fig.png"}
     fig = render(panels, marks=marks, scores=scores)
     copied: list[Path] = []
@@ -318,6 +318,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     apply_offline_default(cfg.uses_hub())
     from .engine import load_engine
+    from .methods import shown_methods
 
     try:
         raw = sys.stdin.read() if args.queries == "-" else Path(args.queries).read_text(encoding="utf-8")
@@ -332,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
         root = args.image_root or (Path(args.queries).resolve().parent if args.queries != "-" else Path.cwd())
         entries = parse_entries(doc if doc is not None else raw, image_root=root)
         doc = doc if isinstance(doc, dict) else {}
-        methods = list(cfg.methods) if cfg.methods else doc.get("methods") or cfg.method_names()
+        methods = list(cfg.methods) if cfg.methods else doc.get("methods") or shown_methods(cfg.methods)
         engine = load_engine(cfg)
         if doc.get("backbone") and doc["backbone"] != engine.backbone.id:
             print(f"warning: the query list was made with backbone {doc['backbone']}, this run uses "

@@ -28,12 +28,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping, TypeVar
 
-from .config import REPO_ROOT
 from .errors import InputError
-
-DEFAULT_BACKBONE_DIR = REPO_ROOT / "assets" / "backbone" / "cir-tiny-vit"
-DEFAULT_BACKBONE = f"local-dir:{DEFAULT_BACKBONE_DIR}"
-DEFAULT_CHECKPOINTS = REPO_ROOT / "assets" / "methods"
 E = TypeVar("E", bound="EngineConfig")
 
 
@@ -51,24 +46,6 @@ class EngineConfig:
     device: str = "cpu"
     cache_dir: str | None = None
     examples: int = 6
-
-    def method_names(self) -> list[str]:
-        """The methods shown side by side: `methods`, else every method registered with
-        app_role "column" (registration order), then the "baseline" one."""
-        if self.methods is not None:
-            return list(self.methods)
-        from .methods import default_baseline, default_columns
-
-        base = default_baseline()
-        return default_columns() + ([base] if base else [])
-
-    def optional_names(self) -> list[str]:
-        """Registered methods with app_role "optional" that `method_names()` leaves out: the app
-        offers them as extra columns, off by default."""
-        from .methods import optional_methods
-
-        shown = set(self.method_names())
-        return [n for n in optional_methods() if n not in shown]
 
     def uses_hub(self) -> bool:
         """Whether anything here must come from the Hugging Face Hub (then stay online)."""

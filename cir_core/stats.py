@@ -20,20 +20,18 @@ bound of the sum are snapped to 0 before they are compared or ranked.
 """
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from dataclasses import asdict, dataclass
 from statistics import NormalDist
 
 import numpy as np
 
 from cir_core.errors import InputError
+from cir_core.memo import LRU
 
 # Draw resamples per block so n_boot x n_queries int64 indices never sit in memory at once.
 _BLOCK_ELEMS = 4_000_000
 _CACHE_BYTES = 64 * 2**20
-_CACHE: OrderedDict[tuple[int, int, int], np.ndarray] = OrderedDict()
-_CACHE_LOCK = threading.Lock()
+_CACHE: LRU[tuple[int, int, int], np.ndarray] = LRU(_CACHE_BYTES, weight=lambda a: a.nbytes)
 METHODS = ("percentile", "bca")
 MIN_QUERIES_TRUSTED = 30  # below this, bootstrap intervals over queries under-cover (see above)
 
@@ -111,18 +109,7 @@ def _resample_counts(n: int, n_boot: int, seed: int) -> np.ndarray:
     """`_draw_counts`, cached: a report asks for hundreds of intervals with the same seed over a
     few different query counts; they share the draws, and each interval is one mat-vec product.
     The cache keeps the most recent draws up to _CACHE_BYTES in total."""
-    key = (n, n_boot, seed)
-    with _CACHE_LOCK:
-        hit = _CACHE.get(key)
-        if hit is not None:
-            _CACHE.move_to_end(key)
-            return hit
-    counts = _draw_counts(n, n_boot, seed)
-    with _CACHE_LOCK:
-        _CACHE[key] = counts
-        while len(_CACHE) > 1 and sum(a.nbytes for a in _CACHE.values()) > _CACHE_BYTES:
-            _CACHE.popitem(last=False)
-    return counts
+    return _CACHE.get_or_make((n, n_boot, seed), lambda: _draw_counts(n, n_boot, seed))
 
 
 def bootstrap_means(values: np.ndarray, n_boot: int, seed: int) -> np.ndarray:

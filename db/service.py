@@ -134,7 +134,7 @@ class AnnotationService:
     def ensure_default_set(self, cir_engine: Engine, progress: Callable | None = None) -> str | None:
         """Pool the world demo set on first use when the DB has no query set at all (a fresh clone
         then has something to annotate). None when the gallery is not the world."""
-        if self.query_sets() or getattr(cir_engine, "bench", None) is None:
+        if self.query_sets() or cir_engine.view.bench is None:
             return None
         from cir_core.engine.core import SHOWCASE
         from db.pooling import pool_query_set, world_queries
@@ -145,7 +145,7 @@ class AnnotationService:
             with self.Session() as s:
                 qs = pool_query_set(s, cir_engine, DEFAULT_SET,
                                     world_queries(cir_engine, DEFAULT_QUERIES, skip=SHOWCASE),
-                                    list(cir_engine.columns), k=DEFAULT_K, gold_fraction=DEFAULT_GOLD,
+                                    list(cir_engine.methods.columns), k=DEFAULT_K, gold_fraction=DEFAULT_GOLD,
                                     source="world:test", progress=progress)
                 log.info("pooled the default annotation set %r", qs.name)
                 return qs.name

@@ -99,7 +99,7 @@ def fake_trained_methods(**override):
 @functools.lru_cache(maxsize=None)
 def backbone():
     """The shipped tiny backbone when it is built, else the same architecture at random init."""
-    from cir_core.settings import DEFAULT_BACKBONE, DEFAULT_BACKBONE_DIR
+    from cir_core.paths import DEFAULT_BACKBONE, DEFAULT_BACKBONE_DIR
     from cir_core.backbone import load_backbone
 
     if (DEFAULT_BACKBONE_DIR / "open_clip_config.json").is_file():
@@ -141,8 +141,8 @@ def make_test_engine(checkpoints: Path | None = None, **kw):
 
 def long_query(engine, min_sentences: int = 2):
     """A world query with at least `min_sentences` sentences: (query, reference row)."""
-    q = next(q for q in engine.bench.queries if len(q.sentences) >= min_sentences)
-    return engine.query(q.query_id)
+    q = next(q for q in engine.view.bench.queries if len(q.sentences) >= min_sentences)
+    return engine.view.query(q.query_id)
 
 
 def plain(markdown: str) -> str:
@@ -167,7 +167,7 @@ def fake_methods_engine():
     usable after the fakes are unregistered)."""
     with fake_trained_methods():
         e = make_test_engine()
-        e.available_methods()
+        e.methods.available()
     return e
 
 

@@ -25,7 +25,7 @@ def app(tmp_path_factory):
     users.write_text("alice:wonderland\n")
     with fake_trained_methods():
         engine = make_test_engine()
-        engine.available_methods()
+        engine.methods.available()
     cfg = AppConfig(world_queries=N_QUERIES, host="127.0.0.1", port=_free_port(),
                     db=str(root / "ann.sqlite"), annotators=str(users))
     demo = build_demo(cfg, engine=engine)

@@ -15,7 +15,7 @@ from db.users import checker, load_users
 def cir_engine():
     with fake_trained_methods():
         e = make_test_engine()
-        e.available_methods()
+        e.methods.available()
         yield e
 
 
@@ -103,7 +103,7 @@ def test_results_tab_rates_and_own_export(svc, cir_engine, tmp_path) -> None:
         v = _press(svc, cir_engine, "res1", v, "yes", "no")
     out = ar.results_view(holder, "res1", DEFAULT_SET, 1, out_dir=tmp_path)
     summary = plain(out.summary)
-    for name in cir_engine.columns:
+    for name in cir_engine.methods.columns:
         assert f"| {name} · cosine |" in summary
     assert out.figure is not None and len(out.files) == 2
     assert "**Pairwise @1**" in summary and " − pact · cosine |" in summary
@@ -155,7 +155,7 @@ def test_guideline_examples_follow_the_world_truth(cir_engine) -> None:
     assert sum("the target" in c for c in labels) == 1
     assert any(c.startswith("Different character · Edit satisfied") for c in labels)
     assert any("nothing changed" in c for c in labels)
-    assert annotate.guideline_examples(type("E", (), {"bench": None})()) == []
+    assert annotate.guideline_examples(type("E", (), {"view": type("V", (), {"bench": None})()})()) == []
 
 
 def test_next_pairs_are_rendered_ahead(svc, cir_engine) -> None:

@@ -31,7 +31,7 @@ def _free_port() -> int:
 def app():
     with fake_trained_methods():
         engine = make_test_engine()
-        engine.available_methods()  # build the methods while the fakes are registered
+        engine.methods.available()  # build the methods while the fakes are registered
     cfg = AppConfig(world_queries=N_QUERIES, host="127.0.0.1", port=_free_port())
     demo = build_demo(cfg, engine=engine)
     demo.launch(prevent_thread_lock=True, quiet=True, **launch_kwargs(cfg))
@@ -46,7 +46,7 @@ def test_gradio_client_compare(app, tmp_path):
 
     demo, engine = app
     client = Client(demo.local_url, verbose=False)
-    ref = engine.item_id(3)
+    ref = engine.view.item_id(3)
     res = client.predict(ref, EDIT, 4, "chord", None, None, api_name="/compare")
     assert [m["name"] for m in res["methods"]] == [*COLUMNS, "sum"]
     for m in res["methods"]:
@@ -57,7 +57,7 @@ def test_gradio_client_compare(app, tmp_path):
     assert res["reference"]["item_id"] == ref and res["timings"]["total"] > 0
     # an upload through the API, and a user error as a message
     path = tmp_path / "ref.png"
-    engine.image(3, 100).save(path)
+    engine.view.image(3, 100).save(path)
     up = client.predict("", "Add a red star.", 2, "cosine", None, handle_file(str(path)),
                         api_name="/compare")
     assert up["reference"]["kind"] == "upload" and len(up["methods"][0]["hits"]) == 2
@@ -99,7 +99,7 @@ def test_browser_end_to_end(app, tmp_path):
             thumbs = page.locator("#ref-browser .thumbnail-item")
             expect(thumbs.nth(23)).to_be_visible(timeout=60_000)  # a full first page of 24
             thumbs.nth(5).click()
-            expect(page.locator("#ref-id input, #ref-id textarea")).to_have_value(engine.item_id(5),
+            expect(page.locator("#ref-id input, #ref-id textarea")).to_have_value(engine.view.item_id(5),
                                                                                  timeout=20_000)
             page.locator("#edit-text textarea").fill(EDIT)
             page.locator("#compare-btn").click()
@@ -109,7 +109,7 @@ def test_browser_end_to_end(app, tmp_path):
             expect(page.locator("#prog-step-2 .thumbnail-item")).to_have_count(8)
             assert page.locator(".prog-gallery:visible").count() == 2
             expect(page.locator("#compare-timings")).to_contain_text("total")
-            expect(page.locator("#compare-status")).to_contain_text(engine.item_id(5))
+            expect(page.locator("#compare-status")).to_contain_text(engine.view.item_id(5))
             page.wait_for_timeout(500)  # let the last thumbnails paint
             page.screenshot(path=str(shot), full_page=True)
         finally:

@@ -6,7 +6,7 @@ import numpy as np
 from cir_core import eval as ev
 from cir_core.benchmarks.world import WorldBench
 from cir_core.evaluation import evaluate
-from cir_core.scoring import ScoreOpts
+from cir_core.search import ScoreOpts
 
 METRICS = ["R@1", "R@5", "R@10", "R@50", "Rs@1", "Rs@2", "Rs@3", "mAP@5", "mAP@10", "mAP@25", "mAP@50",
            "identity@1", "edit@1"]

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from cir_core.errors import InputError
-from cir_core.index import Index
+from cir_core.search import Index
 
 
 def _unit(rng: np.random.Generator, n: int, d: int) -> np.ndarray:

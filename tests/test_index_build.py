@@ -15,10 +15,10 @@ from PIL import Image
 from ui.settings import AppConfig
 from cir_core.index.shards import read_shard, shard_bounds, shard_path
 from cir_core.errors import GalleryError
-from cir_core.index import Index
+from cir_core.search import Index
 from cir_core.index.build import build, main
 from cir_core.index.prebuilt import is_prebuilt, open_prebuilt
-from cir_core.scoring import rank
+from cir_core.search import Queries, ScoreOpts, Searcher, gallery_norms, rank
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = "cir-tiny-vit"
@@ -72,8 +72,9 @@ def test_build_skips_corrupt_image_and_app_uses_it_without_encoding(photos, tmp_
     monkeypatch.setattr(EmbeddingCache, "embed", no_encoding)
     monkeypatch.setattr(Index, "build", classmethod(no_encoding))
     engine = load_engine(AppConfig(backbone=TINY, gallery=str(out), cache_dir=str(tmp_path / "c")))
-    assert engine.index.kind == "flat" and len(engine.gallery) == 10
-    hits = engine.compare(engine.reference_from_id("p03.png"), "Make it blue.", k=3, methods=["sum"]).methods[0].hits
+    assert engine.searcher.kind == "exact" and pre.index is None  # its flat index.faiss is not loaded
+    assert len(engine.view.gallery) == 10
+    hits = engine.compare(engine.view.reference_from_id("p03.png"), "Make it blue.", k=3, methods=["sum"]).methods[0].hits
     assert len(hits) == 3
     with pytest.raises(GalleryError, match="was embedded with backbone 'cir-tiny-vit@random-seed0'"):
         pre.check_backbone(SimpleNamespace(id="ViT-L-14@openai", dim=768))
@@ -131,11 +132,12 @@ def test_chord_on_ann_shortlist_equals_exact_chord(ann):
     hnsw = Index.build(g, ann, hnsw_m=16, ef_search=256, nlist=16, nprobe=4)
     assert hnsw.kind == ann
     k, s = 10, 200
-    ex_s, ex_i = rank(q, q0, v_ref, g, k, "chord", lam=0.5, exclude=refs)
+    chord = ScoreOpts("chord", 0.5)
+    ex_s, ex_i = rank(Queries(q, q0, v_ref), Searcher.exact(g), chord, k, refs)
     _, short = hnsw.search(q, s + 1)
     # The premise: every query's true Chord top-k is inside its cosine shortlist.
     assert all(set(ex_i[i]) <= set(short[i]) for i in range(12))
-    hn_s, hn_i = rank(q, q0, v_ref, g, k, "chord", lam=0.5, exclude=refs, index=hnsw, shortlist=s)
+    hn_s, hn_i = rank(Queries(q, q0, v_ref), Searcher(g, gallery_norms(g), index=hnsw, shortlist=s), chord, k, refs)
     np.testing.assert_array_equal(hn_i, ex_i)
     np.testing.assert_allclose(hn_s, ex_s, atol=1e-6)
 
@@ -202,7 +204,7 @@ def test_bench_helpers():
 
 
 def test_ivf_list_count_and_round_trip(tmp_path):
-    from cir_core.index import ivf_lists
+    from cir_core.search import ivf_lists
 
     # nearest power of two to 4 sqrt(n): 1264.9 -> 1024, 4000 -> 4096; capped at n // 39 (1000 -> 25)
     assert [ivf_lists(n) for n in (10, 1000, 100_000, 1_000_000)] == [1, 25, 1024, 4096]

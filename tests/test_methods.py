@@ -4,7 +4,7 @@ import pytest
 
 from cir_core.errors import InputError
 from cir_core.methods import create_method, get_method_class, list_methods
-from training.heads import LAMBDA_MAX
+from training.heads import LAMBDA_MAX  # the val search may go past the grid, up to this
 
 ALL = list_methods()
 
@@ -23,7 +23,6 @@ def test_shipped_checkpoints_load_on_the_shipped_backbone(name):
     from cir_core.backbone import load_backbone
 
     m = create_method(name, load_backbone())
-    # λ is chosen on val up to the trainers' lambda_max (SEARLE's shipped one is 16)
     assert m.backbone.dim == 256 and 0 < m.chord_lambda <= LAMBDA_MAX
 
 

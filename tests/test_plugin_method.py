@@ -8,7 +8,7 @@ import sqlite3
 import numpy as np
 import pytest
 
-from cir_core.methods import Method, default_columns, register_method, unregister_method
+from cir_core.methods import Method, default_columns, extra_methods, register_method, unregister_method
 from cir_core.methods.base import normalise
 from cir_core.methods.refs import Refs
 from training.registry import Trainer, get_trainer, list_trainers, register_trainer, unregister_trainer
@@ -72,9 +72,9 @@ def test_the_engine_ranks_it_beside_the_others(toy):
     with fake_trained_methods():
         e = make_test_engine()
         q, row = long_query(e)
-        res = e.compare(e.reference_from_row(row), q.text, k=3)
+        res = e.compare(e.view.reference_from_row(row), q.text, k=3)
     by = {m.name: m for m in res.methods}
-    assert "toy" in e.columns and by["toy"].ok and len(by["toy"].hits) == 3 and by["toy"].label == "Toy (plugin)"
+    assert "toy" in e.methods.columns and by["toy"].ok and len(by["toy"].hits) == 3 and by["toy"].label == "Toy (plugin)"
 
 
 def test_the_eval_cli_evaluates_it(toy, tmp_path, monkeypatch, capsys):
@@ -103,7 +103,6 @@ def test_pooling_an_annotation_set_includes_it(toy, tmp_path):
 
 def test_an_optional_method_is_offered_not_shown():
     """app_role "optional" (the zero-shot peers): an "Also compare" choice and a hidden column."""
-    from cir_core.settings import EngineConfig
     from ui import build_demo
     from ui.settings import AppConfig
 
@@ -112,8 +111,8 @@ def test_an_optional_method_is_offered_not_shown():
 
     register_method(Peer)
     try:
-        assert "toy-peer" not in default_columns() and "toy-peer" in EngineConfig().optional_names()
-        assert "toy-peer" not in EngineConfig(methods=("pact", "toy-peer")).optional_names()
+        assert "toy-peer" not in default_columns() and "toy-peer" in extra_methods()
+        assert "toy-peer" not in extra_methods(("pact", "toy-peer"))
         demo = build_demo(AppConfig(world_queries=5))
         comps = {c.get("props", {}).get("elem_id"): c for c in demo.config["components"]}
         choices = comps["extra-methods"]["props"]["choices"]

@@ -2,10 +2,12 @@
 import numpy as np
 import pytest
 
-from cir_core import prefilter
+from cir_core.search import prefilter
 from cir_core.errors import InputError
-from cir_core.prefilter import Int8Filter, use_filter
-from cir_core.scoring import gallery_norms, rank
+from cir_core.search import Int8Filter, use_filter
+from cir_core.search import Queries, ScoreOpts, Searcher, gallery_norms, rank
+
+COS = ScoreOpts("cosine")
 
 
 def unit(rng, n, d):
@@ -64,16 +66,16 @@ def test_search_through_the_filter_equals_the_float_path(force_filter):
     q[0], q[1] = g[50], g[6] + 0.01  # ties among the duplicates, a one-hot neighbour
     for k, exclude in [(10, None), (10, np.array([50, -1, 3, -1, -1, -1, -1, -1, 2999])),
                        (1, np.full(9, 100)), (700, None), (2999, np.full(9, 0))]:
-        want = rank(q, None, None, g, k, "cosine", exclude=exclude, norms=gn)
-        got = rank(q, None, None, g, k, "cosine", exclude=exclude, norms=gn, prefilter=f)
+        want = rank(Queries(q), Searcher(g, gn), COS, k, exclude)
+        got = rank(Queries(q), Searcher(g, gn, prefilter=f), COS, k, exclude)
         assert got.ids.shape == want.ids.shape
         same = got.ids == want.ids
         # where ids differ, the two scores must be a float32 near-tie (BLAS vs row-wise sums)
         assert np.allclose(got.scores, want.scores, atol=1e-6), k
         assert same.mean() > 0.99, k
-    top = rank(q[:1], None, None, g, 4, "cosine", norms=gn, prefilter=f).ids[0]
+    top = rank(Queries(q[:1]), Searcher(g, gn, prefilter=f), COS, 4).ids[0]
     assert top.tolist() == [50, 100, 200, 2999]  # exact ties: lower row first, across the cut too
-    assert rank(q[:1], None, None, g, 2, "cosine", norms=gn, prefilter=f).ids[0].tolist() == [50, 100]
+    assert rank(Queries(q[:1]), Searcher(g, gn, prefilter=f), COS, 2).ids[0].tolist() == [50, 100]
 
 
 def test_search_through_the_filter_on_random_unit_rows_gives_the_same_ids(force_filter):
@@ -84,8 +86,8 @@ def test_search_through_the_filter_on_random_unit_rows_gives_the_same_ids(force_
     for b in (1, 7, 16):
         q = unit(rng, b, 64)
         for ex in (rng.integers(-1, len(g), b), None):  # references to drop, and none
-            want = rank(q, None, None, g, 50, "cosine", exclude=ex, norms=gn).ids
-            got = rank(q, None, None, g, 50, "cosine", exclude=ex, norms=gn, prefilter=f).ids
+            want = rank(Queries(q), Searcher(g, gn), COS, 50, ex).ids
+            got = rank(Queries(q), Searcher(g, gn, prefilter=f), COS, 50, ex).ids
             assert np.array_equal(got, want) and (got >= 0).all()
 
 
@@ -93,7 +95,7 @@ def test_many_identical_rows_are_all_candidates(force_filter):
     g = np.tile(unit(np.random.default_rng(4), 1, 16), (300, 1))
     g[150:] *= -1
     f = Int8Filter.build(g, gallery_norms(g))
-    ids = rank(g[:1], None, None, g, 20, "cosine", exclude=np.array([3]), prefilter=f).ids[0]
+    ids = rank(Queries(g[:1]), Searcher(g, gallery_norms(g), prefilter=f), COS, 20, np.array([3])).ids[0]
     assert ids.tolist() == [0, 1, 2] + list(range(4, 21))
 
 
@@ -104,7 +106,7 @@ def test_the_rule_and_its_inputs():
     g = unit(np.random.default_rng(5), 200, 8)
     f = Int8Filter.build(g, gallery_norms(g))
     with pytest.raises(InputError, match="prefilter"):
-        rank(g[:2], None, None, g[:100], 5, "cosine", prefilter=f)
+        Searcher(g[:100], gallery_norms(g[:100]), prefilter=f)
     with pytest.raises(InputError, match="queries"):
         f.bounds(np.zeros((2, 9), np.float32))
     with pytest.raises(InputError, match="norms"):
@@ -126,7 +128,9 @@ def test_chord_and_cols_stay_on_the_float_path(force_filter):
     g = unit(rng, 2000, 16)
     f = Int8Filter.build(g, gallery_norms(g))
     q, v = unit(rng, 2, 16), g[:1]
-    want = rank(q, q * 0.5, v, g, 5, "chord", lam=0.3)
-    assert np.array_equal(rank(q, q * 0.5, v, g, 5, "chord", lam=0.3, prefilter=f).ids, want.ids)
+    gn = gallery_norms(g)
+    chord = ScoreOpts("chord", 0.3)
+    want = rank(Queries(q, q * 0.5, v), Searcher(g, gn), chord, 5)
+    assert np.array_equal(rank(Queries(q, q * 0.5, v), Searcher(g, gn, prefilter=f), chord, 5).ids, want.ids)
     cols = np.array([[0, 1], [2, -1]])
-    assert rank(q, None, None, g, 5, "cosine", cols=cols, prefilter=f).at_cols.shape == (2, 2)
+    assert rank(Queries(q), Searcher(g, gn, prefilter=f), COS, 5, cols=cols).at_cols.shape == (2, 2)

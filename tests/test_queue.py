@@ -137,7 +137,7 @@ def test_gold_tasks_go_to_everyone_with_world_truth(S, cir_engine) -> None:
     with S() as s:
         gold = s.scalars(select(Task).where(Task.gold_identity.is_not(None))).all()
         assert gold and all(t.gold_edit in ("yes", "no") for t in gold)
-        bench = cir_engine.bench
+        bench = cir_engine.view.bench
         row = {it.item_id: i for i, it in enumerate(bench.items)}
         for t in gold:  # identity truth = the same character as the reference
             q = s.get(Query, t.query_id)

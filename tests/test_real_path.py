@@ -34,14 +34,14 @@ def engine(frames, tmp_path_factory):
 
 def test_folder_of_frames_with_a_real_architecture(engine):
     assert engine.backbone.id == "ViT-B-32@random-seed0" and engine.backbone.dim == 512
-    assert engine.gallery.ids[:2] == ["shot_a/frame000.jpg", "shot_a/frame001.jpg"]
-    assert engine.embeddings.shape == (6, 512)
+    assert engine.view.gallery.ids[:2] == ["shot_a/frame000.jpg", "shot_a/frame001.jpg"]
+    assert engine.view.embeddings.shape == (6, 512)
 
 
 def test_compare_tab_returns_hits(engine):
     view = compare_view(engine, "shot_a/frame000.jpg", None, "Make it blue.", k=3)
     assert view.error is None, view.status
-    by_name = dict(zip(engine.default_methods(), view.columns))
+    by_name = dict(zip(engine.methods.default(), view.columns))
     hits = by_name["sum"][1]
     assert len(hits) == 3  # the training-free baseline works on any backbone
     api = compare_api(engine, "shot_a/frame000.jpg", "Make it blue.", k=3)

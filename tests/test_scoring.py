@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 
 from cir_core.errors import InputError
-from cir_core.index import Index
-from cir_core.scoring import DEFAULT_LAMBDA, chord_scores, cosine_scores, rank
+from cir_core.search import (DEFAULT_LAMBDA, Index, Queries, ScoreOpts, Searcher, chord_scores, cosine_scores,
+                             gallery_norms, rank)
 
 
 def _unit(x: np.ndarray) -> np.ndarray:
@@ -81,13 +81,27 @@ def test_chord_broadcasts_one_reference(world):
     np.testing.assert_allclose(one[2], chord_scores(q[2], qe[0], vr[0], g)[0], atol=1e-6)
 
 
+def exact(g):
+    return Searcher.exact(g)
+
+
+def ivf(g, shortlist):
+    """An approximate searcher whose IVF probes every list: its shortlist is the true cosine top."""
+    return Searcher(g, gallery_norms(g), index=Index.build(g, kind="ivf-flat", nlist=4, nprobe=4),
+                    shortlist=shortlist)
+
+
+def chord(lam=DEFAULT_LAMBDA):
+    return ScoreOpts("chord", lam)
+
+
 def test_rank_exact_excludes_reference(world):
     q, qe, vr, g, ref = world
-    for scoring in ("cosine", "chord"):
-        s, ids = rank(q, qe, vr, g, k=5, scoring=scoring, exclude=ref)
+    for opts in (ScoreOpts("cosine"), chord()):
+        s, ids = rank(Queries(q, qe, vr), exact(g), opts, k=5, exclude=ref)
         assert s.shape == ids.shape == (4, 5) and ids.dtype == np.int64
         assert not (ids == ref[:, None]).any()
-        full = cosine_scores(q, g) if scoring == "cosine" else chord_scores(q, qe, vr, g)
+        full = cosine_scores(q, g) if opts.scoring == "cosine" else chord_scores(q, qe, vr, g)
         full[np.arange(4), ref] = -np.inf
         np.testing.assert_array_equal(ids, np.argsort(-full, axis=1, kind="stable")[:, :5])
         assert (np.diff(s, axis=1) <= 0).all()
@@ -95,24 +109,24 @@ def test_rank_exact_excludes_reference(world):
 
 def test_rank_k_clipped_with_exclusion():
     g = np.eye(3, dtype=np.float32)
-    s, ids = rank(g[:1], None, None, g, k=10, exclude=np.array([0]))
+    s, ids = rank(Queries(g[:1]), exact(g), ScoreOpts(), k=10, exclude=np.array([0]))
     assert ids.shape == (1, 2) and 0 not in ids and np.isfinite(s).all()
 
 
 @pytest.mark.parametrize("scoring", ["cosine", "chord"])
 def test_rank_shortlist_equals_exact_when_shortlist_covers_gallery(world, scoring):
     q, qe, vr, g, ref = world
-    index = Index.build(g, kind="flat")
-    exact = rank(q, qe, vr, g, k=7, scoring=scoring, exclude=ref)
-    short = rank(q, qe, vr, g, k=7, scoring=scoring, exclude=ref, index=index, shortlist=59)
-    np.testing.assert_array_equal(short.ids, exact.ids)
-    np.testing.assert_allclose(short.scores, exact.scores, atol=1e-5)
+    opts = ScoreOpts(scoring, DEFAULT_LAMBDA if scoring == "chord" else None)
+    want = rank(Queries(q, qe, vr), exact(g), opts, k=7, exclude=ref)
+    short = rank(Queries(q, qe, vr), ivf(g, 59), opts, k=7, exclude=ref)
+    np.testing.assert_array_equal(short.ids, want.ids)
+    np.testing.assert_allclose(short.scores, want.scores, atol=1e-5)
 
 
 def test_rank_small_shortlist_keeps_reference_out(world):
     q, qe, vr, g, ref = world
     # The reference is usually the cosine top-1 of its own query's neighbourhood; use q = v_r.
-    s, ids = rank(vr, qe, vr, g, k=3, scoring="chord", exclude=ref, index=Index.build(g), shortlist=3)
+    s, ids = rank(Queries(vr, qe, vr), ivf(g, 3), chord(), k=3, exclude=ref)
     assert ids.shape == (4, 3) and not (ids == ref[:, None]).any() and np.isfinite(s).all()
 
 
@@ -129,8 +143,8 @@ def test_a_short_approximate_shortlist_never_returns_the_reference(world):
             rows[:, :3] = np.stack([ref, (ref + 1) % len(g), (ref + 2) % len(g)], 1)
             return None, rows
 
-    for scoring in ("cosine", "chord"):
-        s, ids = rank(q, qe, vr, g, k=3, scoring=scoring, exclude=ref, index=Short())
+    for opts in (ScoreOpts("cosine"), chord()):
+        s, ids = rank(Queries(q, qe, vr), Searcher(g, gallery_norms(g), index=Short()), opts, k=3, exclude=ref)
         assert not (ids == ref[:, None]).any(), ids
         assert (ids[:, 2] == -1).all() and np.isneginf(s[:, 2]).all()  # ran short: padding
         assert np.isfinite(s[:, :2]).all()
@@ -139,17 +153,21 @@ def test_a_short_approximate_shortlist_never_returns_the_reference(world):
 def test_rank_validation(world):
     q, qe, vr, g, ref = world
     with pytest.raises(InputError, match="dim"):
-        rank(q[:, :8], qe, vr, g, k=1)
+        rank(Queries(q[:, :8], qe, vr), exact(g), ScoreOpts(), k=1)
     with pytest.raises(InputError):
-        rank(q, qe, vr, g, k=1, scoring="dot")
+        ScoreOpts("dot")
     with pytest.raises(InputError):
-        rank(q, qe, vr, g, k=1, exclude=np.array([0, 1]))
+        rank(Queries(q, qe, vr), exact(g), ScoreOpts(), k=1, exclude=np.array([0, 1]))
     with pytest.raises(InputError):
-        rank(q, qe, vr, g, k=1, exclude=np.array([0, 1, 2, 60]))
-    with pytest.raises(InputError):
-        rank(q, qe, vr, g, k=1, shortlist=10)
-    with pytest.raises(InputError):
-        rank(q, qe, vr, g, k=1, index=Index.build(g[:10]))
+        rank(Queries(q, qe, vr), exact(g), ScoreOpts(), k=1, exclude=np.array([0, 1, 2, 60]))
+    with pytest.raises(InputError, match="resolved λ"):  # "each method's own" must be resolved first
+        rank(Queries(q, qe, vr), exact(g), ScoreOpts("chord"), k=1)
+    with pytest.raises(InputError, match="3 λs for 4 queries"):
+        rank(Queries(q, qe, vr), exact(g), ScoreOpts("chord", (0.1, 0.2, 0.3)), k=1)
+    with pytest.raises(InputError, match="approximate one over this gallery"):
+        Searcher(g, gallery_norms(g), index=Index.build(g[:10], kind="hnsw", hnsw_m=8))
+    with pytest.raises(InputError, match="approximate one"):
+        Searcher(g, gallery_norms(g), index=Index.build(g, kind="flat"))  # exact search needs no copy
     with pytest.raises(InputError):
         chord_scores(q, qe, vr, g, variant="other")
     with pytest.raises(InputError):
@@ -161,10 +179,10 @@ def test_rank_validation(world):
 def test_rank_with_a_lambda_per_query_equals_one_call_per_query(world):
     """The app ranks every method's query in one call, each with its own q_∅ and λ."""
     q, qe, vr, g, ref = world
-    lams = np.array([0.0, 0.2, 0.5, 1.0], np.float32)
-    both = rank(q, qe, vr[:1], g, k=5, scoring="chord", lam=lams, exclude=np.full(4, ref[0]))
+    lams = (0.0, 0.2, 0.5, 1.0)
+    both = rank(Queries(q, qe, vr[:1]), exact(g), ScoreOpts("chord").per_query(lams), k=5, exclude=np.full(4, ref[0]))
     for i in range(4):
-        one = rank(q[i], qe[i], vr[0], g, k=5, scoring="chord", lam=float(lams[i]), exclude=np.array([ref[0]]))
+        one = rank(Queries(q[i], qe[i], vr[0]), exact(g), chord(lams[i]), k=5, exclude=np.array([ref[0]]))
         np.testing.assert_array_equal(both.ids[i], one.ids[0])
         np.testing.assert_allclose(both.scores[i], one.scores[0], atol=1e-6)
 
@@ -172,24 +190,36 @@ def test_rank_with_a_lambda_per_query_equals_one_call_per_query(world):
 def test_rank_returns_the_scores_of_chosen_columns(world):
     q, qe, vr, g, ref = world
     cols = np.array([[0, 5, -1], [7, 8, 9], [1, -1, -1], [59, 58, 57]])
-    got = rank(q, qe, vr, g, k=3, scoring="chord", lam=0.3, exclude=ref, cols=cols)
+    got = rank(Queries(q, qe, vr), exact(g), chord(0.3), k=3, exclude=ref, cols=cols)
     full = chord_scores(q, qe, vr, g, lam=0.3)
     want = np.where(cols >= 0, np.take_along_axis(full, np.maximum(cols, 0), 1), -np.inf)
     np.testing.assert_allclose(got.at_cols, want, atol=1e-6)
 
 
+def test_score_opts_resolve_lambda_once():
+    class M:
+        chord_lambda = 0.7
+    assert ScoreOpts("chord").for_method(M()).lam == 0.7 and ScoreOpts("chord", 0.2).for_method(M()).lam == 0.2
+    assert ScoreOpts("cosine", 0.2).for_method(M()).lam is None  # cosine reads no λ
+    assert ScoreOpts("cosine").per_query([0.1, 0.2]).lam is None
+    assert ScoreOpts("chord").per_query([0.1, 0.2]).describe() == "chord (per-query λ)"
+    with pytest.raises(InputError, match="finite"):
+        ScoreOpts("chord", (0.1, float("nan")))
+
+
 def test_large_batches_keep_numpys_product_in_every_block(monkeypatch):
     """An evaluation's blocks, its last short one included, score with numpy's BLAS as the
     published tables did; only a request of 2-64 queries takes torch's (`_product`)."""
-    import cir_core.scoring as scoring
+    import cir_core.search.scoring as scoring
 
     rng = np.random.default_rng(0)
     g = rng.standard_normal((500, 16)).astype(np.float32)
-    monkeypatch.setattr(scoring, "_BLOCK_ENTRIES", 70 * 500)  # blocks of 70 queries: the last has 60
     calls = []
     real = scoring._product
     monkeypatch.setattr(scoring, "_product", lambda q, gg: calls.append(len(q)) or real(q, gg))
-    scoring.rank(rng.standard_normal((200, 16)), None, None, g, 5)
+    import cir_core.search.searcher as searcher
+    monkeypatch.setattr(searcher, "_BLOCK_ENTRIES", 70 * 500)  # blocks of 70 queries: the last has 60
+    searcher.rank(Queries(rng.standard_normal((200, 16))), exact(g), ScoreOpts(), 5)
     assert calls == []
-    scoring.rank(rng.standard_normal((7, 16)), None, None, g, 5)
+    searcher.rank(Queries(rng.standard_normal((7, 16))), exact(g), ScoreOpts(), 5)
     assert calls == [7]

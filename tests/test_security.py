@@ -31,7 +31,7 @@ def places(tmp_path_factory, engine):
     """A real image outside every allowed place, a missing path, a symlink to the image, `..`."""
     root = tmp_path_factory.mktemp("secret")
     secret = root / "secret.png"
-    engine.image(5, 64).save(secret)
+    engine.view.image(5, 64).save(secret)
     link = root / "link.png"
     link.symlink_to(secret)
     return {"secret": secret, "link": link,
@@ -94,7 +94,7 @@ def test_an_upload_export_regenerates_from_its_folder(engine, tmp_path):
     the CLI (image root: the JSON's folder) reads it back. No server path in the JSON."""
     up = tmp_path / "upload" / "photo.png"
     up.parent.mkdir()
-    engine.image(7, 96).save(up)
+    engine.view.image(7, 96).save(up)
     out = tmp_path / "out"
     res = export(engine, [{"upload": str(up), "name": "photo.png", "text": EDIT}], ["pact"],
                  [out / "f.png", out / "f.json"], k=2)
@@ -222,7 +222,7 @@ def test_a_real_upload_still_works(client, engine, tmp_path):
     from gradio_client import handle_file
 
     p = tmp_path / "mine.png"
-    engine.image(3, 80).save(p)
+    engine.view.image(3, 80).save(p)
     res = client.predict("", EDIT, 2, "cosine", None, handle_file(str(p)), api_name="/compare")
     assert "error" not in res and res["reference"]["kind"] == "upload"
     # through the Compare button's gr.File slot too (Gradio copies it into its cache: same file)

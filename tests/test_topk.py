@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from cir_core.errors import InputError
-from cir_core.topk import topk
+from cir_core.search import topk
 
 
 def test_topk_excludes_and_breaks_ties_by_row():

@@ -19,7 +19,7 @@ EDIT = "Make the square blue. Move the character to the left."
 def engine():
     with fake_trained_methods():
         e = make_test_engine()
-        e.available_methods()  # build every method while the fakes are registered
+        e.methods.available()  # build every method while the fakes are registered
     return e
 
 
@@ -29,7 +29,7 @@ def test_gallery_page_click_then_compare(engine):
     items2, _, rows2, page2 = page_view(engine, "", 1)
     assert page2 == 1 and rows2[0] == PAGE_SIZE
     ref_id, preview, info = select_from_page(engine, rows2, 3)
-    assert ref_id == engine.item_id(PAGE_SIZE + 3) and preview.size == (256, 256) and ref_id in info
+    assert ref_id == engine.view.item_id(PAGE_SIZE + 3) and preview.size == (256, 256) and ref_id in info
     view = compare_view(engine, ref_id, None, EDIT, k=4, scoring="Chord")
     assert view.error is None and "Reference" in view.status
     assert len(view.columns) == 5
@@ -44,17 +44,17 @@ def test_gallery_page_click_then_compare(engine):
 
 
 def test_search_and_paging_clamp(engine):
-    name = engine.character(0)
+    name = engine.view.character(0)
     items, label, rows, _ = page_view(engine, name, 0)
     assert rows and name in label
     _, label, rows, _ = page_view(engine, "zzz-no-such-thing", 0)
     assert rows == [] and "No image matches" in label
     _, _, _, page = page_view(engine, "", 999)
-    assert page == (len(engine.gallery) - 1) // PAGE_SIZE
+    assert page == (len(engine.view.gallery) - 1) // PAGE_SIZE
 
 
 def test_example_query_has_ground_truth_marks(engine):
-    ids = [q.query_id for q in engine.example_queries()]
+    ids = [q.query_id for q in engine.view.example_queries()]
     ref_id, text, _, _ = select_example(engine, ids, 0)
     view = compare_view(engine, ref_id, None, text, k=8)
     assert "world query" in view.status
@@ -72,7 +72,7 @@ def test_example_query_has_ground_truth_marks(engine):
 
 def test_upload_then_compare(engine, tmp_path):
     path = tmp_path / "photo.png"
-    engine.image(9, 200).save(path)
+    engine.view.image(9, 200).save(path)
     preview, info = upload_view(engine, str(path))
     assert "upload: photo.png" in plain(info) and "Character unknown" in info
     view = compare_view(engine, "", str(path), EDIT, k=3)
@@ -81,7 +81,7 @@ def test_upload_then_compare(engine, tmp_path):
 
 
 def test_errors_are_messages_not_exceptions(engine, tmp_path):
-    ref = engine.item_id(0)
+    ref = engine.view.item_id(0)
     empty = compare_view(engine, ref, None, "   ")
     assert empty.error and empty.status.startswith("⚠") and "empty" in empty.status
     assert all(items == [] for _, items in empty.columns) and len(empty.columns) == 5
@@ -104,7 +104,7 @@ def test_errors_are_messages_not_exceptions(engine, tmp_path):
 def test_missing_checkpoint_column_message():
     with fake_trained_methods(dice=NeedsCheckpoint):
         e = make_test_engine()
-        view = compare_view(e, e.item_id(0), None, EDIT, k=3)
+        view = compare_view(e, e.view.item_id(0), None, EDIT, k=3)
     heads = dict(zip(["pact", "dice", "pace", "compose-only", "sum"], view.columns))
     assert "no checkpoint" in heads["dice"][0] and heads["dice"][1] == []
     assert all(len(heads[n][1]) == 3 for n in ("pact", "pace", "compose-only", "sum"))
@@ -115,7 +115,7 @@ def test_missing_checkpoint_column_message():
 def test_real_registry_columns_render_results_or_a_reason():
     """Whatever is trained right now: every column has results or says why not."""
     e = make_test_engine(checkpoints=None)
-    view = compare_view(e, e.item_id(0), None, EDIT, k=2)
+    view = compare_view(e, e.view.item_id(0), None, EDIT, k=2)
     for header, items in view.columns:
         assert len(items) == 2 or "⚠" in header
     assert view.steps  # some method always provides the progression (the sum baseline at least)
@@ -130,15 +130,15 @@ def test_hit_caption():
 
 def test_figure_export_current_and_listed(engine, tmp_path):
     q, row = long_query(engine)
-    view = export_view(engine, CURRENT, "", engine.item_id(row), None, q.text, ["pact", "dice"], k=3,
+    view = export_view(engine, CURRENT, "", engine.view.item_id(row), None, q.text, ["pact", "dice"], k=3,
                        out_dir=tmp_path)
     assert view.error is None and view.preview.size[0] > 300
     png, pdf, js = view.files
     assert open(pdf, "rb").read(5) == b"%PDF-" and Image.open(png).size == view.preview.size
     spec = json.loads(open(js).read())
-    assert spec["queries"] == [{"reference": engine.item_id(row), "text": q.text}]
+    assert spec["queries"] == [{"reference": engine.view.item_id(row), "text": q.text}]
     assert spec["methods"] == ["pact", "dice"] and spec["k"] == 3
-    ids = [x.query_id for x in engine.example_queries()[:2]]
+    ids = [x.query_id for x in engine.view.example_queries()[:2]]
     view = export_view(engine, LISTED, ", ".join(ids), "", None, "", ["pace"], k=2, out_dir=tmp_path / "b")
     assert view.error is None and json.loads(open(view.files[2]).read())["queries"] == [
         {"query_id": i} for i in ids]

@@ -32,7 +32,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 from tqdm.auto import tqdm
 
-from cir_core.config import cache_dir
+from cir_core.paths import cache_dir
 from cir_core.text import split_sentences
 from cir_core.world import EDIT_TYPES, query_stream, render
 from cir_core.world.render import RENDER_VERSION
@@ -253,7 +253,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--n", type=int, default=20000)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--root", type=Path, default=None, help="default: cir_core.config.cache_dir()/train")
+    ap.add_argument("--root", type=Path, default=None, help="default: cir_core.paths.cache_dir()/train")
     ap.add_argument("--workers", type=int, default=0, help="render processes (0: render inline)")
     ap.add_argument("--threads", type=int, default=0,
                     help="torch CPU threads (0: torch's default; 1 is faster when another process holds a core)")

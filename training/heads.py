@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from cir_core.benchmarks.world import Composed
-from cir_core.scoring import DEFAULT_LAMBDA, ScoreOpts
+from cir_core.search import DEFAULT_LAMBDA, ScoreOpts
 
 LAMBDA_GRID = (0.02, 0.05, 0.08, 0.12, 0.16, 0.2, 0.25, 0.34, 0.45, 0.6, 0.8, 1.0)
 # Where the best λ is the grid's largest, the search goes on through these (up to `lambda_max`)

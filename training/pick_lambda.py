@@ -40,7 +40,7 @@ def repick(folder: Path, val: ValBench, backbone, lambda_max: float, grid=LAMBDA
 
 def main(argv: list[str] | None = None) -> list[dict]:
     from cir_core.backbone import load_backbone
-    from cir_core.settings import DEFAULT_BACKBONE
+    from cir_core.paths import DEFAULT_BACKBONE
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("checkpoints", nargs="+", type=Path, help="method checkpoint folders")

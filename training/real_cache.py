@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from cir_core.config import cache_dir
+from cir_core.paths import cache_dir
 from cir_core.errors import InputError
 from cir_core.world import EDIT_TYPES
 
@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--pretrained", default=None)
     ap.add_argument("--device", default=None)
     ap.add_argument("--n", type=int, default=None, help="only the first N triplets")
-    ap.add_argument("--root", type=Path, default=None, help="default: cir_core.config.cache_dir()/train")
+    ap.add_argument("--root", type=Path, default=None, help="default: cir_core.paths.cache_dir()/train")
     ap.add_argument("--workers", type=int, default=2, help="image-decoding worker processes")
     ap.add_argument("--batch-size", type=int, default=64)
     a = ap.parse_args(argv)

@@ -60,7 +60,7 @@ def evaluate_seeds(seeds: list[int], n_queries: int, methods: tuple[str, ...] = 
     from cir_core.backbone import load_backbone
     from cir_core.benchmarks import load_benchmark
     from cir_core.evaluation import evaluate
-    from cir_core.settings import DEFAULT_BACKBONE
+    from cir_core.paths import DEFAULT_BACKBONE
 
     ckpts = seed_checkpoints(methods, seeds)
     backbone = load_backbone(DEFAULT_BACKBONE)

@@ -17,14 +17,14 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from cir_core.config import ASSETS_DIR
+from cir_core.paths import SHIPPED_EMBEDDINGS
+from cir_core.paths import SHIPPED_WORLD as SHIPPED_WORLD_DIR
 from cir_core.gallery import EmbeddingCache, shipped_name, write_shipped
 
 from .registry import Trainer, register_trainer
 
 register_trainer(Trainer("gallery-embeddings", "training.ship_gallery", stage=1))
-SHIPPED = ASSETS_DIR / "embeddings"
-SHIPPED_WORLD = ASSETS_DIR / "world"
+SHIPPED, SHIPPED_WORLD = SHIPPED_EMBEDDINGS, SHIPPED_WORLD_DIR
 
 
 def main(argv: list[str] | None = None) -> Path:

@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from cir_core.backbone import load_backbone
-from cir_core.config import REPO_ROOT
+from cir_core.paths import DEFAULT_CHECKPOINTS
 from cir_core.methods import get_method_class
 from cir_core.methods.pact_model import PACTComposer, PACTConfig
 
@@ -261,7 +261,7 @@ class PACTTask(MethodTask):
     def default_export(self, out_dir: Path) -> Path:
         """assets/methods/<name> for the two shipped methods; the run folder for other ablations."""
         if (self.cfg.method, self.cfg.objective) in (("pact", "full"), ("compose-only", "compose")):
-            return REPO_ROOT / "assets" / "methods" / self.cfg.method
+            return DEFAULT_CHECKPOINTS / self.cfg.method
         return Path(out_dir) / "export"
 
 

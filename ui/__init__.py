@@ -24,12 +24,12 @@ MAX_UPLOAD = "25mb"
 
 def banner(engine: Engine) -> str:
     """One line on what the app runs: backbone, gallery, which methods load."""
-    status = engine.method_status()
+    status = engine.methods.status()
     marks = " · ".join(f"{'✓' if err is None else '⚠'} {_label(n)}" for n, err in status.items())
-    n = len(engine.gallery)
-    kind = "generated world, test split" if engine.bench is not None else "images"
-    lines = [f"**Backbone** `{engine.backbone.id}` · **Gallery** {engine.gallery.name} ({n:,} {kind}; "
-             f"{engine.index.kind} index) · **Methods** {marks}"]
+    n = len(engine.view.gallery)
+    kind = "generated world, test split" if engine.view.bench is not None else "images"
+    lines = [f"**Backbone** `{engine.backbone.id}` · **Gallery** {engine.view.gallery.name} ({n:,} {kind}; "
+             f"{engine.searcher.kind} search) · **Methods** {marks}"]
     lines += [f"⚠ {note}" for note in engine.notes]
     return "\n\n".join(lines)
 
@@ -60,7 +60,7 @@ def build_demo(config: AppConfig | None = None, engine: Engine | None = None) ->
     os.environ.setdefault("GRADIO_ANALYTICS_CACHE_FREQUENCY", "1000")
     holder = EngineHolder(cfg, engine)
     services = annotate.ServiceHolder(cfg.db)
-    from cir_core.config import cache_dir
+    from cir_core.paths import cache_dir
 
     annotate.IMAGES.configure(cfg.cache_dir or cache_dir())
     only = bool(cfg.annotation_only)

@@ -61,12 +61,12 @@ def guideline_examples(engine: Engine, size: int = 200) -> list[tuple[Any, str]]
     """Worked examples for the guidelines from the world's first query: the reference, then each
     candidate of its hard subset with the answers the world's ground truth gives. Empty when the
     gallery is not the generated world (there is no ground truth to show)."""
-    bench = getattr(engine, "bench", None)
+    bench = engine.view.bench
     if bench is None or not bench.queries:
         return []
     ref, q = bench.reference_idx[0], bench.queries[0]
     ids, ok = bench.identities(), bench.edit_ok_sets()[0]
-    out = [(engine.image(ref, size), f"Reference · edit: “{q.text}”")]
+    out = [(engine.view.image(ref, size), f"Reference · edit: “{q.text}”")]
     for row in bench.subsets[0]:
         same = ids[row] == ids[ref]
         if row == bench.target_idx[0]:
@@ -77,5 +77,5 @@ def guideline_examples(engine: Engine, size: int = 200) -> list[tuple[Any, str]]
             label = "Same character · Not satisfied (nothing changed)"
         else:
             label = ("Same" if same else "Different") + " character · Partly or not: a change is missing or wrong"
-        out.append((engine.image(row, size), label))
+        out.append((engine.view.image(row, size), label))
     return out

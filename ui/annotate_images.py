@@ -57,7 +57,7 @@ class ItemImages:
 
     def _folder(self) -> Path:
         if self._dir is None:
-            from cir_core.config import cache_dir
+            from cir_core.paths import cache_dir
 
             self.configure(cache_dir())
         assert self._dir is not None
@@ -72,14 +72,14 @@ class ItemImages:
             return hit
         folder = self._folder()
         try:
-            row = engine.row_of(item_id)
-            digest = hashlib.sha1(f"{engine.gallery.fingerprint(row)}|{self.size}".encode()).hexdigest()
+            row = engine.view.row_of(item_id)
+            digest = hashlib.sha1(f"{engine.view.gallery.fingerprint(row)}|{self.size}".encode()).hexdigest()
         except Exception:  # an item no longer in this gallery: the status says so, nothing shown
             return None
         out = folder / digest[:2] / f"{digest}.jpg"
         if not out.is_file():
             try:
-                img = engine.image(row, self.size).convert("RGB")
+                img = engine.view.image(row, self.size).convert("RGB")
             except Exception:
                 return None
             out.parent.mkdir(parents=True, exist_ok=True)

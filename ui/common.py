@@ -197,7 +197,7 @@ def hit_caption(hit: Any) -> str:
 
 
 def gallery_items(engine: Engine, hits: list, size: int = THUMB) -> list[tuple[Image.Image, str]]:
-    return [(mark(engine.thumbnail(h.row, size), h.is_target, h.same_character), hit_caption(h))
+    return [(mark(engine.view.thumbnail(h.row, size), h.is_target, h.same_character), hit_caption(h))
             for h in hits]
 
 

@@ -18,8 +18,8 @@ from gradio.data_classes import FileData
 
 from cir_core.engine import MAX_K, MAX_STEPS, MAX_TEXT_CHARS, MAX_UPLOAD_PIXELS
 from cir_core.errors import CIRError
-from cir_core.methods import method_label
-from cir_core.scoring import DEFAULT_LAMBDA
+from cir_core.methods import extra_methods, method_label, shown_methods
+from cir_core.search import DEFAULT_LAMBDA
 
 from .common import (LEGEND, EngineHolder, bool_in, float_in, int_in, list_in, md_text, text_in,
                      warn)
@@ -59,7 +59,7 @@ COMPARE_CONCURRENCY = 2
 
 def build(holder: EngineHolder, cfg: AppConfig) -> CompareTab:
     """The Compare tab: layout (reference, edit, results), then its events."""
-    names, optional = cfg.method_names(), cfg.optional_names()
+    names, optional = shown_methods(cfg.methods), extra_methods(cfg.methods)
     c = SimpleNamespace()  # every component, by name: filled by the layout, read by the wiring
     with gr.Row(equal_height=False):
         with gr.Column(scale=5, min_width=420):

@@ -12,8 +12,8 @@ import gradio as gr
 
 from cir_core.errors import CIRError, InputError
 from cir_core.figures import export, parse_entries, to_image
-from cir_core.methods import method_label, split_baseline
-from cir_core.scoring import DEFAULT_LAMBDA
+from cir_core.methods import method_label, shown_methods, split_baseline
+from cir_core.search import DEFAULT_LAMBDA
 
 from .common import (EngineHolder, bool_in, choice_in, float_in, int_in, list_in, md_text, text_in,
                      warn)
@@ -84,7 +84,7 @@ def export_view(engine: Engine, source: str, listed: str, ref_id: str | None, up
 
 
 def build(holder: EngineHolder, cfg: AppConfig, compare: Any):
-    names = cfg.method_names()
+    names = shown_methods(cfg.methods)
     columns, baseline = split_baseline(names)
     with gr.Row(equal_height=False):
         with gr.Column(scale=2, min_width=320):
@@ -135,7 +135,7 @@ def build(holder: EngineHolder, cfg: AppConfig, compare: Any):
               [preview, files, status], api_name="export_figure")
 
     def load(engine: Engine) -> list:
-        avail = set(engine.available_methods())
+        avail = set(engine.methods.available())
         choices = [(method_label(n) + ("" if n in avail else " (unavailable)"), n) for n in names]
         value = [n for n in names if n in avail and n != baseline] or [n for n in names if n in avail]
         return [gr.update(choices=choices, value=value)]

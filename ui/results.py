@@ -6,11 +6,11 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from cir_core.engine import CompareResult
+from cir_core.engine import CompareResult, check_edit
 from cir_core.methods import list_methods, method_label
 from cir_core.errors import CIRError, InputError
 from cir_core.backbone_id import is_world_backbone
-from cir_core.scoring import DEFAULT_LAMBDA
+from cir_core.search import DEFAULT_LAMBDA
 
 from .common import fmt_ms, gallery_items, md_text
 from .reference import resolve_reference
@@ -47,10 +47,10 @@ def compare_view(engine: Engine, ref_id: str | None, upload: str | None, edit: s
                  scoring: str = "cosine", own_lambda: bool = True, lam: float = DEFAULT_LAMBDA,
                  names: list[str] | None = None) -> CompareView:
     """Run one Compare request and render it to values; every user error becomes `status`."""
-    names = list(names) if names is not None else engine.default_methods()
+    names = list(names) if names is not None else engine.methods.default()
     scoring = "chord" if str(scoring).lower().startswith("chord") else "cosine"
     try:
-        engine.check_edit(edit)  # an empty edit is reported before an upload is encoded
+        check_edit(edit)  # an empty edit is reported before an upload is encoded
         ref = resolve_reference(engine, ref_id, upload)
         res = engine.compare(ref, edit or "", k=int(k), scoring=scoring,
                              lam=None if own_lambda else float(lam), methods=names)

@@ -1,6 +1,6 @@
 """What every benchmark evaluator shares: reading annotation files with errors that name the file
 and key, the `Benchmark` protocol and its `BenchmarkResult`, and the compose-and-rank steps (all
-scoring goes through `cir_core.scoring.rank` / `score_matrix`, λ through `ScoreOpts.lam_for`).
+scoring goes through `cir_core.search.rank` / `score_matrix`, λ through `ScoreOpts.for_method`).
 The loop over methods × scorings and the result tables are `cir_core.evaluation`'s.
 """
 from __future__ import annotations
@@ -21,7 +21,8 @@ from cir_core.imageio import open_as_stored, rgb_as_official
 from cir_core.methods import Method
 from cir_core.methods.refs import RefInput, Refs
 from cir_core.metrics import target_ranks
-from cir_core.scoring import Ranking, ScoreOpts, rank, score_matrix
+from cir_core.search.scoring import Queries, ScoreOpts, score_matrix
+from cir_core.search.searcher import Ranking, Searcher, rank
 
 TOP = 50
 
@@ -201,16 +202,16 @@ def compose(method: Method, refs: RefInput, texts: Sequence[Sequence[str]]) -> t
 def rank_queries(method: Method, q: np.ndarray, q0: np.ndarray, refs: np.ndarray, gallery: np.ndarray,
                  opts: ScoreOpts, exclude: np.ndarray | None = None, k: int = TOP,
                  cols: np.ndarray | None = None) -> Ranking:
-    """`scoring.rank` of composed queries under `opts`, with the method's λ (`opts.lam_for`)."""
-    return rank(q, q0, refs, gallery, k, opts.scoring, opts.lam_for(method), opts.variant,
-                exclude=exclude, cols=cols)
+    """`search.rank` of composed queries over the whole gallery (exact, as the benchmarks' own
+    code ranks) under `opts`, with the method's λ (`opts.for_method`)."""
+    return rank(Queries(q, q0, refs), Searcher.exact(gallery), opts.for_method(method), k, exclude, cols)
 
 
 def score_candidates(method: Method, q: np.ndarray, q0: np.ndarray, refs: np.ndarray, emb: np.ndarray,
                      cands: Sequence[np.ndarray], opts: ScoreOpts) -> list[np.ndarray]:
     """Per-query galleries (GeneCIS): scores of query i against rows `cands[i]` of `emb`."""
-    lam = opts.lam_for(method)
-    return [score_matrix(q[i:i + 1], q0[i:i + 1], refs[i:i + 1], emb[c], opts.scoring, lam, opts.variant)[0]
+    opts = opts.for_method(method)
+    return [score_matrix(Queries(q[i:i + 1], q0[i:i + 1], refs[i:i + 1]), emb[c], opts)[0]
             for i, c in enumerate(cands)]
 
 
@@ -220,13 +221,12 @@ def prefix_ranks(steps: Callable[[int], np.ndarray], method: Method, gallery: np
     """(Q, width) 0-based target ranks (reference removed, ties to the lower row) after each
     step of each query's progression: `steps(i)` gives query i's step queries (n_i, D); a query
     with fewer than `width` steps repeats its last rank."""
-    lam = opts.lam_for(method)
+    opts = opts.for_method(method)
     out = np.zeros((len(ref_rows), width), np.int64)
     for i, (r, t) in enumerate(zip(ref_rows, target_rows)):
         qs, ref = steps(i), gallery[r][None]
         q0 = method.compose_empty(refs_at(gallery, norms, slice(r, r + 1)))
-        sc = score_matrix(qs, np.repeat(q0, len(qs), 0), np.repeat(ref, len(qs), 0), gallery,
-                          opts.scoring, lam, opts.variant)
+        sc = score_matrix(Queries(qs, np.repeat(q0, len(qs), 0), np.repeat(ref, len(qs), 0)), gallery, opts)
         ranks = target_ranks(sc, np.full(len(qs), t), np.full(len(qs), r))
         out[i] = [ranks[min(j, len(ranks) - 1)] for j in range(width)]
     return out

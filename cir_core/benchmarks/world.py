@@ -19,7 +19,7 @@ from cir_core.gallery import Gallery
 from cir_core.methods import Method
 from cir_core.metrics import (edit_at_1, identity_at_1, map_at_k, progression_summary, recall_at_k,
                               subset_ranking, subset_recall)
-from cir_core.scoring import ScoreOpts
+from cir_core.search.scoring import ScoreOpts
 from cir_core.world import WorldBenchmark, build_benchmark
 
 from .common import TOP, BenchmarkError, BenchmarkResult, compose, prefix_ranks, rank_queries, refs_at

@@ -8,7 +8,8 @@ from typing import Any, Sequence
 
 from ..errors import CheckpointError, CIRError
 from ..methods import method_label
-from ..settings import DEFAULT_CHECKPOINTS, is_hub_repo_id
+from ..settings import is_hub_repo_id
+from ..paths import DEFAULT_CHECKPOINTS
 
 
 @dataclass

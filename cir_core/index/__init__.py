@@ -1,5 +1,3 @@
-"""Gallery indexes: the FAISS `Index` (exact, HNSW, IVF-Flat), the resumable `build` of an index
-folder from a gallery (`python -m cir_core.index build`), and `prebuilt` (opening such a folder)."""
-from .core import ANN_KINDS, KINDS, Index, ivf_lists
-
-__all__ = ["Index", "KINDS", "ANN_KINDS", "ivf_lists"]
+"""Index folders for large galleries: the resumable `build` of a folder from an image folder or
+manifest (`python -m cir_core.index build`: worker decoding, shards, torchrun) and `prebuilt`
+(opening such a folder). The FAISS `Index` itself is `cir_core.search.index`."""

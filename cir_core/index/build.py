@@ -24,7 +24,7 @@ from .shards import Shard, embed_shards, read_shard, shard_bounds, shard_path, w
 from ..errors import CIRError, GalleryError, ImageLoadError, InputError
 from ..fileio import atomic_write, atomic_write_path
 from ..gallery import Gallery
-from .core import Index
+from ..search.index import EXACT_MAX, Index
 from .prebuilt import BUILD_FILE, EMB_FILE, FORMAT, GALLERY_FILE, INDEX_FILE, NORMS_FILE, SKIPPED_FILE, read_meta
 
 # Chosen with bench/bench_ann.py (docs/BENCHMARKS.md, "Approximate search"): on 2 cores IVF-Flat
@@ -74,7 +74,7 @@ def _barrier(device: str) -> None:
 
 
 def build(gallery: str, backbone: Any, pretrained: str | None, out: str | os.PathLike, *,
-          batch_size: int = 64, workers: int = 2, exact_max: int = 200_000, kind: str = "auto",
+          batch_size: int = 64, workers: int = 2, exact_max: int = EXACT_MAX, kind: str = "auto",
           device: str | None = None, shard_size: int = 4096, hnsw_m: int = HNSW_M,
           ef_construction: int = EF_CONSTRUCTION, ef_search: int = EF_SEARCH, ann: str = ANN,
           nlist: int | None = None, nprobe: int = NPROBE, progress: bool = True,
@@ -205,7 +205,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     b.add_argument("--batch-size", type=int, default=64)
     b.add_argument("--workers", type=int, default=2, help="decoding worker processes per rank (0: in-process)")
     b.add_argument("--shard-size", type=int, default=4096, help="images per resumable shard")
-    b.add_argument("--exact-max", type=int, default=200_000,
+    b.add_argument("--exact-max", type=int, default=EXACT_MAX,
                    help="up to this many vectors the index is exact (flat); above, --ann")
     b.add_argument("--index", choices=("auto", "flat", "hnsw", "ivf-flat"), default="auto", dest="kind",
                    help="force an index kind (default: auto, by --exact-max)")

@@ -11,7 +11,8 @@ Layout of the folder:
 - `embeddings.npy`: (N, D) float32, L2-normalised; opened memory-mapped.
 - `norms.npy`: (N,) float32, each image's raw feature norm before normalisation (what the zero-shot
   peers' released φ reads; format 2 on).
-- `index.faiss`: `cir_core.index.Index.save` over those rows.
+- `index.faiss`: `cir_core.search.Index.save` over those rows (opened only when approximate: an exact
+  folder is searched from `embeddings.npy`, and its flat index is not loaded).
 - `skipped.jsonl`: images that could not be read (`id`, `path`, `error`); not in the gallery.
 - `shards/`: the embedding work in progress, kept so a rerun after adding images is cheap.
 """
@@ -27,7 +28,7 @@ import numpy as np
 
 from ..errors import GalleryError
 from ..gallery import Gallery, GalleryItem
-from .core import Index
+from ..search.index import Index
 
 FORMAT = 2  # 2: norms.npy; a format-1 folder opens without raw norms
 READS = (1, 2)
@@ -43,7 +44,7 @@ class Prebuilt:
     meta: dict[str, Any]
     gallery: Gallery
     embeddings: np.ndarray
-    index: Index
+    index: Index | None  # the approximate index; None for an exact folder (searched from the embeddings)
     norms: np.ndarray | None = None  # raw feature norms (N,); None in a format-1 folder
 
     def check_backbone(self, backbone: Any) -> None:
@@ -81,7 +82,8 @@ def open_prebuilt(folder: str | os.PathLike) -> Prebuilt:
                            f"this version reads formats {', '.join(map(str, READS))}: rebuild it")
     try:
         emb = np.load(folder / EMB_FILE, mmap_mode="c")  # copy-on-write: writable for torch, never written back
-        index = Index.load(folder / INDEX_FILE)
+        # an exact folder's flat index.faiss is a second copy of the embeddings: not loaded
+        index = None if meta.get("kind") == "flat" else Index.load(folder / INDEX_FILE)
         rows = [json.loads(line) for line in
                 (folder / GALLERY_FILE).read_text(encoding="utf-8").splitlines() if line.strip()]
         norms = np.load(folder / NORMS_FILE) if meta.get("format") >= 2 else None
@@ -89,11 +91,12 @@ def open_prebuilt(folder: str | os.PathLike) -> Prebuilt:
         raise GalleryError(f"index folder {str(folder)!r} is damaged: {type(exc).__name__}: {exc}"
                            .splitlines()[0]) from None
     n, dim = int(meta.get("n", -1)), int(meta.get("dim", -1))
-    if emb.dtype != np.float32 or emb.shape != (n, dim) or len(rows) != n or (index.ntotal, index.dim) != (n, dim):
+    held = (n, dim) if index is None else (index.ntotal, index.dim)
+    if emb.dtype != np.float32 or emb.shape != (n, dim) or len(rows) != n or held != (n, dim):
         raise GalleryError(
             f"index folder {str(folder)!r} is inconsistent: {BUILD_FILE} says {n} x {dim}, "
             f"{EMB_FILE} is {emb.shape} {emb.dtype}, {GALLERY_FILE} has {len(rows)} rows, "
-            f"{INDEX_FILE} holds {index.ntotal} x {index.dim}: rebuild it")
+            f"{INDEX_FILE} holds {held[0]} x {held[1]}: rebuild it")
     if norms is not None and norms.shape != (n,):
         raise GalleryError(f"index folder {str(folder)!r} is inconsistent: {NORMS_FILE} is {norms.shape}, "
                            f"{BUILD_FILE} says {n} rows: rebuild it")

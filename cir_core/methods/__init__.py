@@ -8,8 +8,9 @@ compose-only, then the zero-shot peers), not by import order.
 import importlib
 import pkgutil
 
-from .base import (Method, default_baseline, default_columns, get_method_class, list_methods,
-                   method_label, optional_methods, register_method, split_baseline, unregister_method)
+from .base import (Method, default_baseline, default_columns, extra_methods, get_method_class, list_methods,
+                   method_label, optional_methods, register_method, shown_methods, split_baseline,
+                   unregister_method)
 from .factory import create_method, default_checkpoint
 
 for _m in sorted(m.name for m in pkgutil.iter_modules(__path__)):
@@ -17,4 +18,5 @@ for _m in sorted(m.name for m in pkgutil.iter_modules(__path__)):
 
 __all__ = ["Method", "register_method", "unregister_method", "list_methods", "get_method_class",
            "method_label", "default_columns", "default_baseline", "optional_methods", "split_baseline",
+           "shown_methods", "extra_methods",
            "create_method", "default_checkpoint"]

@@ -22,7 +22,7 @@ import numpy as np
 from cir_core.checkpoint import Checkpoint, load_checkpoint, load_weights, save_checkpoint, shapes_of
 from cir_core.config import git_commit
 from cir_core.errors import CheckpointError, InputError
-from cir_core.scoring import DEFAULT_LAMBDA
+from cir_core.search.scoring import DEFAULT_LAMBDA
 
 from .refs import RefInput, Refs, as_refs
 
@@ -93,6 +93,22 @@ def split_baseline(names: list[str]) -> tuple[list[str], str | None]:
 def default_baseline() -> str | None:
     """The baseline shown after the columns (the first method whose `app_role` is "baseline")."""
     return next((n for n in list_methods() if _REGISTRY[n].app_role == "baseline"), None)
+
+
+def shown_methods(chosen: Sequence[str] | None = None) -> list[str]:
+    """The methods shown side by side: `chosen` (a user's `--methods`), else every method with
+    app_role "column" (in their declared order), then the "baseline" one."""
+    if chosen is not None:
+        return list(chosen)
+    base = default_baseline()
+    return default_columns() + ([base] if base else [])
+
+
+def extra_methods(chosen: Sequence[str] | None = None) -> list[str]:
+    """Methods with app_role "optional" that `shown_methods(chosen)` leaves out: offered as extra
+    columns, off by default."""
+    shown = set(shown_methods(chosen))
+    return [n for n in optional_methods() if n not in shown]
 
 
 def normalise(x: np.ndarray) -> np.ndarray:

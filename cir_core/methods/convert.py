@@ -80,7 +80,7 @@ def convert(method: str, source: str | Path, out: str | Path, backbone: Any, all
 
 
 def main(argv: list[str] | None = None) -> int:
-    from cir_core.settings import DEFAULT_BACKBONE
+    from cir_core.paths import DEFAULT_BACKBONE
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("method", choices=("pic2word", "searle", "lincir"))

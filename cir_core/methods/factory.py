@@ -6,15 +6,13 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from cir_core.errors import CheckpointError, CIRError
+from cir_core.paths import DEFAULT_CHECKPOINTS
 
 from .base import Method, get_method_class
 
-ASSETS = Path(__file__).resolve().parents[2] / "assets" / "methods"
-
-
 def default_checkpoint(name: str) -> Path:
     """Where the shipped checkpoint of method `name` lives."""
-    return ASSETS / name
+    return DEFAULT_CHECKPOINTS / name
 
 
 def create_method(name: str, backbone: Any, checkpoint: str | Path | None = None) -> Method:

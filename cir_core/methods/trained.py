@@ -4,12 +4,13 @@ memo of text embeddings.
 """
 from __future__ import annotations
 
-from collections import OrderedDict
 from typing import Any, Sequence
 
 import numpy as np
 import torch
 from torch import nn
+
+from cir_core.memo import TextMemo
 
 from .base import Method
 
@@ -45,7 +46,7 @@ class TrainedMethod(Method):
         super().__init__(backbone, config)
         self.module = (module if module is not None else self.build_module(backbone.dim, self.arch))
         self.module.to(getattr(backbone, "device", "cpu")).eval()
-        self._memo: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._texts = TextMemo.of(backbone, self.TEXT_MEMO)  # the engine's own when it gives one
 
     @classmethod
     def build_module(cls, dim: int, arch: Any) -> nn.Module:
@@ -55,17 +56,7 @@ class TrainedMethod(Method):
     # -- text embeddings ----------------------------------------------------------------------
     def encode_texts(self, texts: Sequence[str]) -> np.ndarray:
         """f_T of each text (L2-normalised, (B, D)), memoised: only unseen texts are encoded."""
-        todo = list(dict.fromkeys(t for t in texts if t not in self._memo))
-        if todo:
-            for t, e in zip(todo, self.backbone.encode_texts(todo)):
-                self._memo[t] = e
-        out = np.stack([self._memo[t] for t in texts]) if texts else \
-            np.zeros((0, self.backbone.dim), np.float32)
-        for t in texts:
-            self._memo.move_to_end(t)
-        while len(self._memo) > self.TEXT_MEMO:
-            self._memo.popitem(last=False)
-        return out
+        return self._texts.encode_texts(list(texts))
 
     def _tensor(self, x: np.ndarray) -> torch.Tensor:
         p = next(self.module.parameters())

@@ -20,6 +20,8 @@ import numpy as np  # noqa: E402
 
 from ..errors import InputError
 
+EXACT_MAX = 200_000  # up to this many rows 'auto' is exact (flat)
+
 # FAISS switches from its own SIMD kernel to a BLAS GEMM only at >= 128000 query rows by default,
 # so an interactive batch of 1-64 queries never uses BLAS. Measured here (DESIGN.md): with the
 # threshold at ~20, 64-query FlatIP search is 6-9x faster; single queries are unaffected.
@@ -59,7 +61,7 @@ class Index:
         emb: np.ndarray,
         kind: str = "auto",
         hnsw_m: int = 32,
-        exact_max: int = 200_000,
+        exact_max: int = EXACT_MAX,
         ef_search: int = 128,
         ef_construction: int = 40,
         ann: str = "ivf-flat",

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import InputError
+from ..errors import InputError
 
 
 # One row this short is fully sorted: ~10 numpy calls instead of the partition and its proof's

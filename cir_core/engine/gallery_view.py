@@ -1,4 +1,5 @@
-"""The gallery side of `Engine`: items, characters, captions, search, thumbnails, the world's
+"""`GalleryView`: the gallery a request searches, as the engine and the UI see it: its items,
+embeddings (with raw feature norms), characters, captions, text search, thumbnails, the world's
 queries and their ground truth, and the references a request starts from."""
 from __future__ import annotations
 
@@ -11,15 +12,50 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
+from ..encoder import Encoder
 from ..errors import GalleryError, ImageLoadError, InputError
+from ..gallery import Gallery
 from ..imageio import load_image
+from ..memo import LRU
 from .common import MAX_UPLOAD_PIXELS, normalise_text
 from .results import Reference
 
+THUMBNAILS = 1024  # display thumbnails kept
+UPLOADS = 8  # encoded uploads kept (the same file uploaded again is not re-encoded)
 
-class GalleryMixin:
-    """Mixed into `Engine`, whose `__init__` sets the state these methods read (`gallery`,
-    `embeddings`, `bench`, `backbone`, the caches and the world-query lookups)."""
+
+class GalleryView:
+    """One gallery and everything a request reads of it. `embeddings` (N, D) unit rows aligned
+    with `gallery.items`; `feature_norms` (N,) their raw norms (NaN: not recorded) or None;
+    `bench` the world benchmark when the gallery is the world's (ground truth, characters)."""
+
+    def __init__(self, gallery: Gallery, embeddings: np.ndarray, encoder: Encoder, *,
+                 feature_norms: np.ndarray | None = None, bench: Any = None, n_examples: int = 6):
+        emb = np.ascontiguousarray(embeddings, dtype=np.float32)
+        if emb.shape != (len(gallery), int(encoder.dim)):
+            raise GalleryError(f"embeddings {emb.shape} do not match gallery {gallery.name!r} "
+                               f"({len(gallery)} items) x backbone dim {encoder.dim}")
+        if feature_norms is not None and np.shape(feature_norms) != (len(gallery),):
+            raise GalleryError(f"raw norms {np.shape(feature_norms)} do not match gallery {gallery.name!r} "
+                               f"({len(gallery)} items)")
+        self.gallery, self.embeddings, self.encoder, self.bench = gallery, emb, encoder, bench
+        self.feature_norms = None if feature_norms is None else np.asarray(feature_norms, np.float32)
+        self.n_examples = n_examples
+        self._thumbs: LRU[tuple[int, int], Image.Image] = LRU(THUMBNAILS)
+        self._uploads: LRU[tuple, Reference] = LRU(UPLOADS)
+        self._search_text: list[str] | None = None
+        self._captions: list[str] | None = None
+        self._queries_by_key: dict[tuple[int, str], int] = {}
+        self._query_pos: dict[str, int] = {}
+        self._gt: list[set[int]] = []
+        if bench is not None:
+            self._gt = bench.gt_sets()
+            for qi, (q, r) in enumerate(zip(bench.queries, bench.reference_idx)):
+                self._queries_by_key.setdefault((r, normalise_text(q.text)), qi)
+                self._query_pos[q.query_id] = qi
+
+    def __len__(self) -> int:
+        return len(self.gallery)
 
     # -- gallery ---------------------------------------------------------------------------------
     def item_id(self, row: int) -> str:
@@ -71,18 +107,7 @@ class GalleryMixin:
 
     def thumbnail(self, row: int, size: int = 160) -> Image.Image:
         """A display thumbnail, LRU-cached (treat it as read-only: copy before drawing on it)."""
-        key = (int(row), int(size))
-        with self._thumb_lock:
-            img = self._thumbs.get(key)
-            if img is not None:
-                self._thumbs.move_to_end(key)
-                return img
-        img = self.gallery.load_image(row, size)
-        with self._thumb_lock:
-            self._thumbs[key] = img
-            while len(self._thumbs) > self.thumb_cache_size:
-                self._thumbs.popitem(last=False)
-        return img
+        return self._thumbs.get_or_make((int(row), int(size)), lambda: self.gallery.load_image(row, size))
 
     # -- world queries ---------------------------------------------------------------------------
     def example_queries(self, n: int | None = None) -> list[Any]:
@@ -152,9 +177,9 @@ class GalleryMixin:
             except OSError:
                 key = None
             name = name or os.path.basename(os.fspath(src))
-        if key is not None and key in self._uploads:
-            self._uploads.move_to_end(key)
-            return replace(self._uploads[key], encode_ms=0.0)  # nothing encoded this time
+        seen = None if key is None else self._uploads.get(key)
+        if seen is not None:
+            return replace(seen, encode_ms=0.0)  # nothing encoded this time
         try:
             img = load_image(src, max_pixels=MAX_UPLOAD_PIXELS)
         except ImageLoadError as exc:  # name the file as the user knows it, not the server's temp path
@@ -163,15 +188,13 @@ class GalleryMixin:
                 msg = msg.replace(repr(os.fspath(src)), repr(name))
             raise ImageLoadError(msg) from None
         t0 = time.perf_counter()
-        emb, norm = self.backbone.encode_images([img], with_norms=True)
+        emb, norm = self.encoder.encode_images([img], with_norms=True)
         ms = (time.perf_counter() - t0) * 1000
         shown = img.copy()
         shown.thumbnail((512, 512))
         ref = Reference("upload", f"upload: {name or 'image'}", emb[0], image=shown, encode_ms=ms,
                         key=None if key is None else ("upload", *key), norm=float(norm[0]))
         if key is not None:
-            self._uploads[key] = ref
-            while len(self._uploads) > 8:
-                self._uploads.popitem(last=False)
+            self._uploads.put(key, ref)
         return ref
 

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import InputError
+from ..errors import InputError
 
 log = logging.getLogger(__name__)
 

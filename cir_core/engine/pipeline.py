@@ -1,0 +1,292 @@
+"""One compare request in stages, each a function that returns what the next reads: check the
+request, encode its texts (one batch), compose every method's query (and q_∅ under Chord, and
+the progression), search (one `rank` over every query of the request), present (the hits with
+their marks). `Engine.compare` runs them."""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from ..errors import CIRError, InputError
+from ..inputs import check_edit_text
+from ..memo import TextMemo
+from ..methods import Method, method_label
+from ..methods.refs import Refs
+from ..search.scoring import Queries, ScoreOpts
+from ..search.searcher import Ranking, Searcher, rank
+from ..text import split_sentences
+from .common import MAX_K, MAX_STEPS
+from .gallery_view import GalleryView
+from .method_set import MethodSet
+from .results import CompareResult, Hit, MethodResult, Progression, Reference, Step
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Request:
+    """One checked compare request."""
+
+    reference: Reference
+    text: str
+    sentences: tuple[str, ...]
+    k: int
+    opts: ScoreOpts
+    names: tuple[str, ...]
+    progression: tuple[str, Method, str] | None  # (name, method, why not a native one)
+    refs: Refs  # what the methods compose from: v_r (1, D) and its raw feature norm
+
+    @property
+    def v_r(self) -> np.ndarray:
+        return self.refs.emb
+
+
+@dataclass(frozen=True)
+class Job:
+    """A set of queries ranked together: one method's query, or the progression's steps."""
+
+    owner: MethodResult | Progression
+    queries: np.ndarray  # (n, D)
+    q_empty: np.ndarray | None  # (1, D); None under cosine, which does not read it
+    lam: float | None  # the Chord λ (None: cosine)
+
+
+def compare(view: GalleryView, methods: MethodSet, searcher: Searcher, reference: Reference, edit: str, k: int = 8, scoring: str = "cosine", lam: float | None = None,
+            names: Sequence[str] | None = None, progression: bool = True, variant: str = "empty") -> CompareResult:
+    """Every method's top-k for (reference, edit), and the per-sentence progression.
+
+    `lam`: Chord's λ for every method; None uses each method's own `chord_lambda`.
+    Raises `InputError` for a bad edit / k / scoring; a method that fails gets `error` set."""
+    t_start = time.perf_counter()
+    req = make_request(view, methods, reference, edit, k, ScoreOpts(scoring, lam, variant), names, progression)
+    t0 = time.perf_counter()
+    encode(req, methods.memo)
+    encode_ms = reference.encode_ms + (time.perf_counter() - t0) * 1000
+    t0 = time.perf_counter()
+    results, jobs, steps = compose(req, methods)
+    prog, prog_job = compose_progression(req, methods, steps)
+    compose_ms = (time.perf_counter() - t0) * 1000
+    t0 = time.perf_counter()
+    query_id, targets = view.ground_truth(reference, req.text)
+    jobs += [prog_job] if prog_job is not None else []
+    ranking, search_ms = search(req, jobs, searcher)
+    present(req, jobs, ranking, view, targets, query_id is not None, search_ms)
+    total_search = (time.perf_counter() - t0) * 1000
+    timings = {"encode": encode_ms, "compose": compose_ms, "search": total_search,
+               "total": reference.encode_ms + (time.perf_counter() - t_start) * 1000}
+    return CompareResult(reference, req.text, list(req.sentences), req.k, scoring, lam, variant, query_id,
+                         sorted(targets), results, prog, {key: round(v, 2) for key, v in timings.items()},
+                         text_notes(methods.memo, req))
+
+
+def check_edit(edit: str | None) -> tuple[str, list[str]]:
+    """(whitespace-collapsed text, sentences) or an `InputError` saying what is wrong with it.
+    Sentences are split from the text as typed (blank lines and bullets end sentences)."""
+    text = check_edit_text("" if edit is None else edit)
+    sentences = split_sentences(edit or "")
+    if not sentences:
+        raise InputError("the edit has no words in it: type what should change, e.g. "
+                         "'Make the square blue.'")
+    return text, sentences
+
+
+# -- stage 0: check ---------------------------------------------------------------------------------
+def make_request(view: GalleryView, methods: MethodSet, reference: Reference, edit: str, k: int,
+                 opts: ScoreOpts, names: Sequence[str] | None, progression: bool) -> Request:
+    text, sentences = check_edit(edit)
+    if not 1 <= int(k) <= MAX_K:
+        raise InputError(f"k must be between 1 and {MAX_K}, got {k}")
+    k = min(int(k), len(view) - (reference.row is not None))
+    if k < 1:
+        raise InputError("the gallery has nothing to retrieve besides the reference")
+    names = tuple(names) if names is not None else tuple(methods.default())
+    prog = progression_method(methods, names) if progression else None
+    v_r = np.asarray(reference.embedding, np.float32)[None]
+    norm = np.array([np.nan if reference.norm is None else reference.norm], np.float32)
+    return Request(reference, text, tuple(sentences), k, opts, names, prog, Refs(v_r, norm))
+
+
+def progression_method(methods: MethodSet, names: Sequence[str]) -> tuple[str, Method, str] | None:
+    """(name, method, why-not-native note) for the progression: the first of `names` that has a
+    native progression (its own step states) and loads, else the first that loads (its
+    progression recomposes each prefix)."""
+    loaded, why = [], "no method with a native per-sentence progression is available"
+    for n in names:
+        try:
+            m = methods.get(n)
+        except CIRError as exc:
+            if why.startswith("no method"):
+                why = str(exc)  # names the method and why it is missing
+            continue
+        if m.native_progression:
+            return n, m, ""
+        loaded.append((n, m))
+    return (loaded[0][0], loaded[0][1], why) if loaded else None
+
+
+def text_notes(memo: TextMemo, req: Request) -> list[str]:
+    """A note when the whole edit is longer than the text tower's context: methods that encode
+    it at once see its beginning only (never cut silently); per-sentence steps read it all."""
+    n, ctx = memo.token_count(req.text), memo.context_length
+    if n is None or n <= ctx:
+        return []
+    long = [s for s in req.sentences if (memo.token_count(s) or 0) > ctx]
+    per_sentence = (f" {len(long)} of its sentences are longer than that on their own and are cut too." if long else
+                    " Every sentence fits on its own: a per-sentence progression reads all of them.")
+    return [f"The edit is {n} tokens and the text tower reads {ctx} (its context): methods that encode "
+            f"the whole text at once (PACT, compose-only, DiCE, the sum baseline, PACE's q₀) see only its "
+            f"first {ctx - 2} "
+            f"tokens.{per_sentence}"]
+
+
+# -- stage 1: encode --------------------------------------------------------------------------------
+def encode(req: Request, memo: TextMemo) -> list[str]:
+    """Every text the frozen text tower will be asked for, in one batch (the reference was
+    encoded already for an upload; a gallery item is a cache read); the texts asked for."""
+    texts = [req.text, "", *req.sentences]
+    if req.progression is not None and not req.progression[1].native_progression:
+        texts += [" ".join(req.sentences[:i]) for i in range(1, min(len(req.sentences), MAX_STEPS) + 1)]
+    texts = list(dict.fromkeys(texts))
+    memo.prefetch(texts)
+    return texts
+
+
+# -- stage 2: compose -------------------------------------------------------------------------------
+def compose(req: Request, methods: MethodSet) -> tuple[list[MethodResult], list[Job], list[np.ndarray] | None]:
+    """(every method's result, the jobs to rank, the progression's steps when its method's column
+    computed them); a method that fails keeps its error in its own column."""
+    results, jobs, steps = [], [], None
+    for name in req.names:
+        res = MethodResult(name, method_label(name))
+        results.append(res)
+        try:
+            m = methods.get(name)
+            t = time.perf_counter()
+            q, q0, mine = _queries(name, m, req, methods)
+            res.compose_ms = (time.perf_counter() - t) * 1000
+        except CIRError as exc:
+            res.error = str(exc)
+            continue
+        except Exception as exc:  # a bug in one method must leave the other columns working
+            log.exception("method %s failed", name)
+            res.error = f"{res.label} failed: {type(exc).__name__}: {exc}".splitlines()[0]
+            continue
+        steps = mine if mine is not None else steps
+        res.lam = req.opts.lam_for(m)
+        jobs.append(Job(res, q, q0, res.lam))
+    return results, jobs, steps
+
+
+def _queries(name: str, m: Method, req: Request,
+             methods: MethodSet) -> tuple[np.ndarray, np.ndarray | None, list[np.ndarray] | None]:
+    """(q, q_∅, the progression's steps if this is its method) with as few forwards as the method
+    allows: q_∅ (Chord only) with q in one pass (`compose_pair`) when this reference's is not
+    cached yet; the progression's method gives its steps with q (`compose_with_steps`)."""
+    if req.progression is not None and req.progression[0] == name:
+        q, steps = m.compose_with_steps(req.refs, req.text, req.sentences[:MAX_STEPS])
+        return q, q_empty(name, m, req, methods), steps
+    if req.opts.scoring == "chord" and methods.cached_q_empty(name, req.reference.key) is None:
+        q, q0 = m.compose_pair(req.refs, req.text)
+        methods.remember_q_empty(name, req.reference.key, q0)
+        return q, q0, None
+    return m.compose(req.refs, [req.text]), q_empty(name, m, req, methods), None
+
+
+def q_empty(name: str, m: Method, req: Request, methods: MethodSet) -> np.ndarray | None:
+    """q_∅ of method `name` for the request's reference, under Chord only (cosine does not read
+    it): the cached one when a request saw this reference, else composed and kept."""
+    if req.opts.scoring != "chord":
+        return None
+    q0 = methods.cached_q_empty(name, req.reference.key)
+    if q0 is None:
+        q0 = m.compose_empty(req.refs)
+        methods.remember_q_empty(name, req.reference.key, q0)
+    return q0
+
+
+def compose_progression(req: Request, methods: MethodSet,
+                        steps: list[np.ndarray] | None) -> tuple[Progression | None, Job | None]:
+    """The progression (its method's own states, or one recomposed prefix per step, at most
+    MAX_STEPS) and its job; `steps` when its method's column computed them already."""
+    if req.progression is None:
+        return None, None
+    name, m, why = req.progression
+    native = m.native_progression
+    out = Progression(name, method_label(name), native,
+                      progression_note(name, native, why, len(req.sentences)), [], len(req.sentences))
+    try:
+        steps = steps if steps is not None else m.progression(req.refs, req.sentences[:MAX_STEPS])
+        job = Job(out, np.stack([np.asarray(x, np.float32) for x in steps]), q_empty(name, m, req, methods),
+                  req.opts.lam_for(m))
+        return out, job
+    except CIRError as exc:
+        out.note = str(exc)
+    except Exception as exc:
+        log.exception("progression of %s failed", name)
+        out.note = f"progression failed: {type(exc).__name__}: {exc}"
+    return out, None
+
+
+def progression_note(name: str, native: bool, why: str, n_sentences: int) -> str:
+    """What the progression rows show, in words (the app prints it above them)."""
+    label = method_label(name)
+    if native:
+        note = (f"{label}'s own step queries: q₀ from the whole edit, then one step per sentence"
+                + (f" ({why.rstrip('.')})" if why else ""))
+    else:
+        note = (f"{why.rstrip('.')}. This shows {label} recomposing sentences 1..k from scratch at "
+                "each step (prefix re-composition, not an accumulator's own states)")
+    if n_sentences > MAX_STEPS:
+        note += f". Showing the first {MAX_STEPS} of {n_sentences} sentences"
+    return note
+
+
+# -- stage 3: search --------------------------------------------------------------------------------
+def search(req: Request, jobs: list[Job], searcher: Searcher) -> tuple[Ranking | None, float]:
+    """Every query of the request ranked in one `rank` call, each with its own q_∅ and λ, the way
+    the searcher searches this gallery; (ranking, its ms)."""
+    if not jobs:
+        return None, 0.0
+    sizes = [len(j.queries) for j in jobs]
+    chord = req.opts.scoring == "chord"
+    q_empty = np.concatenate([np.repeat(j.q_empty, n, 0) for j, n in zip(jobs, sizes)]) if chord else None
+    opts = req.opts.per_query(np.repeat([j.lam or 0.0 for j in jobs], sizes))
+    exclude = np.full(sum(sizes), -1 if req.reference.row is None else req.reference.row)
+    t = time.perf_counter()
+    got = rank(Queries(np.concatenate([j.queries for j in jobs]), q_empty, req.v_r), searcher, opts, req.k, exclude)
+    return got, (time.perf_counter() - t) * 1000
+
+
+# -- stage 4: present -------------------------------------------------------------------------------
+def present(req: Request, jobs: list[Job], ranking: Ranking | None, view: GalleryView, targets: set[int],
+            known_gt: bool, search_ms: float) -> None:
+    """Each job's hits, marked (target, the reference's character), into its result."""
+    if ranking is None:
+        return
+    share = search_ms / len(jobs)
+    ref_char, row = req.reference.character, 0
+    for job in jobs:
+        n = len(job.queries)
+        hits = [_hits(view, ranking.ids[i], ranking.scores[i], targets, known_gt, ref_char)
+                for i in range(row, row + n)]
+        row += n
+        if isinstance(job.owner, MethodResult):
+            job.owner.search_ms, job.owner.hits = share, hits[0]
+        else:
+            job.owner.steps = [Step(i + 1, sent, h) for i, (sent, h) in enumerate(zip(req.sentences, hits))]
+
+
+def _hits(view: GalleryView, ids: np.ndarray, scores: np.ndarray, targets: set[int], known_gt: bool,
+          ref_char: str | None) -> list[Hit]:
+    out = []
+    for r, (i, s) in enumerate(zip(ids.tolist(), scores.tolist()), 1):
+        if i < 0:
+            continue
+        ch = view.character(i)
+        out.append(Hit(r, i, view.item_id(i), float(s), (i in targets) if known_gt else None, ch,
+                       None if ref_char is None or ch is None else ch == ref_char))
+    return out

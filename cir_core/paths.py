@@ -1,0 +1,19 @@
+"""Where the project's files are: the checkout, the shipped assets, the cache. Imports nothing of
+the project, so any module (the settings, the registry, the engine) may read it."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+ASSETS_DIR = REPO_ROOT / "assets"
+DEFAULT_BACKBONE_DIR = ASSETS_DIR / "backbone" / "cir-tiny-vit"
+DEFAULT_BACKBONE = f"local-dir:{DEFAULT_BACKBONE_DIR}"
+DEFAULT_CHECKPOINTS = ASSETS_DIR / "methods"  # one <method>/ folder per shipped method
+SHIPPED_EMBEDDINGS = ASSETS_DIR / "embeddings"  # the world gallery's embeddings (gallery.write_shipped)
+SHIPPED_WORLD = ASSETS_DIR / "world"  # the app's world split (world.store)
+
+
+def cache_dir() -> Path:
+    """Where gallery embeddings (and other caches) live: $CIR_CACHE_DIR, else ~/.cache/cir-workbench."""
+    return Path(os.environ.get("CIR_CACHE_DIR", Path.home() / ".cache" / "cir-workbench"))

@@ -1,0 +1,218 @@
+"""Ranking a fixed gallery: `Searcher` decides once how it is searched, `rank` ranks queries
+against it. The one ranking path of the project: the app's search stage, every benchmark and
+the trainers' validation.
+
+A `Searcher` is one of three, chosen by `Searcher.for_gallery` from the gallery's size and what
+was prebuilt for it:
+
+- exact: one float32 product over the gallery, in blocks of queries (torch's MKL for 2-64
+  queries, numpy's for larger batches; `scoring._cosine`);
+- exact through the int8 filter (`prefilter.Int8Filter`, 16k+ rows): cosine scores of int8 codes
+  with a Cauchy-Schwarz bound narrow the search to a few hundred rows re-scored in float32, where
+  the calibrated rule `use_filter(n, b)` says it is faster (the same answer);
+- approximate: an HNSW / IVF index's cosine shortlist per query, re-scored exactly (cosine or
+  Chord), for galleries past `EXACT_MAX` rows or a prebuilt approximate index.
+
+The searcher owns the gallery's norms, filter and index; nothing else holds a copy.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import InputError
+from .index import EXACT_MAX, Index
+from .prefilter import Int8Filter, filter_for, use_filter
+from .scoring import Queries, ScoreOpts, as_rows, cosine_unit, gallery_norms, score_matrix, unit_rows
+from .topk import topk
+
+# Used by an approximate searcher: cosine top-200 holds the Chord top-k in practice for k <= 50
+# while keeping the exact re-score cheap.
+DEFAULT_SHORTLIST = 200
+# Exact scoring works in blocks of queries holding at most this many scores (~64 MB in float32),
+# so a 123k-image gallery (CIRCO) never materialises a (Q, N) matrix for every query at once.
+_BLOCK_ENTRIES = 16_000_000
+
+
+@dataclass(frozen=True, eq=False)
+class Searcher:
+    """How one fixed gallery (`embeddings`, (N, D) float32) is searched: exactly, exactly through
+    `prefilter`, or by `index`'s shortlist (approximate). Build it with `for_gallery` or `exact`."""
+
+    embeddings: np.ndarray
+    norms: np.ndarray
+    index: Index | None = None  # an approximate index (HNSW, IVF): its shortlist is re-scored
+    prefilter: Int8Filter | None = None  # exact cosine search of 16k+ rows, where use_filter says
+    shortlist: int = DEFAULT_SHORTLIST
+
+    def __post_init__(self) -> None:
+        g = self.embeddings
+        if g.ndim != 2 or g.shape[0] == 0 or g.dtype != np.float32:
+            raise InputError(f"gallery must be float32 (N, D) with N >= 1, got {g.shape} {g.dtype}")
+        if self.norms.shape != (g.shape[0],):
+            raise InputError(f"norms must have shape ({g.shape[0]},), got {self.norms.shape}")
+        if self.index is not None and (self.index.kind == "flat" or
+                                       (self.index.ntotal, self.index.dim) != g.shape):
+            raise InputError(f"a searcher's index is an approximate one over this gallery ({g.shape}), "
+                             f"not a {self.index.kind} index of {self.index.ntotal} x {self.index.dim}")
+        if self.prefilter is not None and (self.prefilter.n, self.prefilter.dim) != g.shape:
+            raise InputError(f"prefilter ({self.prefilter.n} x {self.prefilter.dim}) was not built over "
+                             f"this gallery {g.shape}")
+
+    @classmethod
+    def exact(cls, embeddings: np.ndarray, norms: np.ndarray | None = None) -> "Searcher":
+        """Exact float32 search, no filter (what the benchmarks' published tables use)."""
+        g = np.ascontiguousarray(embeddings, dtype=np.float32)
+        return cls(g, gallery_norms(g) if norms is None else np.asarray(norms, np.float32))
+
+    @classmethod
+    def for_gallery(cls, embeddings: np.ndarray, index: Index | None = None, kind: str = "auto",
+                    exact_max: int = EXACT_MAX) -> "Searcher":
+        """The searcher a gallery should have: the prebuilt approximate `index` when given, else
+        an approximate one built for galleries past `exact_max` rows (`kind` "auto"; or a kind
+        forced: "flat", "hnsw", "ivf-flat"), else exact, with the int8 filter where the
+        calibrated rule can pick it. A prebuilt flat index is not kept: exact search reads the
+        embeddings themselves."""
+        g = np.ascontiguousarray(embeddings, dtype=np.float32)
+        norms = gallery_norms(g)
+        if index is None and (kind not in ("auto", "flat") or (kind == "auto" and len(g) > exact_max)):
+            index = Index.build(g, kind, exact_max=exact_max)
+        if index is not None and index.kind != "flat":
+            return cls(g, norms, index=index)
+        return cls(g, norms, prefilter=filter_for(g, norms))
+
+    @property
+    def kind(self) -> str:
+        """"approximate", "exact+int8" or "exact"."""
+        return "approximate" if self.index is not None else "exact+int8" if self.prefilter else "exact"
+
+    def __len__(self) -> int:
+        return len(self.embeddings)
+
+    def __repr__(self) -> str:
+        return f"Searcher({self.kind}, {self.embeddings.shape[0]} x {self.embeddings.shape[1]})"
+
+
+@dataclass
+class Ranking:
+    """What `rank` returns: the top-k per query, best first, and optionally the scores of chosen
+    gallery rows (a CIRR subset) from the same exact pass."""
+
+    scores: np.ndarray  # (B, k) float32; -inf where an approximate shortlist ran short
+    ids: np.ndarray  # (B, k) int64 gallery rows; -1 where it ran short
+    at_cols: np.ndarray | None = None  # (B, S) scores at `cols` (-inf at padding)
+
+    def __iter__(self):  # `scores, ids = rank(...)`
+        return iter((self.scores, self.ids))
+
+
+def rank(queries: Queries, searcher: Searcher, opts: ScoreOpts, k: int,
+         exclude: np.ndarray | None = None, cols: np.ndarray | None = None) -> Ranking:
+    """Top-k gallery rows per query under `opts` (Chord: a resolved λ, one or one per query;
+    ties to the lower row, `topk`), the way `searcher` searches.
+
+    `exclude` (B,) holds each query's reference row to drop (-1: none; one value for every
+    query). `k` is clipped to the rankable rows. `cols` (B, S) gallery rows (-1: padding) whose
+    exact scores are returned too (exact search only).
+    """
+    g, gn = searcher.embeddings, searcher.norms
+    if k < 1:
+        raise InputError(f"k must be >= 1, got {k}")
+    n = g.shape[0]
+    qn = unit_rows(as_rows(queries.q, "query", g.shape[1]))
+    b = qn.shape[0]
+    lams = opts.lams(b)
+    exclude = _exclude(exclude, b, n)
+    k = min(k, n - 1 if (exclude >= 0).any() else n)
+    if k < 1:
+        raise InputError("nothing left to rank once the reference is excluded")
+
+    def score(rows: np.ndarray | None, qi: slice) -> np.ndarray:
+        sub, sub_n = (g, gn) if rows is None else (g[rows], gn[rows])
+        if opts.scoring == "cosine":  # without re-checking what rank checked
+            return cosine_unit(qn[qi], sub, sub_n, b)
+        part = Queries(qn[qi], _pick(queries.q_empty, qi, b), _pick(queries.v_ref, qi, b))
+        return score_matrix(part, sub, ScoreOpts("chord", tuple(lams[qi]), opts.variant), sub_n)
+
+    if searcher.index is None:
+        if searcher.prefilter is not None and opts.scoring == "cosine" and cols is None and use_filter(n, b):
+            return _rank_filtered(qn, g, gn, k, exclude, searcher.prefilter)
+        return _rank_exact(score, b, n, k, exclude, cols)
+    if cols is not None:
+        raise InputError("cols are scored on the exact path only (no index)")
+    size = max(searcher.shortlist, k) + int((exclude >= 0).any())
+    cand = searcher.index.search(qn, min(size, n))[1]
+    out = Ranking(np.full((b, k), -np.inf, np.float32), np.full((b, k), -1, np.int64))
+    for i in range(b):  # per query: shortlists differ, and B is small in interactive use
+        ids = cand[i][cand[i] >= 0]
+        row = score(ids, slice(i, i + 1))
+        ref = np.nonzero(ids == exclude[i])[0]  # the reference's column, if drawn
+        if len(ids) - len(ref) < 1:
+            continue
+        # dropped by topk, not set to -inf: a short shortlist would rank it among the -inf
+        top_s, top_j = topk(row, k, ref[:1] if len(ref) else np.array([-1]), check=False)
+        out.scores[i, : top_s.shape[1]], out.ids[i, : top_s.shape[1]] = top_s[0], ids[top_j[0]]
+    return out
+
+
+def _rank_filtered(qn: np.ndarray, g: np.ndarray, gn: np.ndarray, k: int, exclude: np.ndarray,
+                   prefilter: Int8Filter) -> Ranking:
+    """Exact cosine top-k over each query's filter candidates (ascending rows, so the top-k's
+    ties still go to the lower row; the padding scores -inf and never ranks)."""
+    rows, sc = prefilter.search(qn, g, gn, k, exclude)
+    col = None
+    if (exclude >= 0).any():  # the reference's column among the candidates, if drawn
+        ex = rows == exclude[:, None]
+        col = np.where(ex.any(1), ex.argmax(1), -1)
+    top_s, top_j = topk(sc, k, col, check=False)
+    return Ranking(top_s, np.take_along_axis(rows, top_j, 1))
+
+
+def _rank_exact(score: Any, b: int, n: int, k: int, exclude: np.ndarray,
+                cols: np.ndarray | None) -> Ranking:
+    if cols is not None:
+        cols = np.asarray(cols, np.int64)
+        if cols.ndim != 2 or cols.shape[0] != b or (cols >= n).any():
+            raise InputError(f"cols must be ({b}, S) gallery rows (-1: padding), got {cols.shape}")
+    step = max(1, _BLOCK_ENTRIES // n)
+    scores, ids, at_cols = [], [], []
+    for s in range(0, b, step):
+        sl = slice(s, s + step)
+        sc = score(None, sl)
+        top_s, top_i = topk(sc, k, exclude[sl], check=False)  # `rank` checked `exclude`
+        scores.append(top_s.astype(np.float32, copy=False))
+        ids.append(top_i)
+        if cols is not None:
+            c = cols[sl]
+            at_cols.append(np.where(c >= 0, np.take_along_axis(sc, np.maximum(c, 0), 1), -np.inf))
+    if len(scores) == 1 and cols is None:  # one block: nothing to join
+        return Ranking(scores[0], ids[0])
+    return Ranking(np.concatenate(scores), np.concatenate(ids),
+                   np.concatenate(at_cols).astype(np.float32) if cols is not None else None)
+
+
+def _exclude(exclude: np.ndarray | None, b: int, n: int) -> np.ndarray:
+    if exclude is None:
+        return np.full(b, -1, np.int64)
+    exclude = np.asarray(exclude, dtype=np.int64).reshape(-1)
+    if exclude.shape == (1,) and b > 1:
+        exclude = np.repeat(exclude, b)
+    if exclude.shape != (b,):
+        raise InputError(f"exclude must have shape ({b},), got {exclude.shape}")
+    if ((exclude < -1) | (exclude >= n)).any():
+        raise InputError(f"exclude holds an index outside [-1, {n})")
+    return exclude
+
+
+def _pick(x: np.ndarray | None, qi: slice, b: int) -> np.ndarray | None:
+    """Rows `qi` of a per-query array, or the single shared row."""
+    if x is None:
+        return None
+    x = np.asarray(x, dtype=np.float32)
+    if x.ndim == 1 or x.shape[0] == 1:
+        return x
+    if x.shape[0] != b:
+        raise InputError(f"expected {b} rows (one per query) or 1, got {x.shape[0]}")
+    return x[qi]
