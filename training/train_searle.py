@@ -34,6 +34,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
+from cir_core.fileio import atomic_write
 from cir_core.methods.textinv import PhiConfig
 
 from .heads import np_rng
@@ -161,10 +162,9 @@ class SEARLETask(TextInvTask):
             start = len(done)
             chunk = np.arange(start, min(start + x.oti_batch, len(self.images)))
             done = np.concatenate([done, self.invert(chunk, np.random.default_rng([x.seed, start]))])
-            np.save(folder / "tokens.tmp.npy", done)
-            (folder / "tokens.tmp.npy").replace(tok_path)
-            seconds = self.oti_resumed_seconds + time.time() - t0
-            meta_path.write_text(json.dumps({"key": key, "n_done": len(done), "seconds": round(seconds, 1)}))
+            atomic_write(tok_path, lambda f: np.save(f, done), True)
+            meta = {"key": key, "n_done": len(done), "seconds": round(self.oti_resumed_seconds + time.time() - t0, 1)}
+            atomic_write(meta_path, lambda f: f.write(json.dumps(meta)), False)
             bar.update(len(chunk))
         bar.close()
         return done

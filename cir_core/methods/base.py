@@ -232,7 +232,7 @@ class Method(ABC):
         ck = Checkpoint(
             method=self.name, backbone=self.backbone.id, embed_dim=int(self.backbone.dim),
             token_width=self.checkpoint_needs(self.backbone).get("token_width"),
-            arch=self.arch.to_dict(), chord_lambda=self.chord_lambda,
+            arch=self.arch.to_dict() if self.arch is not None else {}, chord_lambda=self.chord_lambda,
             lambda_search=old.lambda_search if lambda_search is None else lambda_search,
             lambda_repicked=old.lambda_repicked if lambda_search is None else None,
             metrics=dict(old.metrics if metrics is None else metrics),
