@@ -2,7 +2,7 @@
 matrices where a protocol ranks small candidate sets), numpy in / fractions in [0, 1] out.
 
 `ranked` is always (Q, K) int gallery rows, best first (e.g. `scoring.rank(...).ids`), one row per
-query. Where scores are ranked here, ties go to the lower row, as in `cir_core.topk`.
+query. Where scores are ranked here, ties go to the lower row, as in `cir_core.search.topk`.
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from .errors import InputError
+from ..errors import InputError
 
 
 def _ranked(ranked: np.ndarray, ks: Iterable[int]) -> tuple[np.ndarray, list[int]]:
@@ -183,7 +183,7 @@ def progression_summary(ranks: np.ndarray, n_steps: np.ndarray) -> dict[str, flo
 
 def target_ranks(scores: np.ndarray, target: np.ndarray, exclude: np.ndarray | None = None) -> np.ndarray:
     """(Q,) 0-based rank of each row's `target` column in a (Q, N) score matrix, with each row's
-    `exclude` column (-1: none) removed; ties go to the lower column, as in `cir_core.topk`."""
+    `exclude` column (-1: none) removed; ties go to the lower column, as in `cir_core.search.topk`."""
     s = _scores(scores).copy()
     t = np.asarray(target, dtype=np.int64).reshape(-1)
     if t.shape != (s.shape[0],):
