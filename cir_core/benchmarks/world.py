@@ -18,7 +18,7 @@ import numpy as np
 from cir_core.gallery import Gallery
 from cir_core.methods import Method
 from cir_core.eval.metrics import (edit_at_1, identity_at_1, map_at_k, progression_summary, recall_at_k,
-                              subset_ranking, subset_recall)
+                                   subset_ranking, subset_recall, target_position)
 from cir_core.search.scoring import ScoreOpts
 from cir_core.world import WorldBenchmark, build_benchmark
 
@@ -99,14 +99,14 @@ class WorldBench:
         """Each query's 0/1 outcome (float arrays, query order) for R@1, R@10, identity@1 and
         edit@1: what paired bootstrap intervals resample."""
         t = self.truth
-        hit = ranked == t["target"][:, None]
-        return {"R@1": hit[:, :1].any(1).astype(float), "R@10": hit[:, :10].any(1).astype(float),
+        first = target_position(ranked, t["target"])
+        return {"R@1": (first < 1).astype(float), "R@10": (first < 10).astype(float),
                 "identity@1": (t["identities"][ranked[:, 0]] == t["identities"][t["ref"]]).astype(float),
                 "edit@1": np.array([r[0] in ok for r, ok in zip(ranked, t["edit_ok"])], float)}
 
     def breakdown(self, ranked: np.ndarray) -> dict[str, float]:
         """R@10 per edit type and for queries with / without held-out combinations."""
-        hit = (ranked[:, :10] == self.truth["target"][:, None]).any(1)
+        hit = target_position(ranked, self.truth["target"]) < 10
         groups: dict[str, list[bool]] = {}
         for h, q in zip(hit, self.world.queries):
             groups.setdefault(f"R@10[{q.edit_type}]", []).append(h)
