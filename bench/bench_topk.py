@@ -8,7 +8,7 @@ For each (N, queries), on random unit vectors (ties have probability ~0, so ever
 the same ids):
   - ours: `cir_core.search.rank(Queries(q), Searcher(g, norms, prefilter=...), cosine)`, what
     the app runs (the int8 filter where `cir_core.search.use_filter` picks it, else the float32 product;
-    then `cir_core.topk`: ties to the lower row, exact); the gallery's norms and filter are built
+    then `cir_core.search.topk`: ties to the lower row, exact); the gallery's norms and filter are built
     once, outside the timing, as the app builds them once at load;
   - float32: the same `rank` without the filter (the path the rule did not pick, or did);
   - full_sort: what the public ZS-CIR code does (`q @ G.T`, then a full argsort);

@@ -13,8 +13,8 @@ from PIL import Image
 from cir_core.backbone import load_backbone
 from cir_core.benchmarks import load_benchmark
 from cir_core.benchmarks import fashioniq
-from cir_core.benchmarks.common import BenchmarkError, StoredGallery, target_pad
-from cir_core.eval import main as eval_main
+from cir_core.benchmarks.common import BenchmarkError, Embedded, StoredGallery, target_pad
+from cir_core.eval.cli import main as eval_main
 from cir_core.gallery import EmbeddingCache, GalleryItem
 from cir_core.methods import create_method, get_method_class
 
@@ -154,7 +154,8 @@ def test_the_authors_protocol_gives_each_method_its_authors_form(tmp_path, tiny_
             else create_method("sum", tiny_backbone)  # untrained φ: only the texts matter here
         texts = []
         m.compose = (lambda orig: lambda ref, t: texts.extend(t) or orig(ref, t))(m.compose)
-        res = bench.evaluate_method(m, emb, fashioniq.ScoreOpts("cosine"), norms)
+        data = Embedded(emb, norms)
+        res = bench.score(m, bench.compose(m, data), data, fashioniq.ScoreOpts("cosine"))
         seen[name] = (res.extra["fashioniq_text"], texts[:2])
     assert seen["pic2word"] == ("pic2word", ["is long and is red", "has sleeves and is blue"])
     assert seen["searle"] == ("both-orders", ["is red and is long", "is long and is red"])

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from cir_core.benchmarks import circo, load_benchmark
-from cir_core.evaluation import evaluate
+from cir_core.eval.loop import evaluate
 from cir_core.benchmarks.common import BenchmarkError
 from tests._bench_fixtures import IndexBackbone, write_circo
 
@@ -43,7 +43,7 @@ def test_val_map_keep_reference_is_the_default(tmp_path, capsys):
     assert raw[("text-only", "cosine")].top["0"][:3] == [IDS[1], IDS[2], IDS[5]]
     sem = rep["extra"]["text-only"]["cosine"]["semantic mAP@10"]
     assert sem == {"addition": pytest.approx((ap0_10 + 1 / 6) / 2, abs=1e-4), "cardinality": pytest.approx(ap0_10, abs=1e-4)}
-    from cir_core.evaluation import format_table
+    from cir_core.eval.loop import format_table
     assert "protocol: keep-reference" in format_table(rep)
     assert rep["protocol"] == bench.protocol + "; images: the backbone's own preprocessing (resize, centre crop)"
 

@@ -4,9 +4,9 @@ import json
 import numpy as np
 import pytest
 
-from cir_core import eval as ev
+from cir_core.eval import cli as ev
 from cir_core.benchmarks import cirr, load_benchmark
-from cir_core.evaluation import evaluate
+from cir_core.eval.loop import evaluate
 from cir_core.benchmarks.common import BenchmarkError
 from tests._bench_fixtures import IndexBackbone, cirr_query, write_cirr
 
@@ -167,6 +167,6 @@ def test_cli_on_fixture_with_tiny_backbone(cirr_root, tmp_path, monkeypatch, cap
 
 
 def test_subset_ranking_breaks_ties_by_row():
-    from cir_core.metrics import subset_ranking
+    from cir_core.eval.metrics import subset_ranking
     sub = subset_ranking(np.array([[0.5, 0.2, 0.5, -np.inf]]), np.array([[7, 3, 2, -1]]), np.array([3]))
     assert sub.tolist() == [[2, 7, -1, -1]]

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from cir_core.benchmarks import fashioniq, load_benchmark
-from cir_core.evaluation import evaluate
-from cir_core.benchmarks.common import BenchmarkError, compose
+from cir_core.eval.loop import evaluate
+from cir_core.benchmarks.common import BenchmarkError, compose_queries
 from cir_core.methods.base import Method
 from tests._bench_fixtures import IndexBackbone, write_fashioniq, write_image
 
@@ -76,7 +76,8 @@ def test_join_and_two_order_average():
 
     m = FirstOnly(IndexBackbone())
     t = fashioniq.join_captions("w:1=1", "w:2=1"), fashioniq.join_captions("w:2=1", "w:1=1")
-    q, q0 = compose(m, np.zeros((1, 96), np.float32), [list(t)])
+    c = compose_queries(m, np.zeros((1, 96), np.float32), [list(t)])
+    q, q0 = c.q, c.q_empty
     expect = np.zeros(96)
     expect[[1, 2]] = 1 / np.sqrt(2)
     assert np.allclose(q[0], expect, atol=1e-6) and q0.shape == (1, 96)

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from cir_core.benchmarks import lcirr, load_benchmark
-from cir_core.evaluation import evaluate
+from cir_core.eval.loop import evaluate
 from cir_core.benchmarks.common import BenchmarkError
 from tests._bench_fixtures import IndexBackbone, cirr_query, write_cirr, write_jsonl
 

@@ -3,9 +3,9 @@ import json
 
 import numpy as np
 
-from cir_core import eval as ev
+from cir_core.eval import cli as ev
 from cir_core.benchmarks.world import WorldBench
-from cir_core.evaluation import evaluate
+from cir_core.eval.loop import evaluate
 from cir_core.search import ScoreOpts
 
 METRICS = ["R@1", "R@5", "R@10", "R@50", "Rs@1", "Rs@2", "Rs@3", "mAP@5", "mAP@10", "mAP@25", "mAP@50",
@@ -109,11 +109,12 @@ def test_a_native_progression_is_reported_under_both_protocols(tiny_backbone, sm
 
     with fake_trained_methods():
         bench = world(small_bench, progression=True)
-        from cir_core.evaluation import embed
+        from cir_core.eval.loop import embed_benchmark, score_method
 
-        g = embed(bench.gallery(64), tiny_backbone, tmp_path / "cache", False)
+        data = embed_benchmark(bench, tiny_backbone, tmp_path / "cache", False)
+        g = data.emb["gallery"]
         m = FakePACE(tiny_backbone)
-        rep = bench.progression_report(m, g, ScoreOpts())
+        rep = score_method(bench, m, data, [ScoreOpts()])[0][0].extra["progression"]
     assert set(rep) == {"prefix", "states"}
     assert rep["prefix"]["queries"] == rep["states"]["queries"] > 0
     q = next(q for q in small_bench.queries if len(q.sentences) > 1)
@@ -125,7 +126,7 @@ def test_a_native_progression_is_reported_under_both_protocols(tiny_backbone, sm
 def test_text_overflow_counts_texts_beyond_the_context_and_is_printed():
     from types import SimpleNamespace
 
-    from cir_core.evaluation import format_table, text_overflow
+    from cir_core.eval.loop import format_table, text_overflow
 
     bb = SimpleNamespace(context_length=8, token_count=lambda t: len(t.split()) + 2)
     bench = SimpleNamespace(query_texts=lambda: ["a b", "a b c d e f g", "a b c d e f g h i j"])

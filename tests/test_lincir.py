@@ -12,7 +12,7 @@ from torch import nn
 
 from cir_core.benchmarks.world import WorldBench
 from cir_core.errors import CheckpointError
-from cir_core.evaluation import evaluate
+from cir_core.eval.loop import evaluate
 from cir_core.methods import create_method
 from cir_core.methods.convert import convert
 from cir_core.methods.lincir import LinCIR

@@ -12,7 +12,7 @@ from torch import nn
 
 from cir_core.benchmarks.world import WorldBench
 from cir_core.errors import CheckpointError
-from cir_core.evaluation import evaluate
+from cir_core.eval.loop import evaluate
 from cir_core.methods import create_method
 from cir_core.methods.convert import convert
 from cir_core.methods.pic2word import Pic2Word
@@ -188,7 +188,7 @@ def test_optional_columns_not_default_but_everywhere_on_request(tmp_path):
 
 
 def test_the_eval_cli_reports_them_with_their_own_lambda(tmp_path, monkeypatch):
-    from cir_core import eval as ev
+    from cir_core.eval import cli as ev
 
     monkeypatch.setenv("CIR_CACHE_DIR", str(tmp_path / "c"))
     out = tmp_path / "r.json"

@@ -78,7 +78,7 @@ def test_the_engine_ranks_it_beside_the_others(toy):
 
 
 def test_the_eval_cli_evaluates_it(toy, tmp_path, monkeypatch, capsys):
-    from cir_core import eval as ev
+    from cir_core.eval import cli as ev
 
     monkeypatch.setenv("CIR_CACHE_DIR", str(tmp_path / "c"))
     out = tmp_path / "r.json"

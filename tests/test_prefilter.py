@@ -1,4 +1,4 @@
-"""cir_core.prefilter: the int8 filter's bound holds, and the search through it is exact."""
+"""cir_core.search.prefilter: the int8 filter's bound holds, and the search through it is exact."""
 import numpy as np
 import pytest
 

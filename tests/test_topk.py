@@ -1,4 +1,4 @@
-"""cir_core.topk: the one top-k, exact, ties to the lower row."""
+"""cir_core.search.topk: the one top-k, exact, ties to the lower row."""
 import numpy as np
 import pytest
 

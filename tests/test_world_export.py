@@ -8,7 +8,7 @@ import pytest
 
 from cir_core.backbone import load_backbone
 from cir_core.benchmarks import load_benchmark
-from cir_core.evaluation import embed, evaluate
+from cir_core.eval.loop import embed, evaluate
 from cir_core.paths import DEFAULT_BACKBONE
 from cir_core.world.export import FORMATS, ExportError, export
 from cir_core.world.export.__main__ import main as export_main

@@ -13,7 +13,6 @@ import numpy as np
 import torch
 from torch import nn
 
-from cir_core.benchmarks.world import Composed
 from cir_core.search import DEFAULT_LAMBDA, ScoreOpts
 
 LAMBDA_GRID = (0.02, 0.05, 0.08, 0.12, 0.16, 0.2, 0.25, 0.34, 0.45, 0.6, 0.8, 1.0)
@@ -81,34 +80,30 @@ CRITERIA = ("R@10", "avg R@10", "mAP@10", "mean R@1", "R@5", "R@1")  # λ's crit
 
 
 class ValBench:
-    """A labelled validation split, scored by its benchmark's own code (the eval CLI's): the
-    world's val split (`n` queries; the default) or a real one (`spec="cirr:ROOT"`, `lcirr:ROOT`,
-    `fashioniq:ROOT`, `circo:ROOT`, ...); gallery embeddings cached on disk. The test split is
-    never touched."""
+    """A labelled validation split, scored by its benchmark's own code, the evaluation loop's
+    (`cir_core.eval.loop`: queries composed once, scored per option): the world's val split (`n`
+    queries; the default) or a real one (`spec="cirr:ROOT"`, `lcirr:ROOT`, `fashioniq:ROOT`,
+    `circo:ROOT`, ...); gallery embeddings cached on disk. The test split is never touched."""
 
     def __init__(self, backbone: Any, n: int, cache_root: Path | None = None, progress: bool = False,
                  spec: str = "world"):
         from cir_core.benchmarks import load_benchmark
-        from cir_core.evaluation import embed_with_norms
+        from cir_core.eval.loop import embed_benchmark
 
         name, _, root = spec.partition(":")
-        self.world = name == "world"
         self.bench = (load_benchmark("world", split="val", n_queries=n, image_size=backbone.image_size)
-                      if self.world else load_benchmark(name, root, "val"))
-        both = {k: embed_with_norms(g, backbone, cache_root, progress) for k, g in self.bench.galleries().items()}
-        self.emb, self.norms = {k: e for k, (e, _) in both.items()}, {k: n for k, (_, n) in both.items()}
-        self.gallery = self.emb.get("gallery")
+                      if name == "world" else load_benchmark(name, root, "val"))
+        self.data = embed_benchmark(self.bench, backbone, cache_root, progress)
         self.n_queries = self.bench.n_queries()
 
-    def queries(self, method) -> Composed | None:
-        """The world's queries composed once (a λ sweep reuses them); None: composed per scoring."""
-        return self.bench.compose(method, self.gallery, self.norms.get("gallery")) if self.world else None
+    def queries(self, method) -> Any:
+        """The method's val queries composed once (a λ sweep scores them again and again)."""
+        return self.bench.compose(method, self.data)
 
-    def metrics(self, method, composed: Composed | None, lam: float | None) -> tuple[dict, dict]:
+    def metrics(self, method, composed: Any, lam: float | None) -> tuple[dict, dict]:
         """(metrics, R@10 per edit type on the world) for cosine (lam None) or Chord(lam)."""
         opts = ScoreOpts("cosine") if lam is None else ScoreOpts("chord", lam)
-        res = (self.bench.score(method, composed, self.gallery, opts) if self.world
-               else self.bench.evaluate_method(method, self.emb, opts, self.norms))
+        res = self.bench.score(method, composed, self.data, opts)
         return {k: round(float(v), 4) for k, v in res.metrics.items()}, res.extra.get("breakdown", {})
 
     def criterion(self, metrics: dict) -> str:

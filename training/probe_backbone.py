@@ -21,6 +21,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from cir_core.eval.metrics import recall_from_ranks
 from cir_core.text_tower import encode_tokens
 from cir_core.world import apply_edit, caption, possible_edits, render, sample_scene
 from cir_core.world.spec import N_IDENTITIES, Character, Scene
@@ -114,10 +115,10 @@ def evaluate(model: torch.nn.Module, tokenizer, image_size: int, val_scenes: int
     img = enc.images([render(s, image_size, sd) for s, sd in zip(held.scenes, held.seeds)])
     txt = enc.texts(held.captions)
     sims = txt[:val_scenes] @ img[:val_scenes].T
-    ranks = (sims > sims.diag()[:, None]).sum(1)
-    i2t = ((sims.T > sims.diag()[:, None]).sum(1) == 0).float().mean().item()
-    out = {"t2i_R@1": (ranks < 1).float().mean().item(), "t2i_R@5": (ranks < 5).float().mean().item(),
-           "i2t_R@1": i2t}
+    ranks = (sims > sims.diag()[:, None]).sum(1).numpy()  # how many images beat the caption's own
+    i2t = (sims.T > sims.diag()[:, None]).sum(1).numpy()
+    out = {**{f"t2i_{k}": v for k, v in recall_from_ranks(ranks, (1, 5)).items()},
+           "i2t_R@1": recall_from_ranks(i2t, (1,))["R@1"]}
     out.update(probe(enc, held, img, probe_scenes))
     return {k: round(v, 4) for k, v in out.items()}
 

@@ -96,7 +96,7 @@ step "4. the evaluations docs/RESULTS.md reports"
 $PY -m cir_core.eval --progression --json "$OUT/eval_test.json" > "$OUT/eval_test.txt"
 cp "$OUT/eval_test.json" "$OUT/eval_test.txt" docs/results/  # only once the evaluation succeeded
 $PY -m training.seed_report --seeds "$SEEDS" --json "$OUT/seeds.json" --md "$OUT/seeds.md"
-$PY -m cir_core.chord_analysis --methods pact,compose-only,dice,pace,sum,pic2word,searle,lincir \
+$PY -m cir_core.eval.chord_analysis --methods pact,compose-only,dice,pace,sum,pic2word,searle,lincir \
     --json docs/results/chord_analysis.json --plot docs/img/chord_correction.png \
     > "$OUT/chord_analysis.txt"
 cp "$OUT/chord_analysis.txt" docs/results/

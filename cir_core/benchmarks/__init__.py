@@ -3,30 +3,34 @@
     python -m cir_core.eval --benchmark cirr --root /data/cirr --split val --methods sum,pact
 
 `load_benchmark(name, root, split, **options)` validates the files (or generates the world) and
-returns a `Benchmark` that `cir_core.evaluation.evaluate` runs; see docs/EVAL_REAL.md for each
-layout. A new benchmark is a module with `load(root, split, ...)` registered in `BENCHMARKS`.
+returns a `Benchmark` that `cir_core.eval.loop.evaluate` runs; see docs/EVAL_REAL.md for each
+layout. A new benchmark is a module whose `load(root, split, ...)` is decorated with
+`@register_benchmark(name)` (`registry.py`); this package imports every module of itself.
 """
 from __future__ import annotations
 
 import importlib
 import inspect
+import pkgutil
 from pathlib import Path
 from typing import Any
 
-from .common import PREPROCESS, Benchmark, BenchmarkError, BenchmarkResult, StoredGallery, pick
-from .movienet import load_movienet_queryset
+from .common import PREPROCESS, Benchmark, BenchmarkError, BenchmarkResult, Embedded, StoredGallery, pick
+from .registry import get_benchmark, list_benchmarks, register_benchmark
 
-# name -> module under cir_core.benchmarks; each has load(root, split, ...) -> a Benchmark.
-BENCHMARKS = {"world": "world", "cirr": "cirr", "circo": "circo", "fashioniq": "fashioniq",
-              "genecis": "genecis", "lcirr": "lcirr", "movienet": "movienet"}
-GENERATED = ("world",)  # no files: no --root
+from . import world  # noqa: F401  (registered first: the default)
+for _m in sorted(m.name for m in pkgutil.iter_modules(__path__)):  # every other benchmark module
+    importlib.import_module(f"{__name__}.{_m}")
 
-__all__ = ["BENCHMARKS", "Benchmark", "BenchmarkError", "BenchmarkResult", "list_benchmarks",
-           "load_benchmark", "load_movienet_queryset"]
+from .movienet import load_movienet_queryset  # noqa: E402
+
+__all__ = ["Benchmark", "BenchmarkError", "BenchmarkResult", "Embedded", "list_benchmarks", "load_benchmark",
+           "register_benchmark", "is_generated", "load_movienet_queryset"]
 
 
-def list_benchmarks() -> list[str]:
-    return list(BENCHMARKS)
+def is_generated(name: str) -> bool:
+    """Whether benchmark `name` is generated (no files: no --root; its default split is test)."""
+    return get_benchmark(name).generated
 
 
 def load_benchmark(name: str, root: str | Path | None = None, split: str | None = None,
@@ -38,10 +42,8 @@ def load_benchmark(name: str, root: str | Path | None = None, split: str | None 
     one the benchmark does not take is an error. `preprocess=` ("backbone", the default, or
     "targetpad": SEARLE's) applies to every benchmark whose galleries are its files as stored
     (CIRR, CIRCO, FashionIQ, L-CIRR)."""
-    if name not in BENCHMARKS:
-        raise BenchmarkError(f"unknown benchmark {name!r}; choose from {', '.join(BENCHMARKS)}")
-    module = importlib.import_module(f"{__name__}.{BENCHMARKS[name]}")
-    takes = set(inspect.signature(module.load).parameters) - {"root", "split"}
+    entry = get_benchmark(name)
+    takes = set(inspect.signature(entry.load).parameters) - {"root", "split"}
     options = {k: v for k, v in options.items() if v is not None}
     preprocess = options.pop("preprocess", None)
     bad = sorted(set(options) - takes)
@@ -49,14 +51,14 @@ def load_benchmark(name: str, root: str | Path | None = None, split: str | None 
         flags = ", ".join("--" + k.replace("_", "-") for k in bad)
         raise BenchmarkError(f"{name} has no option {flags}" + (f" (it takes {', '.join(sorted(takes))})"
                                                                 if takes else ""))
-    split = split or ("test" if name in GENERATED else "val")
-    if name not in GENERATED:
+    split = split or ("test" if entry.generated else "val")
+    if not entry.generated:
         if root is None:
             raise BenchmarkError(f"{name} needs --root, the folder holding its files")
         root = Path(root).expanduser()
         if not root.is_dir():
             raise BenchmarkError(f"--root {root}: folder not found")
-    bench = module.load(root, split, **options)
+    bench = entry.load(root, split, **options)
     if preprocess is not None:
         set_preprocess(bench, preprocess)
     return bench

@@ -32,10 +32,11 @@ from pathlib import Path
 import numpy as np
 
 from cir_core.gallery import Gallery, GalleryItem
-from cir_core.metrics import map_at_k, recall_at_k
+from cir_core.eval.metrics import map_at_k, recall_at_k
 
-from .common import (TOP, BenchmarkError, BenchmarkResult, ScoreOpts, StoredGallery, compose, need, pick,
-                     rank_queries, refs_at, read_json)
+from .common import (TOP, BenchmarkError, BenchmarkResult, Composed, Embedded, ScoreOpts, StoredGallery,
+                     compose_queries, need, pick, rank_queries, read_json)
+from .registry import register_benchmark
 
 SPLITS = ("val", "test")
 COCO = "COCO2017_unlabeled"
@@ -104,13 +105,13 @@ class CIRCOBench:
     def n_queries(self) -> int:
         return len(self.query_ids)
 
-    def evaluate_method(self, method, emb: dict[str, np.ndarray], opts: ScoreOpts,
-                        norms: dict[str, np.ndarray] | None = None) -> BenchmarkResult:
-        g = emb["gallery"]
-        refs = g[self.ref_rows]
-        q, q0 = compose(method, refs_at(g, (norms or {}).get("gallery"), self.ref_rows), self.texts)
+    def compose(self, method, data: Embedded) -> Composed:
+        return compose_queries(method, data.refs("gallery", self.ref_rows), self.texts)
+
+    def score(self, method, c: Composed, data: Embedded, opts: ScoreOpts) -> BenchmarkResult:
+        g = data.emb["gallery"]
         exclude = self.ref_rows if self.remove_reference else None
-        ranked = rank_queries(method, q, q0, refs, g, opts, exclude, TOP).ids
+        ranked = rank_queries(method, c.q, c.q_empty, g[self.ref_rows], g, opts, exclude, TOP).ids
         metrics: dict[str, float] = {}
         extra: dict = {}
         if self.labelled:
@@ -160,6 +161,7 @@ def validate_submission(sub: dict, query_ids: list[str], references: list[int], 
             raise BenchmarkError(f"submission query {qid}: image {bad[0]} is not in the gallery")
 
 
+@register_benchmark("circo", "CIRCO: mAP@K over every ground truth")
 def load(root: str | Path, split: str = "val", protocol: str | None = None) -> CIRCOBench:
     """CIRCO `split` ('val' or 'test') from ROOT, validated; `protocol` keep-reference (default)
     or remove-reference."""

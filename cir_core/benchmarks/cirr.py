@@ -24,10 +24,11 @@ from pathlib import Path
 import numpy as np
 
 from cir_core.gallery import Gallery, GalleryItem
-from cir_core.metrics import recall_at_k, subset_ranking, subset_recall
+from cir_core.eval.metrics import recall_at_k, subset_ranking, subset_recall
 
-from .common import (TOP, BenchmarkError, BenchmarkResult, ScoreOpts, StoredGallery, check_files, compose,
-                     need, rank_queries, refs_at, read_json)
+from .common import (TOP, BenchmarkError, BenchmarkResult, Composed, Embedded, ScoreOpts, StoredGallery,
+                     check_files, compose_queries, need, rank_queries, read_json)
+from .registry import register_benchmark
 
 VERSION = "rc2"
 SPLITS = {"val": "val", "test": "test1", "test1": "test1"}
@@ -146,12 +147,12 @@ class CIRRBench:
     def n_queries(self) -> int:
         return len(self.pairids)
 
-    def evaluate_method(self, method, emb: dict[str, np.ndarray], opts: ScoreOpts,
-                        norms: dict[str, np.ndarray] | None = None) -> BenchmarkResult:
-        g = emb["gallery"]
-        refs = g[self.ref_rows]
-        q, q0 = compose(method, refs_at(g, (norms or {}).get("gallery"), self.ref_rows), self.texts)
-        got = rank_queries(method, q, q0, refs, g, opts, self.ref_rows, TOP, self.members)
+    def compose(self, method, data: Embedded) -> Composed:
+        return compose_queries(method, data.refs("gallery", self.ref_rows), self.texts)
+
+    def score(self, method, c: Composed, data: Embedded, opts: ScoreOpts) -> BenchmarkResult:
+        g = data.emb["gallery"]
+        got = rank_queries(method, c.q, c.q_empty, g[self.ref_rows], g, opts, self.ref_rows, TOP, self.members)
         ranked, sub = got.ids, subset_ranking(got.at_cols, self.members, self.ref_rows)
         metrics: dict[str, float] = {}
         if self.labelled:
@@ -204,6 +205,7 @@ def validate_submission(sub: dict, pairids: list[str], references: list[str], ga
             raise BenchmarkError(f"submission pairid {p}: {bad[0]!r} is not in the split's gallery")
 
 
+@register_benchmark("cirr", "CIRR rc2: R@K with the reference removed, Rs@K over the img_set")
 def load(root: str | Path, split: str = "val") -> CIRRBench:
     """CIRR `split` ('val', 'test'/'test1') from ROOT (either layout), validated."""
     root = Path(root).expanduser()

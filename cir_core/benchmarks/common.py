@@ -1,7 +1,7 @@
 """What every benchmark evaluator shares: reading annotation files with errors that name the file
 and key, the `Benchmark` protocol and its `BenchmarkResult`, and the compose-and-rank steps (all
 scoring goes through `cir_core.search.rank` / `score_matrix`, λ through `ScoreOpts.for_method`).
-The loop over methods × scorings and the result tables are `cir_core.evaluation`'s.
+The loop over methods × scorings and the result tables are `cir_core.eval.loop`'s.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from cir_core.gallery import Gallery
 from cir_core.imageio import open_as_stored, rgb_as_official
 from cir_core.methods import Method
 from cir_core.methods.refs import RefInput, Refs
-from cir_core.metrics import target_ranks
+from cir_core.eval.metrics import target_ranks
 from cir_core.search.scoring import Queries, ScoreOpts, score_matrix
 from cir_core.search.searcher import Ranking, Searcher, rank
 
@@ -165,8 +165,22 @@ class BenchmarkResult:
     aux: dict[str, Any] = field(default_factory=dict)  # more rankings a submission needs
 
 
+@dataclass(frozen=True)
+class Embedded:
+    """A benchmark's galleries embedded, by gallery name: rows (N, D) and, where recorded, each
+    row's raw feature norm (N,)."""
+
+    emb: dict[str, np.ndarray]
+    norms: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def refs(self, name: str, rows: np.ndarray | slice) -> Refs:
+        """The references at `rows` of gallery `name`, with their raw norms when recorded."""
+        return refs_at(self.emb[name], self.norms.get(name), rows)
+
+
 class Benchmark(Protocol):
-    """What `cir_core.evaluation.evaluate` runs: galleries to embed, and one method × scoring."""
+    """What `cir_core.eval.loop` runs: galleries to embed, then per method its queries composed
+    once (`compose`) and scored under each scoring option (`score`)."""
 
     name: str
     split: str
@@ -175,8 +189,8 @@ class Benchmark(Protocol):
 
     def galleries(self) -> dict[str, Gallery]: ...
     def n_queries(self) -> int: ...
-    def evaluate_method(self, method: Method, emb: dict[str, np.ndarray], opts: ScoreOpts,
-                        norms: dict[str, np.ndarray] | None = None) -> BenchmarkResult: ...
+    def compose(self, method: Method, data: Embedded) -> Any: ...
+    def score(self, method: Method, composed: Any, data: Embedded, opts: ScoreOpts) -> BenchmarkResult: ...
 
 
 def refs_at(emb: np.ndarray, norms: np.ndarray | None, rows: np.ndarray | slice) -> Refs:
@@ -185,7 +199,15 @@ def refs_at(emb: np.ndarray, norms: np.ndarray | None, rows: np.ndarray | slice)
     return Refs(emb[rows], None if norms is None else norms[rows])
 
 
-def compose(method: Method, refs: RefInput, texts: Sequence[Sequence[str]]) -> tuple[np.ndarray, np.ndarray]:
+@dataclass
+class Composed:
+    """One method's composed queries on a benchmark's queries (kept for a λ sweep): q and q_∅."""
+
+    q: np.ndarray
+    q_empty: np.ndarray
+
+
+def compose_queries(method: Method, refs: RefInput, texts: Sequence[Sequence[str]]) -> Composed:
     """(q, q_∅): each query's text variants are composed separately and their queries averaged,
     then normalised (FashionIQ's two caption orders); one variant is plain composition."""
     refs = refs if isinstance(refs, Refs) else Refs(np.asarray(refs))
@@ -196,7 +218,7 @@ def compose(method: Method, refs: RefInput, texts: Sequence[Sequence[str]]) -> t
     q = method.compose(refs.repeat(counts), flat)
     q = np.add.reduceat(q, np.r_[0, np.cumsum(counts)[:-1]], axis=0)
     q /= np.maximum(np.linalg.norm(q, axis=1, keepdims=True), 1e-12)
-    return q.astype(np.float32), method.compose_empty(refs)
+    return Composed(q.astype(np.float32), method.compose_empty(refs))
 
 
 def rank_queries(method: Method, q: np.ndarray, q0: np.ndarray, refs: np.ndarray, gallery: np.ndarray,

@@ -36,10 +36,11 @@ from pathlib import Path
 import numpy as np
 
 from cir_core.gallery import Gallery, GalleryItem
-from cir_core.metrics import recall_at_k
+from cir_core.eval.metrics import recall_at_k
 
-from .common import (BenchmarkError, BenchmarkResult, ScoreOpts, StoredGallery, compose, need, parse_subset,
-                     pick, rank_queries, refs_at, read_json)
+from .common import (BenchmarkError, BenchmarkResult, Composed, Embedded, ScoreOpts, StoredGallery,
+                     compose_queries, need, parse_subset, pick, rank_queries, read_json, refs_at)
+from .registry import register_benchmark
 
 CATEGORIES = ("dress", "shirt", "toptee")
 KS = (10, 50)
@@ -110,18 +111,26 @@ class FashionIQBench:
     def n_queries(self) -> int:
         return sum(len(c.texts) for c in self.categories)
 
-    def evaluate_method(self, method, emb: dict[str, np.ndarray], opts: ScoreOpts,
-                        norms: dict[str, np.ndarray] | None = None) -> BenchmarkResult:
+    def text_form(self, method) -> str:
+        """The text form `method`'s queries take under this protocol."""
+        return authors_form(method) if self.text_protocol == "authors" else self.text_protocol
+
+    def compose(self, method, data: Embedded) -> dict[str, Composed]:
+        form, out = self.text_form(method), {}
+        for c in self.categories:
+            texts = c.texts if form == self.text_protocol else [texts_for(two, form) for two in c.captions]
+            out[c.name] = compose_queries(method, refs_at(pool(data.emb, c), pool_norms(data.norms, c), c.ref_rows),
+                                          texts)
+        return out
+
+    def score(self, method, composed: dict[str, Composed], data: Embedded, opts: ScoreOpts) -> BenchmarkResult:
         metrics: dict[str, float] = {}
         top = {}
-        form = authors_form(method) if self.text_protocol == "authors" else self.text_protocol
+        form = self.text_form(method)
         for c in self.categories:
-            g = emb[c.name]
-            pool = np.concatenate([g, emb[c.name + "-refs"]]) if len(c.ref_gallery) else g
-            refs = pool[c.ref_rows]
-            texts = c.texts if form == self.text_protocol else [texts_for(two, form) for two in c.captions]
-            q, q0 = compose(method, refs_at(pool, pool_norms(norms, c), c.ref_rows), texts)
-            ranked = rank_queries(method, q, q0, refs, g, opts, None, max(KS)).ids
+            g, q = data.emb[c.name], composed[c.name]
+            refs = pool(data.emb, c)[c.ref_rows]
+            ranked = rank_queries(method, q.q, q.q_empty, refs, g, opts, None, max(KS)).ids
             r = recall_at_k(ranked, c.target_rows, [k for k in KS if k <= ranked.shape[1]])
             metrics.update({f"{c.name} {k}": v for k, v in r.items()})
             ids = c.gallery.ids
@@ -139,6 +148,11 @@ class FashionIQBench:
 def authors_form(method) -> str:
     """The FashionIQ text form `method`'s authors evaluate with (`clip4cir` when they publish none)."""
     return getattr(type(method), "authors_protocols", {}).get("fashioniq", DEFAULT_PROTOCOL)
+
+
+def pool(emb: dict[str, np.ndarray], c: Category) -> np.ndarray:
+    """Embeddings of [gallery; ref_gallery] for category `c` (the rows `ref_rows` index)."""
+    return np.concatenate([emb[c.name], emb[c.name + "-refs"]]) if len(c.ref_gallery) else emb[c.name]
 
 
 def pool_norms(norms: dict[str, np.ndarray] | None, c: Category) -> np.ndarray | None:
@@ -241,6 +255,7 @@ def load_category(root: Path, cat: str, protocol: str = DEFAULT_PROTOCOL,
                     np.array(targets, np.int64), ref_gallery)
 
 
+@register_benchmark("fashioniq", "FashionIQ val: R@10/50 per category")
 def load(root: str | Path, split: str = "val", protocol: str | None = None,
          subset: str | tuple[str, ...] | None = None) -> FashionIQBench:
     """FashionIQ validation (the only split with public targets; a test split whose triplets all

@@ -26,10 +26,11 @@ from PIL import Image
 
 from cir_core.gallery import Gallery, GalleryItem
 from cir_core.imageio import open_as_stored, rgb_as_official
-from cir_core.metrics import candidate_recall
+from cir_core.eval.metrics import candidate_recall
 
-from .common import (BenchmarkError, BenchmarkResult, ScoreOpts, StoredGallery, compose, need, parse_subset,
-                     read_json, refs_at, score_candidates)
+from .common import (BenchmarkError, BenchmarkResult, Composed, Embedded, ScoreOpts, StoredGallery,
+                     compose_queries, need, parse_subset, read_json, score_candidates)
+from .registry import register_benchmark
 
 TASKS = ("focus_attribute", "change_attribute", "focus_object", "change_object")
 DILATION = 0.7
@@ -152,15 +153,15 @@ class GeneCISBench:
     def n_queries(self) -> int:
         return sum(len(t.texts) for t in self.tasks)
 
-    def evaluate_method(self, method, emb: dict[str, np.ndarray], opts: ScoreOpts,
-                        norms: dict[str, np.ndarray] | None = None) -> BenchmarkResult:
+    def compose(self, method, data: Embedded) -> dict[str, Composed]:
+        return {t.name: compose_queries(method, data.refs(t.name, t.ref_rows), t.texts) for t in self.tasks}
+
+    def score(self, method, composed: dict[str, Composed], data: Embedded, opts: ScoreOpts) -> BenchmarkResult:
         metrics: dict[str, float] = {}
         top = {}
         for t in self.tasks:
-            g = emb[t.name]
-            refs = g[t.ref_rows]
-            q, q0 = compose(method, refs_at(g, (norms or {}).get(t.name), t.ref_rows), t.texts)
-            scores = score_candidates(method, q, q0, refs, g, t.cands, opts)
+            g, c = data.emb[t.name], composed[t.name]
+            scores = score_candidates(method, c.q, c.q_empty, g[t.ref_rows], g, t.cands, opts)
             # Galleries are all the same length within a task in the released files; pad if not.
             width = max(len(s) for s in scores)
             mat = np.full((len(scores), width), -np.inf)
@@ -178,6 +179,7 @@ def task_path(root: Path, task: str) -> Path | None:
     return next((p for p in (root / "genecis" / f"{task}.json", root / f"{task}.json") if p.is_file()), None)
 
 
+@register_benchmark("genecis", "GeneCIS: R@1/2/3 over each query's own gallery")
 def load(root: str | Path, split: str = "val", subset: str | tuple[str, ...] | None = None) -> GeneCISBench:
     """The four GeneCIS tasks from ROOT, or the `subset` named ('focus_object,change_object');
     a task file that is missing is an error, naming it."""

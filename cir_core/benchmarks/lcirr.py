@@ -23,10 +23,12 @@ import numpy as np
 
 from cir_core.gallery import Gallery
 from cir_core.text import split_sentences
-from cir_core.metrics import prefix_recall, progression_summary, recall_at_k, subset_ranking, subset_recall
+from cir_core.eval.metrics import prefix_recall, progression_summary, recall_at_k, subset_ranking, subset_recall
 
 from .cirr import SPLITS, VERSION, find_layout, load_captions, load_split_gallery
-from .common import TOP, BenchmarkError, BenchmarkResult, ScoreOpts, compose, need, prefix_ranks, rank_queries, refs_at, read_jsonl
+from .common import (TOP, BenchmarkError, BenchmarkResult, Composed, Embedded, ScoreOpts, compose_queries,
+                     need, prefix_ranks, rank_queries, read_jsonl, refs_at)
+from .registry import register_benchmark
 
 MAX_STEPS = 8
 
@@ -83,12 +85,12 @@ class LCIRRBench:
         return {**progression_summary(ranks, n),
                 **{label.format(k=k + 1): round(v, 4) for k, v in enumerate(prefix_recall(ranks, 10))}}
 
-    def evaluate_method(self, method, emb: dict[str, np.ndarray], opts: ScoreOpts,
-                        norms: dict[str, np.ndarray] | None = None) -> BenchmarkResult:
-        g, gn = emb["gallery"], (norms or {}).get("gallery")
-        refs = g[self.ref_rows]
-        q, q0 = compose(method, refs_at(g, gn, self.ref_rows), [[t] for t in self.texts])
-        got = rank_queries(method, q, q0, refs, g, opts, self.ref_rows, TOP, self.members)
+    def compose(self, method, data: Embedded) -> Composed:
+        return compose_queries(method, data.refs("gallery", self.ref_rows), [[t] for t in self.texts])
+
+    def score(self, method, c: Composed, data: Embedded, opts: ScoreOpts) -> BenchmarkResult:
+        g, gn = data.emb["gallery"], data.norms.get("gallery")
+        got = rank_queries(method, c.q, c.q_empty, g[self.ref_rows], g, opts, self.ref_rows, TOP, self.members)
         ks = [k for k in (1, 5, 10, 50) if k <= got.ids.shape[1]]
         metrics = recall_at_k(got.ids, self.target_rows, ks)
         if self.members is not None:
@@ -124,6 +126,7 @@ def cirr_subsets(layout, split: str, gallery: Gallery, pairids: list[str],
     return members, ""
 
 
+@register_benchmark("lcirr", "L-CIRR: long multi-sentence edits, R@K and the per-sentence progression")
 def load(root: str | Path, split: str = "val") -> LCIRRBench:
     """L-CIRR `split` from ROOT: the CIRR image split plus lcirr/{split}.jsonl, validated."""
     root = Path(root).expanduser()

@@ -20,9 +20,11 @@ from typing import Any
 import numpy as np
 
 from cir_core.gallery import Gallery, GalleryItem
-from cir_core.metrics import identity_at_k
+from cir_core.eval.metrics import identity_at_k
 
-from .common import TOP, BenchmarkError, BenchmarkResult, ScoreOpts, check_files, compose, need, rank_queries, refs_at, read_jsonl
+from .common import (TOP, BenchmarkError, BenchmarkResult, Composed, Embedded, ScoreOpts, check_files,
+                     compose_queries, need, rank_queries, read_jsonl)
+from .registry import register_benchmark
 
 KS = (1, 5, 10)
 
@@ -89,14 +91,15 @@ class MovieNetBench:
     def n_queries(self) -> int:
         return len(self.queries)
 
-    def evaluate_method(self, method, emb: dict[str, np.ndarray], opts: ScoreOpts,
-                        norms: dict[str, np.ndarray] | None = None) -> BenchmarkResult:
-        g = emb["gallery"]
-        ref_rows = np.array([self.gallery.index_of(q["reference_id"]) for q in self.queries], np.int64)
-        refs = g[ref_rows]
-        q, q0 = compose(method, refs_at(g, (norms or {}).get("gallery"), ref_rows),
-                        [[x["edit_text"]] for x in self.queries])
-        ranked = rank_queries(method, q, q0, refs, g, opts, ref_rows, TOP).ids
+    def ref_rows(self) -> np.ndarray:
+        return np.array([self.gallery.index_of(q["reference_id"]) for q in self.queries], np.int64)
+
+    def compose(self, method, data: Embedded) -> Composed:
+        return compose_queries(method, data.refs("gallery", self.ref_rows()), [[x["edit_text"]] for x in self.queries])
+
+    def score(self, method, c: Composed, data: Embedded, opts: ScoreOpts) -> BenchmarkResult:
+        g, ref_rows = data.emb["gallery"], self.ref_rows()
+        ranked = rank_queries(method, c.q, c.q_empty, g[ref_rows], g, opts, ref_rows, TOP).ids
         chars = [frozenset(it.meta["character_ids"]) for it in self.gallery.items]
         ks = [k for k in KS if k <= ranked.shape[1]]
         metrics = identity_at_k(ranked, chars, [x["meta"]["character_id"] for x in self.queries], ks)
@@ -105,6 +108,7 @@ class MovieNetBench:
                                           for x, r in zip(self.queries, ranked)})
 
 
+@register_benchmark("movienet", "a MovieNet identity set: identity@K")
 def load(root: str | Path, split: str = "val") -> MovieNetBench:
     """The MovieNet identity set from ROOT (one split)."""
     if split != "val":

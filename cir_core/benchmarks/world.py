@@ -17,22 +17,16 @@ import numpy as np
 
 from cir_core.gallery import Gallery
 from cir_core.methods import Method
-from cir_core.metrics import (edit_at_1, identity_at_1, map_at_k, progression_summary, recall_at_k,
-                              subset_ranking, subset_recall)
+from cir_core.eval.metrics import (edit_at_1, identity_at_1, map_at_k, progression_summary, recall_at_k,
+                                   subset_ranking, subset_recall, target_position)
 from cir_core.search.scoring import ScoreOpts
 from cir_core.world import WorldBenchmark, build_benchmark
 
-from .common import TOP, BenchmarkError, BenchmarkResult, compose, prefix_ranks, rank_queries, refs_at
+from .common import (TOP, BenchmarkError, BenchmarkResult, Composed, Embedded, compose_queries,
+                     prefix_ranks, rank_queries, refs_at)
+from .registry import register_benchmark
 
 SPLITS = {"test": 1000, "val": 500}  # default number of queries per split
-
-
-@dataclass
-class Composed:
-    """One method's composed queries on the world's queries (kept for a λ sweep)."""
-
-    q: np.ndarray
-    q_empty: np.ndarray
 
 
 @dataclass
@@ -72,13 +66,13 @@ class WorldBench:
                 "identities": np.asarray(w.identities())}
 
     # -- one method ------------------------------------------------------------------------------
-    def compose(self, method: Method, g: np.ndarray, norms: np.ndarray | None = None) -> Composed:
-        q, q0 = compose(method, refs_at(g, norms, self.truth["ref"]), [[q.text] for q in self.world.queries])
-        return Composed(q, q0)
+    def compose(self, method: Method, data: Embedded) -> Composed:
+        return compose_queries(method, data.refs("gallery", self.truth["ref"]), [[q.text] for q in self.world.queries])
 
-    def score(self, method: Method, c: Composed, g: np.ndarray, opts: ScoreOpts) -> BenchmarkResult:
-        """Metrics and breakdowns of already composed queries (a λ sweep composes once)."""
-        t = self.truth
+    def score(self, method: Method, c: Composed, data: Embedded, opts: ScoreOpts) -> BenchmarkResult:
+        """Metrics and breakdowns of already composed queries (a λ sweep composes once), and the
+        per-sentence progression when this benchmark measures it."""
+        g, t = data.emb["gallery"], self.truth
         got = rank_queries(method, c.q, c.q_empty, g[t["ref"]], g, opts, t["ref"], TOP, t["subsets"])
         ranked = got.ids
         sub = subset_ranking(got.at_cols, t["subsets"], t["ref"])
@@ -91,16 +85,11 @@ class WorldBench:
         queries = self.world.queries
         gt = {q.query_id: {"reference_id": ids[r], "target_id": ids[tg], "gt_ids": sorted(ids[j] for j in gs)}
               for q, r, tg, gs in zip(queries, t["ref"], t["target"], t["gt"])}
-        return BenchmarkResult(metrics, extra={"breakdown": self.breakdown(ranked)},
-                               top={q.query_id: [ids[j] for j in r] for q, r in zip(queries, ranked)},
-                               aux={"gt": gt, "per_query": self.per_query(ranked)})
-
-    def evaluate_method(self, method: Method, emb: dict[str, np.ndarray], opts: ScoreOpts,
-                        norms: dict[str, np.ndarray] | None = None) -> BenchmarkResult:
-        g, gn = emb["gallery"], (norms or {}).get("gallery")
-        res = self.score(method, self.compose(method, g, gn), g, opts)
+        res = BenchmarkResult(metrics, extra={"breakdown": self.breakdown(ranked)},
+                              top={q.query_id: [ids[j] for j in r] for q, r in zip(queries, ranked)},
+                              aux={"gt": gt, "per_query": self.per_query(ranked), "subset_scores": got.at_cols})
         if self.progression:
-            ranks = self.progression_ranks(method, g, opts, gn)
+            ranks = self.progression_ranks(method, g, opts, data.norms.get("gallery"))
             res.extra["progression"] = {p: progression_summary(*rn) for p, rn in ranks.items()}
             res.aux["progression_ranks"] = ranks
         return res
@@ -110,24 +99,19 @@ class WorldBench:
         """Each query's 0/1 outcome (float arrays, query order) for R@1, R@10, identity@1 and
         edit@1: what paired bootstrap intervals resample."""
         t = self.truth
-        hit = ranked == t["target"][:, None]
-        return {"R@1": hit[:, :1].any(1).astype(float), "R@10": hit[:, :10].any(1).astype(float),
+        first = target_position(ranked, t["target"])
+        return {"R@1": (first < 1).astype(float), "R@10": (first < 10).astype(float),
                 "identity@1": (t["identities"][ranked[:, 0]] == t["identities"][t["ref"]]).astype(float),
                 "edit@1": np.array([r[0] in ok for r, ok in zip(ranked, t["edit_ok"])], float)}
 
     def breakdown(self, ranked: np.ndarray) -> dict[str, float]:
         """R@10 per edit type and for queries with / without held-out combinations."""
-        hit = (ranked[:, :10] == self.truth["target"][:, None]).any(1)
+        hit = target_position(ranked, self.truth["target"]) < 10
         groups: dict[str, list[bool]] = {}
         for h, q in zip(hit, self.world.queries):
             groups.setdefault(f"R@10[{q.edit_type}]", []).append(h)
             groups.setdefault("R@10[novel]" if q.novel else "R@10[seen]", []).append(h)
         return {k: round(float(np.mean(v)), 4) for k, v in sorted(groups.items())}
-
-    def progression_report(self, method: Method, g: np.ndarray, opts: ScoreOpts) -> dict[str, dict]:
-        """Does retrieval sharpen as sentences accumulate? `progression_summary` per protocol of
-        `progression_ranks`."""
-        return {p: progression_summary(*rn) for p, rn in self.progression_ranks(method, g, opts).items()}
 
     def progression_ranks(self, method: Method, g: np.ndarray, opts: ScoreOpts,
                           norms: np.ndarray | None = None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -153,6 +137,7 @@ class WorldBench:
         return ranks, n
 
 
+@register_benchmark("world", "the generated world: exact ground truth, held-out combinations", generated=True)
 def load(root: str | Path | None = None, split: str = "test", n_queries: int | None = None,
          image_size: int = 64, progression: bool = False) -> WorldBench:
     """The world's `split` ('test' or 'val') with `n_queries` queries (default 1000 / 500)."""

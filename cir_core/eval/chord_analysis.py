@@ -8,7 +8,7 @@ distractor. The correction rate is reported per deficit quintile (quintile edges
 methods' wrong pairs, so the bins are the same for every method), with a query-level bootstrap
 95 % interval.
 
-    python -m cir_core.chord_analysis [--methods pact,compose-only,dice,pace,sum] [--json c.json] [--plot docs/img/chord_correction.png]
+    python -m cir_core.eval.chord_analysis [--methods pact,compose-only,dice,pace,sum] [--json c.json] [--plot docs/img/chord_correction.png]
 """
 from __future__ import annotations
 
@@ -57,22 +57,18 @@ def correction_by_bin(qi: np.ndarray, deficit: np.ndarray, fixed: np.ndarray, ed
     return out
 
 
-def method_pairs(bench, method, g: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The wrong-under-cosine pairs of one method on the world benchmark (its own Chord λ)."""
-    from cir_core.search.scoring import ScoreOpts
-
-    from .benchmarks.common import rank_queries
+def method_pairs(bench, method, data) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The wrong-under-cosine pairs of one method on the world benchmark (its own Chord λ): its
+    subsets' scores under cosine and Chord from the evaluation loop (`score_method`)."""
+    from ..search.scoring import ScoreOpts
+    from .loop import score_method
 
     t = bench.truth
-    c = bench.compose(method, g)
-    refs = g[t["ref"]]
-    col = {}
-    for sc in ("cosine", "chord"):
-        got = rank_queries(method, c.q, c.q_empty, refs, g, ScoreOpts(sc), t["ref"], 1, t["subsets"])
-        col[sc] = got.at_cols
+    results, _ = score_method(bench, method, data, [ScoreOpts("cosine"), ScoreOpts("chord")])
+    cos, chord = (r.aux["subset_scores"] for r in results)
     is_t = t["subsets"] == t["target"][:, None]
     pick = lambda s: (s[is_t], np.where(is_t, -np.inf, s))  # noqa: E731  (target's score, distractors')
-    (cos_t, cos_d), (ch_t, ch_d) = pick(col["cosine"]), pick(col["chord"])
+    (cos_t, cos_d), (ch_t, ch_d) = pick(cos), pick(chord)
     return wrong_pairs(cos_t, cos_d, ch_t, ch_d)
 
 
@@ -110,7 +106,7 @@ def plot(results: dict, path: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     from cir_core.backbone import load_backbone
     from cir_core.benchmarks import load_benchmark
-    from cir_core.evaluation import embed
+    from cir_core.eval.loop import embed_benchmark
     from cir_core.methods import create_method
     from cir_core.paths import DEFAULT_BACKBONE
 
@@ -124,11 +120,11 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     bb = load_backbone(DEFAULT_BACKBONE)
     bench = load_benchmark("world", split="test", n_queries=a.n_queries, image_size=bb.image_size)
-    g = embed(bench.gallery(bb.image_size), bb)
+    data = embed_benchmark(bench, bb)
     pairs = {}
     for name in [m.strip() for m in a.methods.split(",") if m.strip()]:
         m = create_method(name, bb)
-        pairs[name] = (m.chord_lambda, *method_pairs(bench, m, g))
+        pairs[name] = (m.chord_lambda, *method_pairs(bench, m, data))
     all_def = np.concatenate([p[2] for p in pairs.values()])
     edges = np.quantile(all_def, np.linspace(0, 1, a.bins + 1))
     edges[-1] = np.nextafter(edges[-1], np.inf)

@@ -8,7 +8,7 @@ Gallery embeddings are cached (a second run encodes nothing); each query's refer
 is read from the gallery, never re-encoded. World metrics: R@1/5/10/50 (reference excluded),
 subset Rs@1/2/3, mAP@5/10/25/50, identity@1 (top-1 shows the reference's character) and edit@1
 (top-1 satisfies the edit, whoever the character is). Values are fractions in [0, 1]. A thin
-command line over `cir_core.evaluation.evaluate`.
+command line over `cir_core.eval.loop.evaluate`.
 """
 from __future__ import annotations
 
@@ -27,7 +27,8 @@ from cir_core.settings import (EngineConfig, add_engine_args, apply_offline_defa
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--benchmark", default="world",
-                    help="world (default, generated), cirr, circo, fashioniq, genecis, lcirr, movienet")
+                    help="a registered benchmark (cir_core.benchmarks): world (default, generated), cirr, circo, "
+                         "fashioniq, genecis, lcirr, movienet")
     ap.add_argument("--root", type=Path, default=None, help="a real benchmark's data folder")
     ap.add_argument("--split", choices=("val", "test"), default=None,
                     help="default: test (world), val (real benchmarks)")
@@ -65,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     except CIRError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    from cir_core.evaluation import format_progressions, format_table
+    from cir_core.eval.loop import format_progressions, format_table
 
     print(format_table(report))
     for line in format_progressions(report):
@@ -85,8 +86,8 @@ def main(argv: list[str] | None = None) -> int:
 def run(args: argparse.Namespace, cfg: EngineConfig):
     """Check everything the user typed, then load, evaluate: (report, raw results, benchmark)."""
     from cir_core.backbone import load_backbone
-    from cir_core.benchmarks import GENERATED, load_benchmark
-    from cir_core.evaluation import evaluate
+    from cir_core.benchmarks import is_generated, load_benchmark
+    from cir_core.eval.loop import evaluate
     from cir_core.methods import list_methods
 
     scorings = [s.strip() for s in args.scoring.split(",") if s.strip()]
@@ -100,7 +101,7 @@ def run(args: argparse.Namespace, cfg: EngineConfig):
         raise CIRError("--submission needs exactly one --methods entry and one --scoring")
     for out in (args.json, args.dump_rankings, args.submission):
         _check_writable(out)
-    generated = args.benchmark in GENERATED
+    generated = is_generated(args.benchmark)
     world_opts = {"n_queries": args.n_queries, "progression": args.progression}
     bench = None if generated else load_benchmark(args.benchmark, args.root, args.split,
                                                   protocol=args.protocol, subset=args.subset,
@@ -149,5 +150,3 @@ def _check_writable(path: Path | None) -> None:
         raise CIRError(f"{path} is a folder; give a file name")
 
 
-if __name__ == "__main__":
-    sys.exit(main())

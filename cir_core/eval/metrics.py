@@ -2,7 +2,7 @@
 matrices where a protocol ranks small candidate sets), numpy in / fractions in [0, 1] out.
 
 `ranked` is always (Q, K) int gallery rows, best first (e.g. `scoring.rank(...).ids`), one row per
-query. Where scores are ranked here, ties go to the lower row, as in `cir_core.topk`.
+query. Where scores are ranked here, ties go to the lower row, as in `cir_core.search.topk`.
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from .errors import InputError
+from ..errors import InputError
 
 
 def _ranked(ranked: np.ndarray, ks: Iterable[int]) -> tuple[np.ndarray, list[int]]:
@@ -32,15 +32,28 @@ def _per_query(x: np.ndarray, q: int, name: str) -> np.ndarray:
     return x
 
 
+def target_position(ranked: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """(Q,) 0-based position of each query's single target among its ranked ids (K if absent)."""
+    r, _ = _ranked(ranked, [1])
+    t = _per_query(target, r.shape[0], "target")
+    hit = r == t[:, None]  # (Q, K); at most one True per row
+    return np.where(hit.any(1), hit.argmax(1), r.shape[1])
+
+
+def recall_from_ranks(ranks: np.ndarray, ks: Sequence[int]) -> dict[str, float]:
+    """R@k from each query's 0-based target rank: the fraction ranked below k."""
+    r = np.asarray(ranks).reshape(-1)
+    if r.size == 0:
+        raise InputError("no queries")
+    return {f"R@{k}": float(np.mean(r < k)) for k in ks}
+
+
 def recall_at_k(
     ranked: np.ndarray, target: np.ndarray, ks: Sequence[int] = (1, 5, 10, 50)
 ) -> dict[str, float]:
     """R@k: fraction of queries whose single target is among the first k ids."""
-    r, ks = _ranked(ranked, ks)
-    t = _per_query(target, r.shape[0], "target")
-    hit = r == t[:, None]  # (Q, K); at most one True per row
-    first = np.where(hit.any(1), hit.argmax(1), r.shape[1])  # 0-based rank, K if absent
-    return {f"R@{k}": float(np.mean(first < k)) for k in ks}
+    _, ks = _ranked(ranked, ks)
+    return recall_from_ranks(target_position(ranked, target), ks)
 
 
 def map_at_k(
@@ -183,7 +196,7 @@ def progression_summary(ranks: np.ndarray, n_steps: np.ndarray) -> dict[str, flo
 
 def target_ranks(scores: np.ndarray, target: np.ndarray, exclude: np.ndarray | None = None) -> np.ndarray:
     """(Q,) 0-based rank of each row's `target` column in a (Q, N) score matrix, with each row's
-    `exclude` column (-1: none) removed; ties go to the lower column, as in `cir_core.topk`."""
+    `exclude` column (-1: none) removed; ties go to the lower column, as in `cir_core.search.topk`."""
     s = _scores(scores).copy()
     t = np.asarray(target, dtype=np.int64).reshape(-1)
     if t.shape != (s.shape[0],):

@@ -1,12 +1,12 @@
-"""The one evaluation loop: every method × scoring on a benchmark (the generated world or a real
-one, `cir_core.benchmarks`), the JSON report, the ranking dump, and the result table.
+"""The one evaluation loop: a benchmark's galleries embedded once (`embed_benchmark`), then per
+method its queries composed once and scored under each scoring option (`score_method`). What the
+eval command line (`evaluate`: every method x scoring, the JSON report, the ranking dump, the
+table), the trainers' validation and λ search (`training.heads.ValBench`) and Chord's correction
+analysis (`chord_analysis`) all run.
 
     bench = load_benchmark("world", split="test")        # or ("cirr", "/data/cirr", "val")
     report, raw = evaluate(bench, backbone, ["sum", "pact"], ("cosine", "chord"))
     print(format_table(report))
-
-`python -m cir_core.eval` is the command line over it; the trainers' validation scores through
-the same benchmark objects and `scoring.rank`.
 """
 from __future__ import annotations
 
@@ -17,21 +17,39 @@ from typing import IO, Any, Sequence
 
 import numpy as np
 
-from .benchmarks.common import Benchmark, BenchmarkResult
-from .paths import cache_dir
-from .gallery import EmbeddingCache, Gallery
-from .search.scoring import SCORINGS, ScoreOpts
+from ..benchmarks.common import Benchmark, BenchmarkResult, Embedded
+from ..encoder import Encoder
+from ..gallery import EmbeddingCache, Gallery
+from ..methods import Method
+from ..paths import cache_dir
+from ..search.scoring import SCORINGS, ScoreOpts
 
 
-def embed(gallery: Gallery, backbone: Any, cache: Path | None = None, progress: bool = True) -> np.ndarray:
+def embed(gallery: Gallery, backbone: Encoder, cache: Path | None = None, progress: bool = True) -> np.ndarray:
     """The gallery's embeddings under `backbone`, read from / written to the embedding cache."""
-    return embed_with_norms(gallery, backbone, cache, progress)[0]
+    return EmbeddingCache(cache or cache_dir()).embed(gallery, backbone, progress=progress)
 
 
-def embed_with_norms(gallery: Gallery, backbone: Any, cache: Path | None = None,
-                     progress: bool = True) -> tuple[np.ndarray, np.ndarray]:
-    """(embeddings, raw feature norms) of the gallery under `backbone`, through the cache."""
-    return EmbeddingCache(cache or cache_dir()).embed(gallery, backbone, progress=progress, with_norms=True)
+def embed_benchmark(bench: Benchmark, backbone: Encoder, cache: Path | None = None,
+                    progress: bool = True) -> Embedded:
+    """Every gallery of `bench` embedded (with raw feature norms) through the embedding cache."""
+    store = EmbeddingCache(cache or cache_dir())
+    both = {k: store.embed(g, backbone, progress=progress, with_norms=True) for k, g in bench.galleries().items()}
+    return Embedded({k: e for k, (e, _) in both.items()}, {k: n for k, (_, n) in both.items()})
+
+
+def score_method(bench: Benchmark, method: Method, data: Embedded,
+                 opts: Sequence[ScoreOpts]) -> tuple[list[BenchmarkResult], dict[str, float]]:
+    """`method` on `bench` under each of `opts`, its queries composed once: (results in `opts`'
+    order, seconds spent composing and scoring)."""
+    t0 = time.perf_counter()
+    composed = bench.compose(method, data)
+    seconds, results = {"compose": round(time.perf_counter() - t0, 3)}, []
+    for o in opts:
+        t0 = time.perf_counter()
+        results.append(bench.score(method, composed, data, o))
+        seconds[o.describe()] = round(time.perf_counter() - t0, 3)
+    return results, seconds
 
 
 def evaluate(bench: Benchmark, backbone: Any, methods: Sequence[str], scorings: Sequence[str] = SCORINGS,
@@ -40,21 +58,18 @@ def evaluate(bench: Benchmark, backbone: Any, methods: Sequence[str], scorings: 
              dump: IO[str] | None = None) -> tuple[dict, dict[tuple[str, str], BenchmarkResult]]:
     """Every method × scoring on `bench`: (JSON report, the raw results for submissions).
     A method that cannot be built is skipped loudly (`skipped` in the report, stderr)."""
-    from .methods.factory import create_methods
+    from ..methods.factory import create_methods
 
     opts = {sc: ScoreOpts(sc, lam, variant) for sc in scorings}  # validates scorings and λ up front
-    both = {k: embed_with_norms(g, backbone, cache, progress) for k, g in bench.galleries().items()}
-    emb, norms = {k: e for k, (e, _) in both.items()}, {k: n for k, (_, n) in both.items()}
+    data = embed_benchmark(bench, backbone, cache, progress)
     results: dict = {}
     extra: dict = {}
     skipped: dict[str, str] = {}
     timing: dict = {}
     raw: dict[tuple[str, str], BenchmarkResult] = {}
     for name, m in create_methods(methods, backbone, checkpoints, skipped):
-        for sc in scorings:
-            t0 = time.perf_counter()
-            res = bench.evaluate_method(m, emb, opts[sc], norms)
-            timing.setdefault(name, {})[sc] = round(time.perf_counter() - t0, 3)
+        scored, timing[name] = score_method(bench, m, data, list(opts.values()))
+        for sc, res in zip(opts, scored):
             raw[(name, sc)] = res
             results.setdefault(name, {})[sc] = {k: round(float(v), 4) for k, v in res.metrics.items()}
             if res.extra:
@@ -74,7 +89,7 @@ def evaluate(bench: Benchmark, backbone: Any, methods: Sequence[str], scorings: 
 
 def protocol_line(bench: Benchmark) -> str:
     """The benchmark's protocol choices, with how its images were preprocessed (real ones)."""
-    from .benchmarks import images_protocol
+    from ..benchmarks import images_protocol
 
     return "; ".join(p for p in (bench.protocol, images_protocol(bench)) if p)
 
