@@ -20,11 +20,12 @@ def cache_dir() -> Path:
     return Path(os.environ.get("CIR_CACHE_DIR", Path.home() / ".cache" / "cir-workbench"))
 
 
-def git_commit() -> str:
-    """Short hash of the checkout's HEAD, recorded in every checkpoint; "unknown" outside git."""
+def git_commit(root: Path = REPO_ROOT) -> str:
+    """Short hash of the checkout's HEAD (this one, or the one at `root`), recorded in every
+    checkpoint; "unknown" outside git."""
     try:
         return subprocess.check_output(["git", "rev-parse", "--short", "HEAD"], text=True,
-                                       stderr=subprocess.DEVNULL, cwd=REPO_ROOT).strip()
+                                       stderr=subprocess.DEVNULL, cwd=root).strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
 
