@@ -72,6 +72,7 @@ def app(tmp_path_factory):
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+        proc.stdout.close()
 
 
 @pytest.fixture(scope="module")

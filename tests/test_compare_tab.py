@@ -144,7 +144,8 @@ def test_figures_regenerate_line_and_progress_overlay(engine, tmp_path):
     q, row = long_query(engine)
     view = export_view(engine, CURRENT, "", engine.item_id(row), None, q.text, ["pact"], k=2,
                        out_dir=tmp_path, engine_args=["--world-queries", "30"])
-    spec = json.loads(open(view.files[2]).read())
+    with open(view.files[2], encoding="utf-8") as f:
+        spec = json.load(f)
     assert "PYTHONPATH=" in view.status and "-m cir_core.figures" in view.status
     assert spec["regenerate"] in view.status and spec["regenerate"].endswith("--world-queries 30")
     deps = build_demo(AppConfig(world_queries=5)).config["dependencies"]

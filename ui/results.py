@@ -73,7 +73,7 @@ def compare_view(engine: Engine, ref_id: str | None, upload: str | None, edit: s
     """Run one Compare request and render it to values; every user error becomes `status`.
     `notes`: what the caller changed in the user's input (a clamped number), shown with the
     result; an edit over the limit is cut here, and said so. The top-k is written as a CSV under
-    `csv_dir` (default: a folder of `ui.tempfiles.TEMP`)."""
+    `csv_dir` (default: `ui.tempfiles.TEMP`'s folder, swept two minutes after)."""
     names = list(names) if names is not None else engine.default_methods()
     scoring = "chord" if str(scoring).lower().startswith("chord") else "cosine"
     try:
@@ -100,12 +100,12 @@ def compare_view(engine: Engine, ref_id: str | None, upload: str | None, edit: s
             picks[f"step-{s.index}"] = [_pick(f"{prog.label} step {s.index}", h) for h in s.hits]
             before = s.hits
     render_ms = (time.perf_counter() - t0) * 1000
-    out = Path(csv_dir) if csv_dir else TEMP.new("cir-topk-")
+    out = Path(csv_dir) if csv_dir else TEMP.root  # its sweeper removes the files 2 min on
     return CompareView(status=status_line(res, engine.backbone.id), timings=timings_line(res, render_ms),
                        columns=columns,
                        progression_header=progression_header(prog), steps=steps,
                        details=details(res, render_ms), picks=picks, edit=edit,
-                       csv=str(write_topk_csv(res, out / f"cir-topk-{time.strftime('%Y%m%d-%H%M%S')}.csv")))
+                       csv=str(write_topk_csv(res, out / csv_name())))
 
 
 def add_notes(res: CompareResult, notes: list[str], k_asked: int) -> None:
@@ -136,14 +136,20 @@ def _pick(label: str, hit: Any) -> dict:
             "is_target": hit.is_target, "character": hit.character, "same_character": hit.same_character}
 
 
+def csv_name() -> str:
+    """'cir-topk-20261202-001122-3f9a1c.csv': a time to sort by, a random tail so that two requests
+    in one second (or two app processes) never share a file."""
+    import secrets
+
+    return f"cir-topk-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}.csv"
+
+
 CSV_FIELDS = ["method", "label", "step", "rank", "item_id", "score", "is_target", "character",
               "same_character", "reference", "edit", "scoring"]
 
 
 def write_topk_csv(res: CompareResult, path: Path) -> Path:
     """Every method's top-k (then the progression's, with `step`) as CSV rows, one per result."""
-    from cir_core.fileio import atomic_write
-
     ref = res.reference.item_id or res.reference.label
     common = {"reference": ref, "edit": res.edit, "scoring": res.scoring}
     rows = [{"method": m.name, "label": m.label, "step": "", **_csv_hit(h), **common}
@@ -153,13 +159,13 @@ def write_topk_csv(res: CompareResult, path: Path) -> Path:
         rows += [{"method": prog.method, "label": f"{prog.label} progression", "step": s.index, **_csv_hit(h),
                   **common} for h in s.hits]
 
-    def write(f: Any) -> None:
+    # A new file that Gradio copies once the event returns: no reader can see it half-written,
+    # and it needs no fsync (fileio.atomic_write's cost on every Compare).
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="", encoding="utf-8") as f:
         w = csv.DictWriter(f, fieldnames=CSV_FIELDS, lineterminator="\r\n")
         w.writeheader()
         w.writerows(rows)
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, write, binary=False)
     return path
 
 
