@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import torch
 import torch.nn.functional as F
-from tqdm.auto import tqdm
+from cir_core.progress import bar as progress_bar
 
 from cir_core.methods.textinv import PhiConfig
 
@@ -155,7 +155,7 @@ class SEARLETask(TextInvTask):
                 done = np.load(tok_path)
                 self.oti_resumed_seconds = float(meta.get("seconds", 0.0))
         t0 = time.time()
-        bar = tqdm(total=len(self.images), initial=len(done), desc="OTI", unit="image")
+        bar = progress_bar(total=len(self.images), initial=len(done), desc="OTI", unit="image")
         while len(done) < len(self.images):
             start = len(done)
             chunk = np.arange(start, min(start + x.oti_batch, len(self.images)))
