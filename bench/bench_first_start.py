@@ -23,6 +23,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from cir_core.config import git_commit  # noqa: E402
 EDIT = "Make the square blue. Move the character to the left."
 
 
@@ -81,7 +83,8 @@ def main() -> None:
     out = {"bench": "first_start", "repeats": a.repeats, "runs": runs,
            "first_answer_s": _spread([r["first_answer_s"] for r in runs]), "goal_s": 10}
     if base:
-        out.update(baseline=str(a.baseline), baseline_runs=base,
+        # the baseline by its commit: its folder is this machine's, meaningless in the docs
+        out.update(code=git_commit(), baseline_code=git_commit(a.baseline.resolve()), baseline_runs=base,
                    baseline_first_answer_s=_spread([r["first_answer_s"] for r in base]),
                    ratio=_spread([round(r["first_answer_s"] / b["first_answer_s"], 3) for r, b in zip(runs, base)]))
     out.update(load_avg_1m=round(os.getloadavg()[0], 2), date=time.strftime("%Y-%m-%d"))

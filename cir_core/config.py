@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 from dataclasses import MISSING, asdict, fields
+from pathlib import Path
 from typing import Any, Mapping, TypeVar
 
 from .errors import InputError
@@ -11,11 +12,12 @@ from .paths import REPO_ROOT
 
 C = TypeVar("C", bound="DictConfig")
 
-def git_commit() -> str:
-    """Short hash of the checkout's HEAD, recorded in every checkpoint; "unknown" outside git."""
+def git_commit(root: Path = REPO_ROOT) -> str:
+    """Short hash of the checkout's HEAD (this one, or the one at `root`), recorded in every
+    checkpoint; "unknown" outside git."""
     try:
         return subprocess.check_output(["git", "rev-parse", "--short", "HEAD"], text=True,
-                                       stderr=subprocess.DEVNULL, cwd=REPO_ROOT).strip()
+                                       stderr=subprocess.DEVNULL, cwd=root).strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
 

@@ -182,7 +182,8 @@ def to_image(fig) -> Image.Image:
 
 
 def save(fig, path: str | Path) -> Path:
-    """Write `fig` as PNG or PDF, chosen by the suffix."""
+    """Write `fig` as PNG or PDF (TrueType fonts), chosen by the suffix."""
+    import matplotlib
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     path = Path(path)
@@ -190,9 +191,25 @@ def save(fig, path: str | Path) -> Path:
         raise InputError(f"cannot write {path.name}: figures are {' or '.join(FORMATS)}")
     path.parent.mkdir(parents=True, exist_ok=True)
     FigureCanvasAgg(fig)  # attach a canvas: a bare Figure has none to print with
-    fig.savefig(path, dpi=fig.dpi, facecolor="white", metadata=None if path.suffix == ".png" else
-                {"Creator": "cir-workbench cir_core.figures"})
+    # TrueType (Type 42) fonts in the PDF: matplotlib's default Type 3 is what camera-ready
+    # checkers (IEEE PDF eXpress, ACM's) commonly reject. The text is laid out at savefig time.
+    with matplotlib.rc_context({"pdf.fonttype": 42, "ps.fonttype": 42}):
+        fig.savefig(path, dpi=fig.dpi, facecolor="white", metadata=None if path.suffix == ".png" else
+                    {"Creator": "cir-workbench cir_core.figures"})
     return path
+
+
+def regenerate_command(queries: str, engine_args: Sequence[str] = ()) -> str:
+    """The shell line that regenerates a figure from its query list, from any folder: run in the
+    folder the JSON was saved to (its reference images lie beside it), with this interpreter
+    and this repository on the module path. `engine_args`: the settings the figure was made
+    with (`cir_core.settings.engine_argv`)."""
+    import shlex
+
+    repo = str(Path(__file__).resolve().parent.parent)
+    return " ".join([f"PYTHONPATH={shlex.quote(repo)}", shlex.quote(sys.executable), "-m", "cir_core.figures",
+                     "--queries", shlex.quote(queries), "--out", "fig.pdf", "--out", "fig.png",
+                     *map(shlex.quote, engine_args)])
 
 
 @dataclass
@@ -252,9 +269,10 @@ def build_panels(engine: Engine, entries: Sequence[dict], methods: Sequence[str]
 def export(engine: Engine, entries: Sequence[dict], methods: Sequence[str], outputs: Sequence[str | Path],
            k: int = 5, scoring: str = "cosine", lam: float | None = None, marks: bool = True,
            scores: bool = True, progress_cb: Callable[[int, int], None] | None = None,
-           image_root: str | Path | None = None) -> Exported:
+           image_root: str | Path | None = None, engine_args: Sequence[str] = ()) -> Exported:
     """Render and write every path in `outputs` (.png/.pdf/.json). The JSON (`Exported.spec`)
-    regenerates the figure with `python -m cir_core.figures --queries it.json`: image-file
+    regenerates the figure with `python -m cir_core.figures --queries it.json` (its
+    `regenerate`: the full line, `regenerate_command`, with `engine_args`): image-file
     references (`upload`, `reference_path`) are copied beside it and named by file name only."""
     for p in outputs:
         if Path(p).suffix.lower() not in (*FORMATS, ".json"):
@@ -275,7 +293,7 @@ def export(engine: Engine, entries: Sequence[dict], methods: Sequence[str], outp
     spec = {"queries": queries, "methods": list(methods), "k": int(k), "scoring": scoring,
             "lambda": lam, "marks": marks, "scores": scores, "backbone": engine.backbone.id,
             "gallery": engine.view.gallery.name,
-            "regenerate": "python -m cir_core.figures --queries THIS.json --out fig.pdf --out fig.png"}
+            "regenerate": regenerate_command(jsons[0].name if jsons else "THIS.json", engine_args)}
     fig = render(panels, marks=marks, scores=scores)
     copied: list[Path] = []
     for p in outputs:

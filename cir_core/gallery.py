@@ -230,9 +230,9 @@ class EmbeddingCache:
 
         bar = None
         if progress:
-            from tqdm.auto import tqdm
+            from .progress import bar as progress_bar
 
-            bar = tqdm(total=len(todo), unit="image", desc=f"embedding {gallery.name}")
+            bar = progress_bar(total=len(todo), unit="image", desc=f"embedding {gallery.name}")
         if progress_cb:
             progress_cb(0, len(todo))
         last_save, save_cost, n_done = time.monotonic(), 0.0, 0

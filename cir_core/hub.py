@@ -209,9 +209,9 @@ def _check_kind(kind: str) -> None:
 def _progress(items: list[str], on: bool, desc: str):
     if not on:
         return items
-    from tqdm.auto import tqdm
+    from .progress import bar
 
-    return tqdm(items, desc=desc, unit="file")
+    return bar(items, desc=desc, unit="file")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -98,6 +98,20 @@ def add_engine_args(ap: argparse.ArgumentParser, gallery: bool = True,
     return ap
 
 
+def engine_argv(cfg: EngineConfig) -> list[str]:
+    """The flags that rebuild `cfg`'s engine from a command line (the inverse of `settings_from`
+    for what differs from the defaults; devices and caches are the runner's own)."""
+    base = EngineConfig()
+    argv: list[str] = []
+    for name in ("backbone", "pretrained", "checkpoints", "gallery", "world_queries"):
+        value = getattr(cfg, name)
+        if value is not None and value != getattr(base, name):
+            argv += [f"--{name.replace('_', '-')}", str(value)]
+    for method, folder in sorted(cfg.method_checkpoints.items()):
+        argv += ["--checkpoint", f"{method}={folder}"]
+    return argv
+
+
 def settings_from(cls: type[E], args: argparse.Namespace, env: Mapping[str, str] | None = None,
                   env_names: Mapping[str, str] = ENGINE_ENV) -> E:
     """A `cls` (EngineConfig or a subclass) from parsed flags, then `env` (default os.environ)

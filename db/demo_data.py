@@ -1,6 +1,6 @@
 """A small synthetic annotation DB, filled through the public API, to try the report and export.
 
-    python -m db.demo_data --db /tmp/demo.sqlite [--seed 0]
+    python -m db.demo_data --db demo.sqlite [--seed 0]
 
 Made-up rankings and labels (NOT results): 12 queries, sum/dice/pace x cosine/chord, pool depth
 5, overlap 2, three annotators with 10 % label noise, two gold tasks, a few skips, comments with

@@ -157,7 +157,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """CLI: pool a query set from the app's gallery into the annotation DB."""
     import argparse
 
-    from tqdm import tqdm
+    from cir_core.progress import bar as progress_bar
 
     from cir_core.engine import load_engine
     from cir_core.engine.core import SHOWCASE
@@ -196,7 +196,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     init_db(eng)
     with session_factory(eng)() as s:
         qs = pool_query_set(s, engine, args.name, queries, list(cfg.methods or engine.methods.columns), args.scorings,
-                            args.k, args.overlap, args.gold, args.seed, progress=lambda x: tqdm(x, desc="pooling"))
+                            args.k, args.overlap, args.gold, args.seed, progress=lambda x: progress_bar(x, desc="pooling"))
         n_tasks = s.scalar(select(func.count()).select_from(Task).join(Query).where(Query.query_set_id == qs.id))
     print(f"query set {args.name!r}: {len(queries)} queries, {n_tasks} tasks in {args.db}")
     return 0

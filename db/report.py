@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 from sqlalchemy.orm import Session
-from tqdm import tqdm
+from cir_core.progress import bar as progress_bar
 
 from cir_core.errors import CIRError, InputError
 from db.agreement import cohen_kappa, equal_count_units, fleiss_kappa, krippendorff_alpha_nominal
@@ -143,7 +143,7 @@ def compute_report(session: Session, query_set_name: str, k: int | None = None,
     depths = {"at_1": 1, "at_k": k}
     methods, per_query = [], {}
     combos = sorted(data.rankings)
-    for combo in tqdm(combos, desc="methods", disable=not progress):
+    for combo in progress_bar(combos, desc="methods", disable=not progress):
         entry: dict[str, Any] = {"method": combo[0], "scoring": combo[1], "coverage": {}}
         for depth_name, depth in depths.items():
             covered, values = per_query_values(data, scores, combo, depth)
@@ -155,7 +155,7 @@ def compute_report(session: Session, query_set_name: str, k: int | None = None,
         methods.append(entry)
     comparisons = []
     pairs = list(itertools.combinations(combos, 2))
-    for a, b in tqdm(pairs, desc="comparisons", disable=not progress or not pairs):
+    for a, b in progress_bar(pairs, desc="comparisons", disable=not progress or not pairs):
         for depth_name in depths:
             qa, qb = per_query[(a, depth_name)], per_query[(b, depth_name)]
             shared = [q for q in qa if q in qb]

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
+from cir_core.progress import bar as progress_bar
 
 from db.migrate import init_db
 from db.sqlite import open_db, session_factory
@@ -179,7 +179,7 @@ class _Shared:
         self.kill_threshold = max(1, int(cfg.kill_at * planned))
         self.kill_now = threading.Event()
         self.kill_pid: int | None = None
-        self.bar = tqdm(total=planned, desc="acked writes", disable=not cfg.progress, unit="w")
+        self.bar = progress_bar(total=planned, desc="acked writes", disable=not cfg.progress, unit="w")
 
     def ack(self, a: Ack) -> None:
         with self.lock:

@@ -84,6 +84,23 @@ def test_gradio_client_compare(app, tmp_path):
     assert "unknown method" in client.predict(ref, EDIT, 3, "cosine", None, None, "nope", api_name="/compare")["error"]
 
 
+def test_the_api_says_what_it_changed(app):
+    """A k or λ out of range and an edit over the limit are used clamped / cut, and `notes` says so."""
+    from gradio_client import Client
+
+    demo, engine = app
+    client = Client(demo.local_url, verbose=False)
+    ref = engine.view.item_id(3)
+    low = client.predict(ref, EDIT, 0, "chord", 5, None, api_name="/compare")
+    assert low["k"] == 1 and low["lam"] == 1.0 and len(low["methods"][0]["hits"]) == 1
+    assert "k = 0 is outside 1–50: 1 was used." in low["notes"] and "λ = 5 is outside 0–1: 1 was used." in low["notes"]
+    high = client.predict(ref, "Make it blue. " * 400, 1000, "chord", -1, None, api_name="/compare")
+    assert high["k"] == 50 and high["lam"] == 0.0 and len(high["edit"]) <= 2000
+    assert "k = 1000 is outside 1–50: 50 was used." in high["notes"] and "λ = -1 is outside 0–1: 0 was used." in high["notes"]
+    assert any("5,599 characters; the limit is 2,000" in n for n in high["notes"])
+    assert client.predict(ref, EDIT, 8, "cosine", None, None, api_name="/compare")["notes"] == []
+
+
 @pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"{CHROMIUM} absent: install Debian's "
                     "chromium (apt-get install -y chromium) to run the browser test")
 def test_browser_end_to_end(app, tmp_path):

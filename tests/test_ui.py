@@ -85,8 +85,10 @@ def test_errors_are_messages_not_exceptions(engine, tmp_path):
     empty = compare_view(engine, ref, None, "   ")
     assert empty.error and empty.status.startswith("⚠") and "empty" in empty.status
     assert all(items == [] for _, items in empty.columns) and len(empty.columns) == 5
-    long = compare_view(engine, ref, None, "word " * 1000)
-    assert "limit is 2000" in long.status
+    long = compare_view(engine, ref, None, "word " * 1000)  # cut to the limit, and said so
+    assert long.error is None and len(long.edit) <= 2000 and long.edit.endswith("word")
+    assert "4,999 characters; the limit is 2,000" in plain(long.status)
+    assert any("4,999 characters" in n for n in long.details["notes"])
     no_ref = compare_view(engine, "", None, EDIT)
     assert NO_REFERENCE in plain(no_ref.status)
     bad = tmp_path / "bad.jpg"
@@ -125,7 +127,9 @@ def test_hit_caption():
     class H:
         rank, score, is_target, character, same_character = 1, 0.73123, True, "Ada", True
 
-    assert hit_caption(H) == "#1 · 0.731 · ✓ target · Ada (same)"
+    assert hit_caption(H) == "#1 · 0.731 · ✓ target\nAda (same)"
+    H.item_id = "test/000123"
+    assert hit_caption(H, "▲2") == "#1 · 0.731 · ✓ target · ▲2\ntest/000123\nAda (same)"
 
 
 def test_figure_export_current_and_listed(engine, tmp_path):

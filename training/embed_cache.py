@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
-from tqdm.auto import tqdm
+from cir_core.progress import bar as progress_bar
 
 from cir_core.paths import cache_dir
 from cir_core.text import split_sentences
@@ -210,7 +210,7 @@ def build_train_cache(backbone, n: int, seed: int = 0, root: Path | None = None,
 
     pool = ProcessPoolExecutor(workers) if workers > 0 else None
     stream = query_stream(seed)
-    bar = tqdm(total=n, disable=not progress, unit="query", desc=f"train cache n={n}")
+    bar = progress_bar(total=n, disable=not progress, unit="query", desc=f"train cache n={n}")
     try:
         for start in range(0, n, chunk):
             qs = list(itertools.islice(stream, min(chunk, n - start)))

@@ -26,6 +26,7 @@ from tqdm import tqdm
 from cir_core.checkpoint import check_fit, read_weights, shapes_of, write_weights
 from cir_core.config import DictConfig, git_commit
 from cir_core.errors import InputError
+from cir_core.progress import bar as progress_bar
 
 
 C = TypeVar("C", bound="LoopConfig")
@@ -168,8 +169,8 @@ def run(task: TrainTask, cfg: LoopConfig, resume: bool = True) -> dict[str, floa
         task.rank, task.world = rank, world
     model, wrapped_for = task.model, None
     t0, metrics = time.time(), {}
-    bar = tqdm(range(start, cfg.steps), initial=start, total=cfg.steps, disable=rank != 0,
-               desc=Path(cfg.out_dir).name, dynamic_ncols=True)
+    bar = progress_bar(range(start, cfg.steps), initial=start, total=cfg.steps, disable=rank != 0,
+                       desc=Path(cfg.out_dir).name, dynamic_ncols=True)
     for step in bar:
         t_step = time.time()
         for g in opt.param_groups:

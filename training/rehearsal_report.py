@@ -88,8 +88,15 @@ def check_app(spec: str, expect: str, k: int = 5) -> dict[str, Any]:
                 f"{n}: top-{k} {[h['item_id'] for h in cols[n]['hits']]} != {want[n]}" if n in cols else
                 f"{n}: no column" for n in COLUMNS
                 if n not in cols or cols[n]["error"] or [h["item_id"] for h in cols[n]["hits"]] != want[n]]
-    return {"checkpoints": spec, "expected_from": expect, "reference": ref_id, "edit": edit, "k": k,
+    return {"checkpoints": spec, "expected_from": _shown(expect), "reference": ref_id, "edit": edit, "k": k,
             "columns": {n: [h["item_id"] for h in cols[n]["hits"]] for n in cols}, "problems": problems}
+
+
+def _shown(path: str) -> str:
+    """`path` as the report names it: relative to the repository when inside it (a reader's
+    checkout has the same layout, not this machine's absolute paths), else its folder name."""
+    p = Path(path).resolve()
+    return str(p.relative_to(ROOT)) if p.is_relative_to(ROOT) else p.name
 
 
 # -- the report --------------------------------------------------------------------------------

@@ -32,10 +32,10 @@ from typing import Any
 import numpy as np
 import torch
 import torch.nn.functional as F
-from tqdm.auto import tqdm
 
 from cir_core.fileio import atomic_write
 from cir_core.methods.textinv import PhiConfig
+from cir_core.progress import bar as progress_bar
 
 from .heads import np_rng
 from .registry import CONFIGS, Trainer, register_trainer
@@ -157,7 +157,7 @@ class SEARLETask(TextInvTask):
                 done = np.load(tok_path)
                 self.oti_resumed_seconds = float(meta.get("seconds", 0.0))
         t0 = time.time()
-        bar = tqdm(total=len(self.images), initial=len(done), desc="OTI", unit="image")
+        bar = progress_bar(total=len(self.images), initial=len(done), desc="OTI", unit="image")
         while len(done) < len(self.images):
             start = len(done)
             chunk = np.arange(start, min(start + x.oti_batch, len(self.images)))

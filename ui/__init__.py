@@ -80,7 +80,7 @@ def build_demo(config: AppConfig | None = None, engine: Engine | None = None) ->
             with gr.Tab("Results", id="results") as rtab:
                 res_outputs, res_load = annotation_results.build(services, holder, own_only=only)
 
-        def on_load(progress=gr.Progress()):
+        def on_load(request, progress=gr.Progress()):
             from cir_core.errors import CIRError
 
             n_out = 1 + (0 if only else len(ctab.load_outputs) + len(fig_outputs))
@@ -92,14 +92,20 @@ def build_demo(config: AppConfig | None = None, engine: Engine | None = None) ->
                 return msg if only else [msg] + [gr.skip()] * (n_out - 1)
             if only:
                 return banner(eng)  # one output: the value itself
-            return [banner(eng), *ctab.load(eng), *fig_load(eng)]
+            params = dict(getattr(request, "query_params", None) or {})  # none outside a page load
+            return [banner(eng), *ctab.load(eng, params), *fig_load(eng)]
 
+        # Gradio passes the request (the permalink's query parameters) by the annotation; with
+        # postponed annotations and gradio imported in this function it must be the class itself.
+        on_load.__annotations__["request"] = gr.Request
         load_outputs = [top] if only else [top, *ctab.load_outputs, *fig_outputs]
         # The page-load events run in the Annotate tab's concurrency group: 32 annotators opening
         # the page at once must not wait for each other one by one.
         group = {"api_visibility": "private", "concurrency_limit": annotate.ANNOTATE_CONCURRENCY,
                  "concurrency_id": "annotate"}
-        demo.load(on_load, None, load_outputs, **group)
+        loaded = demo.load(on_load, None, load_outputs, **group)
+        if not only:
+            ctab.after_load(loaded)  # a permalink's request, once its inputs are filled
         demo.load(atab.load, None, atab.load_outputs, **group)
         demo.load(res_load, None, res_outputs, **group)
         rtab.select(res_load, None, res_outputs, **group)  # a set pooled since the page loaded
@@ -115,12 +121,14 @@ def launch_kwargs(cfg: AppConfig | None = None) -> dict:
     ui/signin.py) with the middleware that tells it the client's address. Also makes SIGTERM a
     clean exit, so the temporary folders are removed when the process is stopped."""
     from .annotate_help import HOTKEY_JS
+    from .preview import PREVIEW_KEYS_JS
     from .tempfiles import exit_cleanly_on_sigterm
 
     cfg = cfg or AppConfig()
     exit_cleanly_on_sigterm()
     kw = {"server_name": cfg.host, "server_port": cfg.port, "theme": theme(), "css": CSS,
-          "max_file_size": MAX_UPLOAD, "footer_links": ["api", "settings"], "head": HOTKEY_JS}
+          "max_file_size": MAX_UPLOAD, "footer_links": ["api", "settings"],
+          "head": HOTKEY_JS + PREVIEW_KEYS_JS}
     if cfg.annotators:
         from .signin import signin_kwargs
 

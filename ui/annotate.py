@@ -82,7 +82,7 @@ def _view(engine: Engine, st: QueueState, note: str = "") -> AnnotateView:
                             None, None, {"set": st.query_set, "task": None, "latest": st.progress.latest})
     t = st.task
     where = f"pair #{t.position}" + ("" if t.status is None else
-                                     f" · your answer: {t.status if t.status == 'skipped' else t.identity + ' / ' + t.edit}"
+                                     f" · your answer: **{answer_words(t.status, t.identity, t.edit)}**"
                                      + (" (changing it keeps the old one in the audit log)"))
     ref, cand = IMAGES.path(engine, t.reference_id), IMAGES.path(engine, t.item_id)
     IMAGES.prefetch(engine, st.upcoming)
@@ -94,6 +94,29 @@ def _view(engine: Engine, st: QueueState, note: str = "") -> AnnotateView:
              "shown": time.time(), "identity": t.identity, "edit": t.edit, "screen": screen,
              "ref": ref, "cand": cand, "edit_md": edit_md}
     return AnnotateView(f"{screen}{note}", edit_md, ref, cand, state, t.identity, t.edit, t.comment or "")
+
+
+def answer_words(status: str | None, identity: str | None, edit: str | None) -> str:
+    """A saved answer as the buttons say it: 'Can't tell · Not satisfied', or 'skipped'."""
+    if status == "skipped":
+        return "skipped"
+    words = [dict((v, label) for v, label, _ in choices).get(code, str(code))
+             for choices, code in ((IDENTITY, identity), (EDIT, edit)) if code]
+    return " · ".join(words) or "none"
+
+
+def chosen_css(identity: str | None, edit: str | None) -> str:
+    """A <style> that marks the chosen answers' buttons (✓, filled): it rides on the pair's HTML, so
+    showing them costs no button updates (see `build`)."""
+    ids = [f"#ann-id-{identity}" for v, _, _ in IDENTITY if v == identity]
+    ids += [f"#ann-edit-{edit}" for v, _, _ in EDIT if v == edit]
+    if not ids:
+        return ""
+    sel = ", ".join(ids)
+    return (f"<style>{sel} {{background: var(--button-primary-background-fill) !important; "
+            f"color: var(--button-primary-text-color) !important; "
+            f"border-color: var(--button-primary-border-color) !important;}} "
+            + ", ".join(f"{i}::before" for i in ids) + " {content: '✓ ';}</style>")
 
 
 def _elapsed(state: dict) -> int:
@@ -249,7 +272,8 @@ def _layout(mode: str) -> SimpleNamespace:
         c.ed_btns = [gr.Button(f"{label}  [{key}]", elem_id=f"ann-edit-{v}", size="lg") for v, label, key in EDIT]
     with gr.Row(equal_height=True):
         c.comment = gr.Textbox(label="Comment (optional; saved with the answer)", scale=3, max_length=2000)
-        c.reason = gr.Dropdown(SKIP_REASONS, value=SKIP_REASONS[0], label="Skip reason", scale=1)
+        c.reason = gr.Dropdown(SKIP_REASONS, value=SKIP_REASONS[0], label="Skip reason", scale=2,
+                               min_width=200, elem_id="ann-skip-reason")  # "reference unclear" in full
         c.skip_b = gr.Button("Skip  [S]", elem_id="ann-skip", scale=1)
         c.back_b = gr.Button("◀ Back  [B]", elem_id="ann-back", scale=1)
         c.next_b = gr.Button("Next unanswered ▶  [N]", elem_id="ann-next", scale=1)
@@ -265,7 +289,7 @@ def _layout(mode: str) -> SimpleNamespace:
 def _render(v: AnnotateView) -> list:
     pair = pair_html(v.reference, v.candidate) if (v.reference or v.candidate or v.state.get("task")) \
         else ""
-    return [v.status, v.edit, pair, v.comment, v.state]
+    return [v.status, v.edit, pair + (chosen_css(v.identity, v.edit_label) if pair else ""), v.comment, v.state]
 
 
 def _wire(holder: EngineHolder, services: ServiceHolder, c: SimpleNamespace, outs: list, render) -> None:

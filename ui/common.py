@@ -151,6 +151,34 @@ def float_in(value: Any, default: float, lo: float, hi: float) -> float:
     return min(max(f, lo), hi)
 
 
+def number_noted(value: Any, default: float, lo: float, hi: float, name: str,
+                 integer: bool = False) -> tuple[float, str | None]:
+    """(`float_in`'s value, or `int_in`'s with `integer`; a note when it is not what was sent).
+    A limit that changes a user's number says so: 'k = 1000 is outside 1–50: 50 was used.'
+    None (the parameter left out) takes the default without a note."""
+    used: float = int_in(value, int(default), int(lo), int(hi)) if integer else float_in(value, default, lo, hi)
+    if value is None:
+        return used, None
+    shown = (value if isinstance(value, str) else repr(value))[:40]  # escaped where it is shown
+    try:
+        f = float(value) if not isinstance(value, bool) else math.nan
+    except (TypeError, ValueError, OverflowError):
+        f = math.nan
+    if not math.isfinite(f):
+        why = "is not a number"
+    elif not lo <= f <= hi:
+        why = f"is outside {_num(lo)}–{_num(hi)}"
+    elif f != used:
+        why = "is not a whole number"
+    else:
+        return used, None
+    return used, f"{name} = {shown} {why}: {_num(used)} was used."
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
 def bool_in(value: Any, default: bool = False) -> bool:
     return value if isinstance(value, bool) else default
 
@@ -165,6 +193,14 @@ def list_in(value: Any, limit: int = 1000) -> list:
 
 def dict_in(value: Any) -> dict:
     return value if isinstance(value, dict) else {}
+
+
+def event_index(evt: Any) -> int:
+    """The clicked item's index of a select event (-1 when the event carries none)."""
+    i = getattr(evt, "index", None)
+    if isinstance(i, (list, tuple)) and i:
+        i = i[0]
+    return i if isinstance(i, int) and not isinstance(i, bool) else -1
 
 
 def mark(img: Image.Image, target: bool | None, same: bool | None) -> Image.Image:
@@ -186,19 +222,26 @@ def mark(img: Image.Image, target: bool | None, same: bool | None) -> Image.Imag
     return out
 
 
-def hit_caption(hit: Any) -> str:
-    """'#1 · 0.731 · ✓ target · Ada (same)': rank, score and the marks, for a result thumbnail."""
-    parts = [f"#{hit.rank}", f"{hit.score:.3f}"]
+def hit_caption(hit: Any, moved: str = "") -> str:
+    """'#1 · 0.731 · ✓ target' / 'test/000123' / 'Ada (same)': rank, score, marks, the item id and
+    the character, one line each (the result columns wrap them, never clip them). `moved` is the
+    progression's cue of how the result moved since the previous step ('▲2', '▼1', 'new')."""
+    top = [f"#{hit.rank}", f"{hit.score:.3f}"]
     if hit.is_target:
-        parts.append("✓ target")
+        top.append("✓ target")
+    if moved:
+        top.append(moved)
+    lines = [" · ".join(top), str(getattr(hit, "item_id", "") or "")]
     if hit.character:
-        parts.append(hit.character + (" (same)" if hit.same_character else ""))
-    return " · ".join(parts)
+        lines.append(hit.character + (" (same)" if hit.same_character else ""))
+    return "\n".join(line for line in lines if line)
 
 
-def gallery_items(engine: Engine, hits: list, size: int = THUMB) -> list[tuple[Image.Image, str]]:
-    return [(mark(engine.view.thumbnail(h.row, size), h.is_target, h.same_character), hit_caption(h))
-            for h in hits]
+def gallery_items(engine: Engine, hits: list, size: int = THUMB,
+                  moved: Sequence[str] | None = None) -> list[tuple[Image.Image, str]]:
+    cues = list(moved or []) + [""] * len(hits)
+    return [(mark(engine.view.thumbnail(h.row, size), h.is_target, h.same_character), hit_caption(h, cue))
+            for h, cue in zip(hits, cues)]
 
 
 def fmt_ms(ms: float) -> str:
@@ -206,7 +249,7 @@ def fmt_ms(ms: float) -> str:
 
 
 CSS = """
-.gradio-container {max-width: 1480px !important; margin: 0 auto;}
+.gradio-container {max-width: 1880px !important; margin: 0 auto;}
 #app-title h1 {margin-bottom: 0; font-size: 1.55rem;}
 #app-title p {margin-top: 2px; color: var(--body-text-color-subdued);}
 #banner {font-size: 0.86rem; padding: 6px 12px; border-radius: 8px;
@@ -214,7 +257,7 @@ CSS = """
 #banner p {margin: 2px 0;}
 .status-msg p {margin: 4px 0;}
 .timings {font-size: 0.85rem; color: var(--body-text-color-subdued);}
-.col-head {min-height: 3.2em;}
+.col-head {min-height: 4.4em;}  /* a name and a timing line that may wrap: the thumbnails start level */
 .col-head p {margin: 0; font-size: 0.86rem;}
 .col-head strong {font-size: 1rem;}
 .col-err {color: #b45309;}
@@ -226,22 +269,48 @@ CSS = """
 .ref-info p {margin: 2px 0; font-size: 0.9rem;}
 #compare-btn {min-height: 44px; font-size: 1.05rem;}
 .prog-row:not(:has(*)) {display: none !important;}  /* steps beyond the edit's sentences */
+/* The result columns: a grid of equal, whole columns that wraps at any width (one per row on a
+   phone), instead of a flex row whose last column takes a row of its own at full width. */
+#result-columns {display: grid !important; gap: var(--layout-gap);
+  grid-template-columns: repeat(auto-fit, minmax(min(220px, 100%), 1fr));}
+#result-columns > .column {min-width: 0 !important; width: auto !important;}
+/* Every result gallery (columns, progression rows, examples, the reference browser) lays its
+   thumbnails out in as many ~90-110 px cells as fit: one thumbnail size everywhere, nothing wider
+   than its column (Gradio's grid gives each of its N columns at least 100 px). */
+.result-gallery .grid-container, .prog-gallery .grid-container, #ref-examples-gallery .grid-container {
+  grid-template-columns: repeat(auto-fill, minmax(88px, 1fr)) !important;
+  grid-template-rows: none !important; grid-auto-rows: auto !important;}
+#ref-browser .grid-container {grid-template-columns: repeat(auto-fill, minmax(72px, 1fr)) !important;
+  grid-template-rows: none !important; grid-auto-rows: auto !important;}
 /* result galleries take their content's height (Gradio's default is a 450 px scroll box) */
-.result-gallery .grid-wrap, .prog-gallery .grid-wrap {min-height: 0 !important; max-height: none !important;
-  overflow-y: visible !important;}
-.result-gallery, .prog-gallery {height: auto !important;}
-/* result captions (rank, score, marks, character) below the picture, never over it */
+.result-gallery .grid-wrap, .prog-gallery .grid-wrap, #ref-browser .grid-wrap {min-height: 0 !important;
+  max-height: none !important; overflow-y: visible !important;}
+.result-gallery, .prog-gallery, #ref-browser {height: auto !important;}
+/* result captions (rank, score, marks; the id; the character) below the picture, never over it */
 .result-gallery .thumbnail-item, .prog-gallery .thumbnail-item, #ref-examples-gallery .thumbnail-item {
   aspect-ratio: auto !important; height: auto !important; display: flex !important;
-  flex-direction: column !important;}
+  flex-direction: column !important; min-width: 0;}
 .result-gallery .thumbnail-item img, .prog-gallery .thumbnail-item img,
 #ref-examples-gallery .thumbnail-item img {aspect-ratio: 1 / 1; width: 100%; height: auto !important;
   object-fit: contain;}
 .result-gallery .caption-label, .prog-gallery .caption-label, #ref-examples-gallery .caption-label {
-  position: static !important; max-width: 100% !important; white-space: normal !important;
-  border: none !important; border-top: 1px solid var(--border-color-primary) !important;
+  position: static !important; max-width: 100% !important; white-space: pre-line !important;
+  overflow-wrap: anywhere; border: none !important; border-top: 1px solid var(--border-color-primary) !important;
   border-radius: 0 !important; font-size: 11px !important; line-height: 1.3 !important;
   padding: 2px 4px !important; text-align: center !important; background: transparent !important;}
+/* a progression row: its label beside the thumbnails, above them where both do not fit */
+.prog-row {flex-wrap: wrap !important;}
+.prog-row > .step-label {flex: 0 0 160px !important; min-width: min(160px, 100%) !important;}
+.prog-row > .prog-gallery {flex: 1 1 320px !important; min-width: min(320px, 100%) !important;}
+/* a clicked result, full size, over the page */
+#result-preview {position: fixed !important; z-index: 1000; top: 4vh; left: 50%; transform: translateX(-50%);
+  width: min(720px, 94vw) !important; max-height: 92vh; overflow-y: auto; padding: 12px;
+  background: var(--background-fill-primary); border: 1px solid var(--border-color-primary);
+  border-radius: 12px; box-shadow: 0 12px 48px rgba(0, 0, 0, 0.35);}
+#result-preview > * {flex-shrink: 0 !important;}  /* the box scrolls; its parts never squeeze */
+#result-preview-image {height: min(640px, calc(94vw - 26px), 64vh) !important;}  /* square, as the images */
+#result-preview-image img {object-fit: contain;}
+#edit-counter p {margin: 0; text-align: right;}
 .ann-pair {display: flex; gap: 14px; justify-content: center;}
 .ann-pair figure {flex: 1 1 0; margin: 0; text-align: center; max-width: 50%;}
 .ann-pair img {width: 100%; max-height: 384px; object-fit: contain; border-radius: 8px;

@@ -3,7 +3,8 @@ method's top-k side by side and the per-sentence progression.
 
 The handlers are plain functions of the engine that return values: the reference ones (`page_view`,
 `select_from_page`, `upload_view`, ...) in `reference.py`, the request ones (`compare_view`,
-`compare_api`) in `results.py`, both importable from here too. `build` only lays out components
+`compare_api`) in `results.py`, both importable from here too; a clicked result's full-size
+preview in `preview.py`, the URL's permalink in `permalink.py`. `build` only lays out components
 and wires them, so tests call the handlers directly. Errors become messages (a toast and a line in
 the tab), never a stack trace.
 """
@@ -21,8 +22,10 @@ from cir_core.errors import CIRError
 from cir_core.methods import extra_methods, method_label, shown_methods
 from cir_core.search import DEFAULT_LAMBDA
 
-from .common import (LEGEND, EngineHolder, bool_in, float_in, int_in, list_in, md_text, text_in,
-                     warn)
+from .common import (LEGEND, EngineHolder, bool_in, event_index, int_in, list_in, md_text, number_noted,
+                     text_in, warn)
+from .permalink import LINK_JS, from_query, link_query
+from .preview import preview_box, wire_preview
 from .settings import AppConfig
 from .reference import (NO_REFERENCE, PAGE_SIZE, PICK_THUMB, example_items, page_view,  # noqa: F401
                         reference_info, reference_view, resolve_reference, select_example,
@@ -47,11 +50,30 @@ class CompareTab:
     own_lambda: Any
     lam: Any
     load_outputs: list
-    load: Any  # engine -> values for load_outputs
+    load: Any  # (engine, the page URL's query parameters) -> values for load_outputs
+    after_load: Any  # (the page load's event) -> None: presses Compare for a permalink
 
 
 MAX_ID = 500  # a gallery id or a search is never longer; longer input is cut, then not found
 MAX_SEARCH = 500
+MAX_EDIT_SENT = 100_000  # characters of an edit read from a request; past MAX_TEXT_CHARS it is cut, with a note
+# After the page load: a permalink (a reference and an edit in the URL) whose reference the load
+# accepted presses Compare, in the browser. A page without one costs the server nothing more.
+AUTORUN_JS = """() => {
+  const q = new URLSearchParams(window.location.search);
+  const ref = (q.get('ref') || '').trim(), edit = (q.get('edit') || '').trim();
+  if (!ref || !edit) return;
+  setTimeout(() => {
+    const box = document.querySelector('#ref-id input, #ref-id textarea');
+    if (box && box.value === ref) document.getElementById('compare-btn')?.click();
+  }, 50);
+}"""
+COUNTER_JS = f"""(t) => {{
+  const n = (t || '').split(/\\s+/).filter(Boolean).join(' ').length;
+  const over = n > {MAX_TEXT_CHARS};
+  return (over ? '⚠ ' : '') + n.toLocaleString('en') + ' / {MAX_TEXT_CHARS:,} characters' +
+    (over ? ': over the limit, only the first {MAX_TEXT_CHARS:,} are used' : '');
+}}"""
 # One Compare request encodes and searches (CPU-bound, torch/faiss use their own threads): two at
 # a time keep one core for everything else (the Annotate tab must stay responsive).
 COMPARE_CONCURRENCY = 2
@@ -67,11 +89,16 @@ def build(holder: EngineHolder, cfg: AppConfig) -> CompareTab:
         with gr.Column(scale=4, min_width=380):
             _edit_panel(c, optional)
     _results_panel(c, names, optional)
+    preview_box(c)
     _wire_reference(holder, c)
     _wire_compare(holder, c, names, optional)
+    wire_preview(holder, c, [g.elem_id for g in c.col_gals] + [f"step-{i + 1}" for i in range(len(c.step_gals))],
+                 [*c.col_gals, *c.step_gals])
     return CompareTab(c.ref_id, c.upload, c.edit, c.k, c.scoring, c.own_lambda, c.lam,
                       [c.browser, c.page_label, c.rows_state, c.page_state, c.examples, c.example_ids,
-                       c.ref_id, c.edit, c.preview, c.ref_info], lambda engine: _load(engine))
+                       c.ref_id, c.edit, c.preview, c.ref_info, c.k, c.scoring, c.own_lambda, c.lam, c.extra],
+                      lambda engine, params=None: _load(engine, params, optional),
+                      lambda dep: dep.then(None, None, None, js=AUTORUN_JS, api_visibility="private"))
 
 
 def _reference_panel(c: SimpleNamespace) -> None:
@@ -82,7 +109,7 @@ def _reference_panel(c: SimpleNamespace) -> None:
                 c.search = gr.Textbox(placeholder="Search id, character or caption (e.g. Ada beach)",
                                       show_label=False, scale=4, container=False, elem_id="ref-search")
                 c.search_btn = gr.Button("Search", scale=1, size="sm")
-            c.browser = gr.Gallery(show_label=False, columns=6, rows=4, height=470, allow_preview=False,
+            c.browser = gr.Gallery(show_label=False, columns=6, rows=4, height="auto", allow_preview=False,
                                    object_fit="cover", elem_id="ref-browser", buttons=[], interactive=False)
             with gr.Row():
                 c.prev_btn = gr.Button("◀ Prev", size="sm", scale=1)
@@ -112,9 +139,13 @@ def _edit_panel(c: SimpleNamespace, optional: list[str]) -> None:
             c.ref_id = gr.Textbox(label="Reference id", placeholder="click a gallery image",
                                   elem_id="ref-id", max_lines=1)
             c.ref_info = gr.Markdown("", elem_classes="ref-info")
+    # No max_length: the browser would cut a long paste silently. The counter says how long it
+    # is; past the limit the request uses its beginning and says so in the status.
     c.edit = gr.Textbox(label="Edit (one or more sentences)", lines=3, max_lines=8,
                         placeholder="Make the square blue. Move the character to the left.",
-                        elem_id="edit-text", max_length=MAX_TEXT_CHARS)
+                        elem_id="edit-text")
+    c.counter = gr.Markdown(f"0 / {MAX_TEXT_CHARS:,} characters", elem_id="edit-counter",
+                            elem_classes="small-note")
     with gr.Row():
         c.k = gr.Slider(1, min(MAX_K, 20), value=8, step=1, label="Top-k", elem_id="k-slider")
         c.scoring = gr.Radio(["Cosine", "Chord"], value="Cosine", label="Scoring",
@@ -127,9 +158,14 @@ def _edit_panel(c: SimpleNamespace, optional: list[str]) -> None:
     c.extra = gr.CheckboxGroup([(method_label(n), n) for n in optional], value=[], label="Also compare",
                                info="extra columns beside the default ones", visible=bool(optional),
                                elem_id="extra-methods")
-    c.run = gr.Button("Compare", variant="primary", elem_id="compare-btn")
+    # Shift+Enter in the edit box is Gradio's submit for a multi-line textbox (Enter is a newline)
+    c.run = gr.Button("Compare  [Shift+Enter]", variant="primary", elem_id="compare-btn")
     c.status = gr.Markdown("", elem_classes="status-msg", elem_id="compare-status")
     c.timings = gr.Markdown("", elem_classes="timings", elem_id="compare-timings")
+    with gr.Row(equal_height=False):
+        c.permalink = gr.Textbox(label="Link to this result", interactive=False, buttons=["copy"],
+                                 visible=False, elem_id="permalink", scale=3, max_lines=1)
+        c.csv = gr.DownloadButton("Top-k as CSV", visible=False, elem_id="topk-csv", scale=1, size="sm")
 
 
 def _results_panel(c: SimpleNamespace, names: list[str], optional: list[str]) -> None:
@@ -143,7 +179,7 @@ def _results_panel(c: SimpleNamespace, names: list[str], optional: list[str]) ->
                 c.col_heads.append(gr.Markdown(f"**{method_label(n)}**\n\n&nbsp;", elem_classes="col-head"))
                 c.col_gals.append(gr.Gallery(show_label=False, columns=2, object_fit="contain", height="auto",
                                              elem_classes="result-gallery", buttons=[], interactive=False,
-                                             elem_id=f"col-{n}", visible=False))
+                                             elem_id=f"col-{n}", visible=False, allow_preview=False))
     c.prog_head = gr.Markdown("### Progression\n<div class='small-note'>\n\nOne row per accumulated "
                               "sentence: 1; 1–2; 1–3; …\n\n</div>", elem_id="prog-head")
     c.step_mds, c.step_gals = [], []
@@ -152,9 +188,11 @@ def _results_panel(c: SimpleNamespace, names: list[str], optional: list[str]) ->
             c.step_mds.append(gr.Markdown("", visible=False, elem_classes="step-label", min_width=200, scale=1))
             c.step_gals.append(gr.Gallery(show_label=False, columns=8, rows=1, visible=False, height="auto",
                                           object_fit="contain", buttons=[], interactive=False, scale=5,
-                                          elem_id=f"prog-step-{i + 1}", elem_classes="prog-gallery"))
+                                          elem_id=f"prog-step-{i + 1}", elem_classes="prog-gallery",
+                                          allow_preview=False))
     with gr.Accordion("Raw result (JSON): ids, scores, marks, timings", open=False):
         c.details_json = gr.JSON(show_label=False)
+    c.picks = gr.State({})
 
 
 def _wire_reference(holder: EngineHolder, c: SimpleNamespace) -> None:
@@ -179,7 +217,7 @@ def _wire_reference(holder: EngineHolder, c: SimpleNamespace) -> None:
     def on_pick(rows: Any, evt: gr.SelectData):
         try:
             rows = [r for r in list_in(rows, PAGE_SIZE) if isinstance(r, int) and not isinstance(r, bool)]
-            ref, img, info = select_from_page(holder.get(), rows, _index(evt))
+            ref, img, info = select_from_page(holder.get(), rows, event_index(evt))
         except CIRError as exc:
             warn(str(exc))
             return gr.skip(), gr.skip(), f"⚠ {md_text(exc)}", gr.skip()
@@ -190,7 +228,7 @@ def _wire_reference(holder: EngineHolder, c: SimpleNamespace) -> None:
     def on_example(ids: Any, evt: gr.SelectData):
         try:
             ids = [i for i in list_in(ids, 100) if isinstance(i, str)]
-            i = _index(evt)
+            i = event_index(evt)
             if not 0 <= i < len(ids):
                 raise CIRError("That example is no longer listed; pick again.")
             ref, text, img, info = select_example(holder.get(), ids, i)
@@ -231,56 +269,58 @@ def _wire_reference(holder: EngineHolder, c: SimpleNamespace) -> None:
                         api_visibility="private")
 
 
-def _index(evt: Any) -> int:
-    """The clicked item's index of a select event (-1 when the event carries none)."""
-    i = getattr(evt, "index", None)
-    if isinstance(i, (list, tuple)) and i:
-        i = i[0]
-    return i if isinstance(i, int) and not isinstance(i, bool) else -1
-
-
 def _wire_compare(holder: EngineHolder, c: SimpleNamespace, names: list[str], optional: list[str]) -> None:
-    """The Compare button (and Enter in the edit box), the extra columns, and the JSON endpoint
-    `/compare`."""
+    """The Compare button (and Shift+Enter in the edit box), the extra columns, the permalink and
+    the JSON endpoint `/compare`."""
     every = names + optional
 
     def on_compare(ref: Any, up: Any, text: Any, kk: Any, sc: Any, own: Any, lm: Any, extra: Any,
                    progress=gr.Progress()):
-        k = int_in(kk, 8, 1, MAX_K)
+        k, k_note = number_noted(kk, 8, 1, MAX_K, "k", integer=True)
+        lam, lam_note = number_noted(lm, DEFAULT_LAMBDA, 0.0, 1.0, "λ")
         chosen = [n for n in list_in(extra) if isinstance(n, str)]
         active = names + [n for n in optional if n in chosen]
+        own, ref, path = bool_in(own, True), text_in(ref, MAX_ID), None
         try:
             engine = holder.get(progress)
             path = uploaded_path(up)
         except CIRError as exc:
             view = CompareView(status=f"⚠ {md_text(exc)}", columns=empty_headers(active), error=str(exc))
         else:
-            view = compare_view(engine, text_in(ref, MAX_ID), path, text_in(text, MAX_TEXT_CHARS + 1), k,
-                                text_in(sc, 20), bool_in(own, True), float_in(lm, DEFAULT_LAMBDA, 0.0, 1.0),
-                                active)
+            notes = [n for n in (k_note, None if own else lam_note) if n]
+            view = compare_view(engine, ref, path, text_in(text, MAX_EDIT_SENT), int(k), text_in(sc, 20), own,
+                                lam, active, notes=notes)
         if view.error:
             warn(view.error)
         got = dict(zip(active, view.columns))
         view.columns = [got.get(n, ("", [])) for n in every]  # the extra columns not asked for stay empty
-        return view_updates(view, k) + [gr.update(visible=n in active) for n in optional]
+        link = "" if view.error or path else link_query(ref, view.edit, int(k), text_in(sc, 20),
+                                                         None if own else lam, [n for n in active if n in optional])
+        return (view_updates(view, int(k)) + [gr.update(visible=n in active) for n in optional]
+                + [view.picks, gr.update(value=view.csv, visible=bool(view.csv)),
+                   gr.update(value=link, visible=bool(link))])
 
     c.extra.change(lambda extra: [gr.update(visible=n in list_in(extra)) for n in optional], [c.extra], c.opt_cols,
                    api_visibility="private")
     inputs = [c.ref_id, c.upload, c.edit, c.k, c.scoring, c.own_lambda, c.lam, c.extra]
     outputs = [c.status, c.timings, *c.col_heads, *c.col_gals, c.prog_head, *c.step_mds, *c.step_gals,
-               c.details_json, *c.opt_cols]
-    # The button's event feeds ~35 components; programs use the JSON endpoint below instead.
+               c.details_json, *c.opt_cols, c.picks, c.csv, c.permalink]
+    # The button's event feeds ~40 components; programs use the JSON endpoint below instead.
     c.run.click(on_compare, inputs, outputs, api_name="compare_view", api_visibility="undocumented",
-                concurrency_limit=COMPARE_CONCURRENCY, concurrency_id="compare")
+                concurrency_limit=COMPARE_CONCURRENCY, concurrency_id="compare").then(
+                    None, [c.permalink], [c.permalink], js=LINK_JS, api_visibility="private")
     # every event of a group needs the limit: Gradio keeps the lowest one (the default is 1)
     c.edit.submit(on_compare, inputs, outputs, api_visibility="private",
-                  concurrency_limit=COMPARE_CONCURRENCY, concurrency_id="compare")
+                  concurrency_limit=COMPARE_CONCURRENCY, concurrency_id="compare").then(
+                      None, [c.permalink], [c.permalink], js=LINK_JS, api_visibility="private")
+    c.edit.change(None, [c.edit], [c.counter], js=COUNTER_JS, api_visibility="private")  # in the browser: no request per key
 
     def compare(reference_id: str = "", edit: str = "", k: int = 8, scoring: str = "cosine",
                 lam: float | None = None, reference_image: FileData | None = None, methods: str = "") -> dict:
         """Compare every method on one reference and edit; returns JSON: per-method top-k (gallery
         ids, scores, ground-truth / same-character marks or the reason a method is unavailable),
-        the per-sentence progression and the timings. The reference is a gallery id, or an
+        the per-sentence progression, the timings and `notes` (what of the input was changed: an
+        edit cut at 2,000 characters, a k or λ out of range). The reference is a gallery id, or an
         uploaded image (reference_image, e.g. gradio_client.handle_file(path)), which wins.
         `methods`: comma-separated registered names (default: the app's columns)."""
         try:
@@ -288,9 +328,11 @@ def _wire_compare(holder: EngineHolder, c: SimpleNamespace, names: list[str], op
             engine = holder.get()
         except CIRError as exc:
             return {"error": str(exc)}
-        lam_v = None if lam is None else float_in(lam, DEFAULT_LAMBDA, 0.0, 1.0)
-        return compare_api(engine, text_in(reference_id, MAX_ID), text_in(edit, MAX_TEXT_CHARS + 1),
-                           int_in(k, 8, 1, MAX_K), text_in(scoring, 20), lam_v, path, text_in(methods, 2000))
+        k_v, k_note = number_noted(k, 8, 1, MAX_K, "k", integer=True)
+        lam_v, lam_note = (None, None) if lam is None else number_noted(lam, DEFAULT_LAMBDA, 0.0, 1.0, "λ")
+        return compare_api(engine, text_in(reference_id, MAX_ID), text_in(edit, MAX_EDIT_SENT), int(k_v),
+                           text_in(scoring, 20), lam_v, path, text_in(methods, 2000),
+                           notes=[n for n in (k_note, lam_note) if n])
 
     gr.api(compare, api_name="compare", concurrency_limit=COMPARE_CONCURRENCY, concurrency_id="compare")
 
@@ -308,12 +350,29 @@ def view_updates(view: CompareView, k: int) -> list[Any]:
     return out
 
 
-def _load(engine: Engine) -> list:
-    """The tab's values once the engine is up: the first gallery page, the examples, the first one."""
+def _load(engine: Engine, params: Any, optional: list[str]) -> list:
+    """The tab's values once the engine is up: the first gallery page, the examples, and the first
+    example as the query — or, when the page URL is a permalink, its reference, edit and settings
+    (`AUTORUN_JS` then presses Compare)."""
     items, label, shown, page = page_view(engine, "", 0)
     ex_items, ex_ids = example_items(engine)
     first = [gr.skip()] * 4
     if ex_ids:
         ref, text, img, info = select_example(engine, ex_ids, 0)
         first = [ref, text, img, info]
-    return [items, label, shown, page, ex_items, ex_ids, *first]
+    settings = [gr.skip()] * 5
+    linked = from_query(params, optional)
+    if linked.ref:
+        try:
+            img, info = reference_view(engine, linked.ref)
+        except CIRError as exc:
+            linked.notes.append(f"The link's reference cannot be opened: {exc}")
+        else:
+            first = [linked.ref, linked.edit if linked.edit is not None else "", img, info]
+            settings = [gr.skip() if linked.k is None else linked.k,
+                        gr.skip() if linked.scoring is None else linked.scoring,
+                        linked.lam is None, gr.update(value=linked.lam if linked.lam is not None else DEFAULT_LAMBDA,
+                                                      interactive=linked.lam is not None), linked.extra]
+    for note in linked.notes:
+        warn(note)
+    return [items, label, shown, page, ex_items, ex_ids, *first, *settings]

@@ -11,9 +11,10 @@ from typing import TYPE_CHECKING, Any, Callable
 import gradio as gr
 
 from cir_core.errors import CIRError, InputError
-from cir_core.figures import export, parse_entries, to_image
+from cir_core.figures import export, parse_entries, regenerate_command, to_image
 from cir_core.methods import method_label, shown_methods, split_baseline
 from cir_core.search import DEFAULT_LAMBDA
+from cir_core.settings import engine_argv
 
 from .common import (EngineHolder, bool_in, choice_in, float_in, int_in, list_in, md_text, text_in,
                      warn)
@@ -55,10 +56,12 @@ def export_view(engine: Engine, source: str, listed: str, ref_id: str | None, up
                 edit: str | None, methods: list[str], k: int = 5, scoring: str = "cosine",
                 own_lambda: bool = True, lam: float = DEFAULT_LAMBDA, marks: bool = True,
                 scores: bool = True, out_dir: str | Path | None = None,
-                progress_cb: Callable[[int, int], None] | None = None) -> FigureView:
+                progress_cb: Callable[[int, int], None] | None = None,
+                engine_args: list[str] | None = None) -> FigureView:
     """Build the figure and write fig.png, fig.pdf and queries.json under `out_dir` (by default a
     folder of `ui.tempfiles.TEMP`, removed shortly after Gradio has copied the files). A listed
-    query may not name an image file (`parse_entries` without an image root refuses it)."""
+    query may not name an image file (`parse_entries` without an image root refuses it).
+    `engine_args`: the app's engine flags, for the regenerate command."""
     try:
         entries = [current_entry(ref_id, upload, edit)] if source == CURRENT else parse_entries(listed)
         if len(entries) > 12:
@@ -70,21 +73,23 @@ def export_view(engine: Engine, source: str, listed: str, ref_id: str | None, up
         sc = "chord" if str(scoring).lower().startswith("chord") else "cosine"
         res = export(engine, entries, list(methods or []), paths, k=int(k), scoring=sc,
                      lam=None if own_lambda else float(lam), marks=marks, scores=scores,
-                     progress_cb=progress_cb)
+                     progress_cb=progress_cb, engine_args=engine_args or [])
     except CIRError as exc:
         return FigureView(None, [], f"⚠ {md_text(exc)}", str(exc))
     preview = to_image(res.figure)
     missing = [f"{label}: {cells}" for p in res.panels for label, cells in p.rows if isinstance(cells, str)]
     note = ("\n\nRows without results: " + md_text("; ".join(dict.fromkeys(missing)), 2000)) if missing else ""
     n = len(entries)
+    cmd = regenerate_command(paths[2].name, engine_args or [])
     status = (f"Exported {n} quer{'y' if n == 1 else 'ies'} × {len(methods)} method"
-              f"{'s' * (len(methods) != 1)}, top-{int(k)}. Regenerate with "
-              f"`python -m cir_core.figures --queries {paths[2].name} --out fig.pdf --out fig.png`{note}")
+              f"{'s' * (len(methods) != 1)}, top-{int(k)}. To regenerate it, in the folder you save "
+              f"the files to:\n\n```\n{cmd}\n```{note}")
     return FigureView(preview, [str(p) for p in [*paths, *res.references]], status)
 
 
 def build(holder: EngineHolder, cfg: AppConfig, compare: Any):
     names = shown_methods(cfg.methods)
+    argv = engine_argv(cfg)
     columns, baseline = split_baseline(names)
     with gr.Row(equal_height=False):
         with gr.Column(scale=2, min_width=320):
@@ -125,14 +130,17 @@ def build(holder: EngineHolder, cfg: AppConfig, compare: Any):
         view = export_view(engine, choice_in(src, (CURRENT, LISTED), CURRENT), text_in(lst, MAX_LISTED),
                            text_in(ref, 500), path, text_in(text, 20_000), chosen, int_in(kk, 5, 1, 10),
                            text_in(sc, 20), bool_in(own, True), float_in(lm, DEFAULT_LAMBDA, 0.0, 1.0),
-                           bool_in(mk, True), bool_in(scs, True), progress_cb=cb)
+                           bool_in(mk, True), bool_in(scs, True), progress_cb=cb, engine_args=argv)
         if view.error:
             warn(view.error)
         return view.preview, view.files or None, view.status
 
-    run.click(on_export, [source, listed, compare.ref_id, compare.upload, compare.edit, methods, k,
-                          compare.scoring, compare.own_lambda, compare.lam, marks, scores],
-              [preview, files, status], api_name="export_figure")
+    # The status is cleared first, in the browser (a JS-only step), and the progress bar is drawn
+    # on the preview only: it never sits over the previous run's warning.
+    run.click(None, None, [status], js="() => ''", api_visibility="private").then(
+        on_export, [source, listed, compare.ref_id, compare.upload, compare.edit, methods, k,
+                    compare.scoring, compare.own_lambda, compare.lam, marks, scores],
+        [preview, files, status], api_name="export_figure", show_progress_on=[preview])
 
     def load(engine: Engine) -> list:
         avail = set(engine.methods.available())

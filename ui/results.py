@@ -2,11 +2,13 @@
 (`compare_view` -> `CompareView`), or to JSON for the API (`compare_api`)."""
 from __future__ import annotations
 
+import csv
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cir_core.engine import CompareResult, check_edit
+from cir_core.engine import MAX_STEPS, MAX_TEXT_CHARS, CompareResult, check_edit
 from cir_core.methods import list_methods, method_label
 from cir_core.errors import CIRError, InputError
 from cir_core.backbone_id import is_world_backbone
@@ -14,6 +16,7 @@ from cir_core.search import DEFAULT_LAMBDA
 
 from .common import fmt_ms, gallery_items, md_text
 from .reference import resolve_reference
+from .tempfiles import TEMP
 
 if TYPE_CHECKING:
     from cir_core.engine import Engine
@@ -30,6 +33,26 @@ class CompareView:
     steps: list[tuple[str, list]] = field(default_factory=list)
     details: dict = field(default_factory=dict)
     error: str | None = None
+    # what a click on a result needs, per gallery ("col-<method>", "step-<i>"): one dict per hit
+    picks: dict[str, list[dict]] = field(default_factory=dict)
+    csv: str | None = None  # the top-k of every method (and step) as a CSV file
+    edit: str = ""  # the edit the request used (cut to the limit), as typed
+
+
+def clip_edit(text: str, limit: int = MAX_TEXT_CHARS) -> tuple[str, str | None]:
+    """(the edit cut to `limit` characters at a word boundary, a note saying so) — or (text, None).
+    Counted as `cir_core.inputs.check_edit_text` counts (runs of whitespace are one space)."""
+    n = len(" ".join(text.split()))
+    if n <= limit:
+        return text, None
+    cut = text[:limit]  # collapsing whitespace only shortens, so this fits
+    space = max(cut.rfind(" "), cut.rfind("\n"))
+    if space > limit * 3 // 4:
+        cut = cut[:space]
+    cut = cut.rstrip()
+    tail = " ".join(cut.split()[-4:])
+    return cut, (f"The edit is {n:,} characters; the limit is {limit:,}: only its first "
+                 f"{len(' '.join(cut.split())):,} (up to “…{tail}”) were used.")
 
 
 def column_header(m: Any, scoring: str) -> str:
@@ -45,32 +68,111 @@ def empty_headers(names: list[str]) -> list[tuple[str, list]]:
 
 def compare_view(engine: Engine, ref_id: str | None, upload: str | None, edit: str | None, k: int = 8,
                  scoring: str = "cosine", own_lambda: bool = True, lam: float = DEFAULT_LAMBDA,
-                 names: list[str] | None = None) -> CompareView:
-    """Run one Compare request and render it to values; every user error becomes `status`."""
+                 names: list[str] | None = None, notes: list[str] | None = None,
+                 csv_dir: str | Path | None = None) -> CompareView:
+    """Run one Compare request and render it to values; every user error becomes `status`.
+    `notes`: what the caller changed in the user's input (a clamped number), shown with the
+    result; an edit over the limit is cut here, and said so. The top-k is written as a CSV under
+    `csv_dir` (default: `ui.tempfiles.TEMP`'s folder, swept two minutes after)."""
     names = list(names) if names is not None else engine.methods.default()
     scoring = "chord" if str(scoring).lower().startswith("chord") else "cosine"
     try:
+        edit, cut = clip_edit(edit or "")
         check_edit(edit)  # an empty edit is reported before an upload is encoded
         ref = resolve_reference(engine, ref_id, upload)
-        res = engine.compare(ref, edit or "", k=int(k), scoring=scoring,
+        res = engine.compare(ref, edit, k=int(k), scoring=scoring,
                              lam=None if own_lambda else float(lam), methods=names)
     except CIRError as exc:
         return CompareView(status=f"⚠ {md_text(exc)}", columns=empty_headers(names), error=str(exc))
+    add_notes(res, [*(notes or []), *([cut] if cut else [])], int(k))
     t0 = time.perf_counter()
     columns = [(column_header(m, scoring), gallery_items(engine, m.hits) if m.ok else [])
                for m in res.methods]
+    picks = {f"col-{m.name}": [_pick(m.label, h) for h in m.hits] for m in res.methods}
     steps = []
     prog = res.progression
     if prog is not None:
+        before: list = []
         for s in prog.steps:
             span = "sentence 1" if s.index == 1 else f"sentences 1–{s.index}"
             steps.append((f"**Step {s.index}** · {span}\n\nadds “{md_text(s.sentence, 2000)}”",
-                          gallery_items(engine, s.hits)))
+                          gallery_items(engine, s.hits, moved=moves(before, s.hits) if s.index > 1 else None)))
+            picks[f"step-{s.index}"] = [_pick(f"{prog.label} step {s.index}", h) for h in s.hits]
+            before = s.hits
     render_ms = (time.perf_counter() - t0) * 1000
+    out = Path(csv_dir) if csv_dir else TEMP.root  # its sweeper removes the files 2 min on
     return CompareView(status=status_line(res, engine.backbone.id), timings=timings_line(res, render_ms),
                        columns=columns,
                        progression_header=progression_header(prog), steps=steps,
-                       details=details(res, render_ms))
+                       details=details(res, render_ms), picks=picks, edit=edit,
+                       csv=str(write_topk_csv(res, out / csv_name())))
+
+
+def add_notes(res: CompareResult, notes: list[str], k_asked: int) -> None:
+    """Add to `res.notes` (the status line and the JSON's `notes`) what changed the user's input:
+    the caller's notes, a k the gallery could not fill, progression rows not shown."""
+    res.notes.extend(notes)
+    if res.k < k_asked:
+        res.notes.append(f"k = {k_asked}: the gallery holds only {res.k} other images, so top-{res.k} is shown.")
+    prog = res.progression
+    if prog is not None and prog.total_sentences > MAX_STEPS:
+        res.notes.append(f"The edit has {prog.total_sentences} sentences; the progression shows the first "
+                         f"{MAX_STEPS} (every method's own result reads them all).")
+
+
+def moves(before: list, hits: list) -> list[str]:
+    """How each hit moved since the previous progression step: '▲2' (two places up), '▼1', '='
+    (same place) or 'new' (not in the previous step's top-k)."""
+    was = {h.row: h.rank for h in before}
+    out = []
+    for h in hits:
+        d = was[h.row] - h.rank if h.row in was else None
+        out.append("new" if d is None else "=" if d == 0 else f"▲{d}" if d > 0 else f"▼{-d}")
+    return out
+
+
+def _pick(label: str, hit: Any) -> dict:
+    return {"label": label, "rank": hit.rank, "row": hit.row, "item_id": hit.item_id, "score": hit.score,
+            "is_target": hit.is_target, "character": hit.character, "same_character": hit.same_character}
+
+
+def csv_name() -> str:
+    """'cir-topk-20261202-001122-3f9a1c.csv': a time to sort by, a random tail so that two requests
+    in one second (or two app processes) never share a file."""
+    import secrets
+
+    return f"cir-topk-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}.csv"
+
+
+CSV_FIELDS = ["method", "label", "step", "rank", "item_id", "score", "is_target", "character",
+              "same_character", "reference", "edit", "scoring"]
+
+
+def write_topk_csv(res: CompareResult, path: Path) -> Path:
+    """Every method's top-k (then the progression's, with `step`) as CSV rows, one per result."""
+    ref = res.reference.item_id or res.reference.label
+    common = {"reference": ref, "edit": res.edit, "scoring": res.scoring}
+    rows = [{"method": m.name, "label": m.label, "step": "", **_csv_hit(h), **common}
+            for m in res.methods for h in m.hits]
+    prog = res.progression
+    for s in prog.steps if prog is not None else []:
+        rows += [{"method": prog.method, "label": f"{prog.label} progression", "step": s.index, **_csv_hit(h),
+                  **common} for h in s.hits]
+
+    # A new file that Gradio copies once the event returns: no reader can see it half-written,
+    # and it needs no fsync (fileio.atomic_write's cost on every Compare).
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=CSV_FIELDS, lineterminator="\r\n")
+        w.writeheader()
+        w.writerows(rows)
+    return path
+
+
+def _csv_hit(h: Any) -> dict:
+    flag = lambda v: "" if v is None else int(bool(v))  # noqa: E731 (unknown stays empty)
+    return {"rank": h.rank, "item_id": h.item_id, "score": f"{h.score:.6f}", "is_target": flag(h.is_target),
+            "character": h.character or "", "same_character": flag(h.same_character)}
 
 
 def status_line(res: CompareResult, backbone_id: str | None = None) -> str:
@@ -108,7 +210,9 @@ def progression_header(prog: Any) -> str:
         return "### Progression\nNo method is available for the progression."
     title = (f"### {prog.label} progression" if prog.native
              else f"### Progression ({prog.label}, prefix re-composition)")
-    return f"{title}\n<div class='small-note'>\n\n{prog.note}. One row per accumulated sentence.\n\n</div>"
+    return (f"{title}\n<div class='small-note'>\n\n{prog.note}. One row per accumulated sentence; under each "
+            "result from step 2 on, how it moved since the step before: ▲2 / ▼1 places up / down, = same "
+            "place, new: not in that step's top-k.\n\n</div>")
 
 
 def details(res: CompareResult, render_ms: float) -> dict:
@@ -119,16 +223,19 @@ def details(res: CompareResult, render_ms: float) -> dict:
 
 def compare_api(engine: Engine, reference_id: str | None, edit: str | None, k: int = 8,
                 scoring: str = "cosine", lam: float | None = None, upload: str | None = None,
-                methods: str | None = None) -> dict:
+                methods: str | None = None, notes: list[str] | None = None) -> dict:
     """The JSON API: `CompareResult.to_dict()`, or {"error": message} for a user error.
-    `methods`: comma-separated registered names (default: the engine's columns and baseline)."""
+    `methods`: comma-separated registered names (default: the engine's columns and baseline).
+    `notes` (what the caller changed: a clamped k or λ) and a cut edit go into the JSON's `notes`."""
     try:
         names = [m.strip() for m in str(methods or "").split(",") if m.strip()] or None
         unknown = [m for m in names or [] if m not in list_methods()]
         if unknown:
             raise InputError(f"unknown method {unknown[0]!r}; registered: {', '.join(list_methods())}")
+        edit, cut = clip_edit(edit or "")
         ref = resolve_reference(engine, reference_id, upload)
-        return engine.compare(ref, edit or "", k=int(k), scoring=str(scoring).lower(), lam=lam,
-                              methods=names).to_dict()
+        res = engine.compare(ref, edit, k=int(k), scoring=str(scoring).lower(), lam=lam, methods=names)
     except CIRError as exc:
         return {"error": str(exc)}
+    add_notes(res, [*(notes or []), *([cut] if cut else [])], int(k))
+    return res.to_dict()

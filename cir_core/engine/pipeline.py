@@ -136,7 +136,8 @@ def text_notes(memo: TextMemo, req: Request) -> list[str]:
         return []
     long = [s for s in req.sentences if (memo.token_count(s) or 0) > ctx]
     per_sentence = (f" {len(long)} of its sentences are longer than that on their own and are cut too." if long else
-                    " Every sentence fits on its own: a per-sentence progression reads all of them.")
+                    " Every sentence fits on its own: each step of a per-sentence progression reads its "
+                    "sentence in full.")
     return [f"The edit is {n} tokens and the text tower reads {ctx} (its context): methods that encode "
             f"the whole text at once (PACT, compose-only, DiCE, the sum baseline, PACE's q₀) see only its "
             f"first {ctx - 2} "

@@ -87,7 +87,7 @@ def embed_shards(
     """Embed the shards `todo` ([start, stop) row ranges of `paths`), calling `on_shard` with each
     finished shard in order. Batches never straddle shards, so a shard's rows are embedded in the
     same batches whatever else is being done (a one-process and a sharded run agree)."""
-    from tqdm.auto import tqdm
+    from ..progress import bar as progress_bar
 
     batch_rows = [list(range(b, min(b + batch_size, stop))) for start, stop in todo
                   for b in range(start, stop, batch_size)]
@@ -103,7 +103,7 @@ def embed_shards(
     norms: list[np.ndarray] = []
     errors: list[tuple[int, str]] = []
     total = sum(stop_ - start_ for start_, stop_ in todo)
-    with tqdm(total=total, unit="image", desc=desc, disable=not progress) as bar:
+    with progress_bar(total=total, unit="image", desc=desc, disable=not progress) as bar:
         for ids, x, errs in loader:
             for row, msg in errs:
                 (bar.write if progress else log.warning)(f"skipped {paths[row]!r}: {msg}")

@@ -71,7 +71,7 @@ def build(gen, sources: list[Source], out: str | Path, types: tuple[str, ...] = 
           max_consecutive_failures: int | None = 20, progress: bool = True) -> dict:
     """Generate what `out` lacks; returns counts: planned, done_before, attempted, written,
     duplicates, failed, dropped_partial, and the commonest failure reasons."""
-    from tqdm import tqdm
+    from cir_core.progress import bar as progress_bar
 
     jobs = plan_jobs(sources, types, per_caption, seed)
     ex = scan_output(out)
@@ -88,7 +88,7 @@ def build(gen, sources: list[Source], out: str | Path, types: tuple[str, ...] = 
     reasons: Counter = Counter()
     streak = 0
     writer = Writer(out)
-    bar = tqdm(total=len(pending), desc="ITT", unit="job", disable=not progress)
+    bar = progress_bar(total=len(pending), desc="ITT", unit="job", disable=not progress)
     try:
         for job, res in _ordered(gen, pending, workers):
             bar.update(1)

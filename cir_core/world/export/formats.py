@@ -81,9 +81,9 @@ class Out:
         """Render and save each (relative path, draw) job; PNG or JPEG (quality 95) by suffix."""
         it: Iterable = jobs
         if self.progress:
-            from tqdm.auto import tqdm
+            from ...progress import bar
 
-            it = tqdm(jobs, unit="image", desc=f"rendering {what}")
+            it = bar(jobs, unit="image", desc=f"rendering {what}")
         for rel, draw in it:
             img = draw()
             if rel.endswith(".png"):

@@ -1,0 +1,71 @@
+"""The app serves several Compare requests at once: 16 concurrent requests with mixed references,
+uploads, edits, methods and scorings return exactly what the same requests return one at a time
+(both on a fresh engine, so every cache — text memo, q_∅, uploads, methods — starts cold and is
+filled under contention)."""
+import cir_core  # noqa: F401  (first: sets OMP_WAIT_POLICY before torch loads OpenMP)
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+from cir_core.engine import load_engine
+from cir_core.methods import default_columns, optional_methods
+from cir_core.settings import EngineConfig
+
+EDITS = ["Make the square blue.", "Move the character to the left. Add a small red star.",
+         "Put it in a snowy field at night.", "Remove the hat."]
+
+
+def requests(engine, upload):
+    cols, extra = default_columns(), optional_methods()
+    out = []
+    for i in range(16):
+        ref = ("upload", upload) if i % 5 == 4 else ("row", i % 7)
+        methods = None if i % 3 == 0 else (cols[i % 4:] + extra[: i % 3 + 1])
+        out.append((ref, EDITS[i % len(EDITS)], "chord" if i % 2 else "cosine", methods))
+    return out
+
+
+def answer(engine, req):
+    (kind, what), edit, scoring, methods = req
+    ref = engine.view.reference_from_row(what) if kind == "row" else engine.view.reference_from_upload(what)
+    res = engine.compare(ref, edit, k=6, scoring=scoring, methods=methods)
+    cols = {m.name: (m.error, [h.row for h in m.hits], [h.score for h in m.hits], m.lam) for m in res.methods}
+    prog = None if res.progression is None else [
+        (s.sentence, [h.row for h in s.hits], [h.score for h in s.hits]) for s in res.progression.steps]
+    return cols, prog
+
+
+@pytest.fixture(scope="module")
+def upload(tmp_path_factory):
+    path = tmp_path_factory.mktemp("up") / "ref.png"
+    load_engine(EngineConfig(methods=("sum",))).view.image(11, 96).save(path)
+    return str(path)
+
+
+def test_concurrent_compares_equal_sequential_ones(upload):
+    one = load_engine(EngineConfig())
+    reqs = requests(one, upload)
+    want = [answer(one, r) for r in reqs]
+
+    many = load_engine(EngineConfig())
+    start = threading.Barrier(len(reqs))
+
+    def run(r):
+        start.wait()  # all 16 at once: cold caches filled under contention
+        return answer(many, r)
+
+    with ThreadPoolExecutor(len(reqs)) as pool:
+        got = list(pool.map(run, reqs))
+    for r, (w_cols, w_prog), (g_cols, g_prog) in zip(reqs, want, got):
+        assert w_cols.keys() == g_cols.keys(), r
+        for name in w_cols:
+            (we, wr, ws, wl), (ge, gr, gs, gl) = w_cols[name], g_cols[name]
+            assert we == ge and wr == gr and wl == gl, (r, name)
+            np.testing.assert_allclose(gs, ws, rtol=0, atol=1e-6, err_msg=f"{r} {name}")
+        assert (w_prog is None) == (g_prog is None)
+        for (ws_, wr, wsc), (gs_, gr, gsc) in zip(w_prog or [], g_prog or []):
+            assert ws_ == gs_ and wr == gr, r
+            np.testing.assert_allclose(gsc, wsc, rtol=0, atol=1e-6)
+    assert any(not e for cols, _ in got for e, *_ in cols.values())  # the methods really ran
