@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
+from .encoder import Encoder
 from .errors import GalleryError, ImageLoadError
 from .fileio import atomic_write, read_table
 from .imageio import load_image
@@ -191,13 +192,13 @@ class EmbeddingCache:
         self.root = Path(root).expanduser()
         self.shipped = Path(shipped) if shipped else None
 
-    def folder(self, gallery: Gallery, backbone: Any) -> Path:
+    def folder(self, gallery: Gallery, backbone: Encoder) -> Path:
         return self.root / hashlib.sha1(backbone.id.encode()).hexdigest()[:16] / _safe_name(gallery.name)
 
     def embed(
         self,
         gallery: Gallery,
-        backbone: Any,
+        backbone: Encoder,
         batch_size: int = 64,
         progress: bool = False,
         progress_cb: Callable[[int, int], None] | None = None,
@@ -273,7 +274,7 @@ class EmbeddingCache:
         atomic_write(folder / "keys.json", lambda f: json.dump(keys, f), False)
 
     @staticmethod
-    def _load(folder: Path, backbone: Any) -> dict[str, tuple[np.ndarray, float]]:
+    def _load(folder: Path, backbone: Encoder) -> dict[str, tuple[np.ndarray, float]]:
         """fingerprint -> (row, raw norm) of a previous run, or {} when there is none or it is
         unusable; rows without a recorded raw norm (an older cache) are left out, to be encoded."""
         try:
@@ -301,7 +302,7 @@ def shipped_name(gallery: Gallery) -> str:
 
 
 def write_shipped(path: str | os.PathLike, keys: Sequence[str], emb: np.ndarray, norms: np.ndarray,
-                  backbone: Any) -> Path:
+                  backbone: Encoder) -> Path:
     """Embeddings to ship with the code: float16 rows and float32 raw norms keyed by item
     fingerprints, with the backbone's id (which includes its weights' hash), so a mismatch is
     detected, not used."""
@@ -313,7 +314,7 @@ def write_shipped(path: str | os.PathLike, keys: Sequence[str], emb: np.ndarray,
     return path
 
 
-def read_shipped(path: Path, backbone: Any) -> dict[str, tuple[np.ndarray, float]]:
+def read_shipped(path: Path, backbone: Encoder) -> dict[str, tuple[np.ndarray, float]]:
     """fingerprint -> (row, raw norm) of a shipped file, or {} when it is absent, unreadable, for
     another backbone or without raw norms (its rows are then encoded as usual)."""
     try:

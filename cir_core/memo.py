@@ -8,6 +8,8 @@ from typing import Any, Callable, Generic, Hashable, Sequence, TypeVar
 
 import numpy as np
 
+from .encoder import Encoder
+
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
@@ -77,14 +79,14 @@ class TextMemo:
     `encode_texts` remembers (`LRU`, `maxsize` texts) what it encoded. Methods on the frozen text
     tower then share one encode of each text across methods, q_∅, the progression and requests."""
 
-    def __init__(self, backbone: Any, maxsize: int = 4096):
+    def __init__(self, backbone: Encoder, maxsize: int = 4096):
         object.__setattr__(self, "_backbone", backbone)
         object.__setattr__(self, "_cache", LRU(maxsize))
         object.__setattr__(self, "_count_lock", threading.Lock())
         object.__setattr__(self, "encoded", 0)  # texts actually sent to the model
 
     @staticmethod
-    def of(backbone: Any, maxsize: int = 4096) -> "TextMemo":
+    def of(backbone: Encoder, maxsize: int = 4096) -> "TextMemo":
         """`backbone` itself when it is a TextMemo already, else one around it."""
         return backbone if isinstance(backbone, TextMemo) else TextMemo(backbone, maxsize)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import IO, Any, Sequence
+from typing import IO, Sequence
 
 import numpy as np
 
@@ -52,7 +52,7 @@ def score_method(bench: Benchmark, method: Method, data: Embedded,
     return results, seconds
 
 
-def evaluate(bench: Benchmark, backbone: Any, methods: Sequence[str], scorings: Sequence[str] = SCORINGS,
+def evaluate(bench: Benchmark, backbone: Encoder, methods: Sequence[str], scorings: Sequence[str] = SCORINGS,
              lam: float | None = None, variant: str = "empty", cache: Path | None = None,
              progress: bool = True, checkpoints: dict[str, str] | None = None,
              dump: IO[str] | None = None) -> tuple[dict, dict[tuple[str, str], BenchmarkResult]]:
@@ -94,7 +94,7 @@ def protocol_line(bench: Benchmark) -> str:
     return "; ".join(p for p in (bench.protocol, images_protocol(bench)) if p)
 
 
-def text_overflow(bench: Benchmark, backbone: Any) -> dict | None:
+def text_overflow(bench: Benchmark, backbone: Encoder) -> dict | None:
     """How many query texts are longer than the text tower's context (whole-text encodings see
     their beginning only; a per-sentence accumulator reads all). None when the benchmark lists no
     texts or the tokenizer cannot count."""

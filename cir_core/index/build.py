@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from ..encoder import Encoder
 from .shards import Shard, embed_shards, read_shard, shard_bounds, shard_path, write_shard
 from ..errors import CIRError, GalleryError, ImageLoadError, InputError
 from ..fileio import atomic_write, atomic_write_path
@@ -73,7 +74,7 @@ def _barrier(device: str) -> None:
         dist.barrier(device_ids=[int(device.split(":")[1])] if device.startswith("cuda:") else None)
 
 
-def build(gallery: str, backbone: Any, pretrained: str | None, out: str | os.PathLike, *,
+def build(gallery: str, backbone: Encoder, pretrained: str | None, out: str | os.PathLike, *,
           batch_size: int = 64, workers: int = 2, exact_max: int = EXACT_MAX, kind: str = "auto",
           device: str | None = None, shard_size: int = 4096, hnsw_m: int = HNSW_M,
           ef_construction: int = EF_CONSTRUCTION, ef_search: int = EF_SEARCH, ann: str = ANN,

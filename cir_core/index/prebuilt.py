@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from ..encoder import Encoder
 from ..errors import GalleryError
 from ..gallery import Gallery, GalleryItem
 from ..search.index import Index
@@ -47,7 +48,7 @@ class Prebuilt:
     index: Index | None  # the approximate index; None for an exact folder (searched from the embeddings)
     norms: np.ndarray | None = None  # raw feature norms (N,); None in a format-1 folder
 
-    def check_backbone(self, backbone: Any) -> None:
+    def check_backbone(self, backbone: Encoder) -> None:
         """GalleryError unless `backbone` is the one the folder was embedded with."""
         if self.meta.get("backbone") != backbone.id or int(self.meta.get("dim", -1)) != int(backbone.dim):
             raise GalleryError(

@@ -13,10 +13,10 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
+from ..encoder import Encoder
 from ..fileio import atomic_write
 from ..ingest import FileRows, batches
 
@@ -75,7 +75,7 @@ def read_shard(path: Path, backbone_id: str, fingerprints: Sequence[str], dim: i
 
 
 def embed_shards(
-    backbone: Any,
+    backbone: Encoder,
     paths: Sequence[str | None],
     todo: Sequence[tuple[int, int]],
     batch_size: int,
