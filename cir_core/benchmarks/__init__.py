@@ -18,8 +18,8 @@ from .movienet import load_movienet_queryset
 
 # name -> module under cir_core.benchmarks; each has load(root, split, ...) -> a Benchmark.
 BENCHMARKS = {"world": "world", "cirr": "cirr", "circo": "circo", "fashioniq": "fashioniq",
-              "genecis": "genecis", "lcirr": "lcirr", "movienet": "movienet"}
-GENERATED = ("world",)  # no files: no --root
+              "genecis": "genecis", "lcirr": "lcirr", "movienet": "movienet", "films": "films"}
+GENERATED = ("world", "films")  # no files: no --root
 
 __all__ = ["BENCHMARKS", "Benchmark", "BenchmarkError", "BenchmarkResult", "list_benchmarks",
            "load_benchmark", "load_movienet_queryset"]
