@@ -11,7 +11,6 @@ keeps its details (the skyline, the trees) from shot to shot.
 from __future__ import annotations
 
 import hashlib
-import json
 import random
 from dataclasses import dataclass
 
@@ -54,9 +53,14 @@ class Keyframe:
     shot: int
     img: int
 
-    def fingerprint(self, size: int) -> str:
-        spec = json.dumps([self.palette, self.place_seed, self.shot_seed, self.state.to_list(), self.img])
-        return hashlib.sha1(f"film|{spec}|{size}|v{FILM_RENDER_VERSION}".encode()).hexdigest()
+    def shot_spec(self) -> str:
+        """What draws the shot (its three keyframes share it): grade, seeds, state."""
+        return repr((self.palette, self.place_seed, self.shot_seed, self.state.to_list()))
+
+    def fingerprint(self, size: int, shot_spec: str | None = None) -> str:
+        """Keys this keyframe's cached embedding at `size` (`shot_spec`: precomputed, for speed)."""
+        spec = self.shot_spec() if shot_spec is None else shot_spec
+        return hashlib.sha1(f"film|{spec}|{self.img}|{size}|v{FILM_RENDER_VERSION}".encode()).hexdigest()
 
     def image(self, size: int = 64) -> Image.Image:
         return render_keyframe(self, size)[0]
