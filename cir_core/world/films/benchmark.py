@@ -123,9 +123,11 @@ class FilmBenchmark:
         ok = self.edit_ok_sets()
         rng = random.Random(f"film-subsets:{self.split}:{len(self.queries)}")
         by_film_actor: dict[tuple[int, int], list[int]] = {}
+        film_rows: dict[int, list[int]] = {}  # film -> [first row, last row + 1]
         for r, it in enumerate(self.items):
             for w in it.keyframe.state.credited():
                 by_film_actor.setdefault((it.film, w), []).append(r)
+            film_rows.setdefault(it.film, [r, r])[1] = r + 1
         out = []
         for q, ref, tgt, gt, eo in zip(self.queries, self.reference_idx, self.target_idx, gts, ok):
             fi = self.items[ref].film
@@ -137,17 +139,21 @@ class FilmBenchmark:
                 return [self._row[(film.film_id, shot, i)] for i in (TARGET_IMG, 0, 2)]
 
             mine = by_film_actor[(fi, q.character)]
-            prefs = [[r for r in rows_of(q.reference.shot) if r != ref][:1],
-                     rows_of(q.target.shot - 1)[:1], rows_of(q.target.shot + 1)[:1],
-                     sorted(r for r in eo - gt)[:1], rng.sample(mine, min(len(mine), 12))]
+            first, last = film_rows[fi]
+            # (candidates, how many to take, must they show the character or satisfy the edit)
+            prefs = [([r for r in rows_of(q.reference.shot) if r != ref], 1, True),
+                     (rows_of(q.target.shot - 1), 1, True), (rows_of(q.target.shot + 1), 1, True),
+                     (sorted(eo - gt), 1, False), (rng.sample(mine, min(len(mine), 12)), SUBSET_SIZE, True),
+                     (rng.sample(range(first, last), min(last - first, 40)), SUBSET_SIZE, False)]
             sub = [tgt]
-            for cands in prefs:
+            for cands, take, must_show in prefs:
+                took = 0
                 for r in cands:
-                    shows = q.character in self.items[r].keyframe.state.credited() or r in eo
-                    if len(sub) < SUBSET_SIZE and r not in sub and r not in gt and r != ref and shows:
+                    shows = not must_show or q.character in self.items[r].keyframe.state.credited() or r in eo
+                    if took < take and len(sub) < SUBSET_SIZE and r not in sub and r not in gt and r != ref \
+                            and shows:
                         sub.append(r)
-                        if cands is not prefs[-1]:
-                            break
+                        took += 1
             sub += [-1] * (SUBSET_SIZE - len(sub))
             rng.shuffle(sub)
             out.append(sub)
