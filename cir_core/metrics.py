@@ -161,16 +161,19 @@ def prefix_recall(ranks: np.ndarray, k: int = 10) -> list[float]:
 def progression_summary(ranks: np.ndarray, n_steps: np.ndarray) -> dict[str, float]:
     """Does retrieval sharpen as sentences accumulate? `ranks` (Q, W) 0-based target ranks after
     each step (a query with fewer steps repeats its last rank), `n_steps` (Q,) its real steps.
-    R@10 after the first / all steps, the share whose rank improved (or held) from first to last,
-    of k -> k+1 transitions that improved or held, and of queries where every step did."""
+    R@10 after the first / last step, the share whose rank improved (or held) from first to last,
+    of k -> k+1 transitions that improved or held, and of queries where every step did. What a
+    step is depends on the protocol: under `prefix` step k is "given sentences 1..k" (step 1: the
+    first sentence alone); under `states` it is a method's own state after k steps (PACE's q_0
+    has already read the whole text, so step 1 is not "the first sentence")."""
     r, n = np.asarray(ranks), np.asarray(n_steps).reshape(-1)
     if r.ndim != 2 or r.shape[0] == 0 or n.shape != (r.shape[0],):
         raise InputError(f"ranks (Q, W) and n_steps (Q,) do not fit: {r.shape}, {n.shape}")
     first, last = r[:, 0], r[:, -1]
     live = np.arange(1, r.shape[1])[None, :] < n[:, None]  # transitions k -> k+1 that exist
     held = r[:, 1:] <= r[:, :-1]
-    return {"queries": int(r.shape[0]), "R@10_first_sentence": round(float((first < 10).mean()), 4),
-            "R@10_all_sentences": round(float((last < 10).mean()), 4),
+    return {"queries": int(r.shape[0]), "R@10_first_step": round(float((first < 10).mean()), 4),
+            "R@10_last_step": round(float((last < 10).mean()), 4),
             "rank_improved": round(float((last < first).mean()), 4),
             "rank_improved_or_held": round(float((last <= first).mean()), 4),
             "step_improved_or_held": round(float(held[live].mean()), 4) if live.any() else float("nan"),

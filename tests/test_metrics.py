@@ -112,7 +112,7 @@ def test_progression_summary_hand_computed():
     # query 0: ranks 12 -> 4 -> 4 (3 steps); query 1: 3 -> 7, then padding repeats 7 (2 steps)
     ranks = np.array([[12, 4, 4], [3, 7, 7]])
     got = progression_summary(ranks, np.array([3, 2]))
-    assert got["queries"] == 2 and got["R@10_first_sentence"] == 0.5 and got["R@10_all_sentences"] == 1.0
+    assert got["queries"] == 2 and got["R@10_first_step"] == 0.5 and got["R@10_last_step"] == 1.0
     assert got["rank_improved"] == 0.5 and got["rank_improved_or_held"] == 0.5
     assert got["step_improved_or_held"] == round(2 / 3, 4)  # transitions 12->4, 4->4 held; 3->7 not
     assert got["every_step_improved_or_held"] == 0.5

@@ -49,6 +49,21 @@ def test_one_step_per_sentence(pace, tiny_backbone):
     np.testing.assert_allclose(np.linalg.norm(np.stack(steps), axis=1), 1, atol=1e-5)
 
 
+def test_short_direct_processes_a_single_sentence_by_the_fusion_alone(pace, tiny_backbone):
+    """seed 002: "processing short queries directly"; longer texts still take a step per sentence."""
+    direct = PACE(tiny_backbone, {"arch": {**pace.arch.to_dict(), "short_direct": True}}, module=pace.module)
+    r = refs(2, tiny_backbone.dim)
+    one, many = TEXTS[0], TEXTS[1]
+    assert len(direct.steps(r[0], one)) == 1 and len(direct.steps(r[0], many)) == 4
+    np.testing.assert_allclose(direct.compose(r[:1], [one])[0], pace.steps(r[0], one)[0], atol=1e-6)  # q_0
+    np.testing.assert_allclose(direct.compose(r[1:], [many])[0], pace.compose(r[1:], [many])[0], atol=1e-6)
+    prog = direct.progression(r[0], [one])
+    assert len(prog) == 1 and np.allclose(prog[0], direct.steps(r[0], one)[0])
+    q, steps = direct.compose_with_steps(r[:1], one, [one])
+    assert len(steps) == 1 and np.allclose(q[0], steps[0], atol=1e-6)
+    assert not np.allclose(direct.compose(r[:1], [one]), pace.compose(r[:1], [one]), atol=1e-4)
+
+
 def test_batched_compose_equals_one_by_one(pace, tiny_backbone):
     r = refs(len(TEXTS), tiny_backbone.dim)
     q = pace.compose(r, TEXTS)  # mixed lengths: padded and masked

@@ -22,6 +22,10 @@ from cir_core.scoring import DEFAULT_LAMBDA, ScoreOpts
 from .loop import LoopConfig, parse_cli, run
 
 LAMBDA_GRID = (0.02, 0.05, 0.08, 0.12, 0.16, 0.2, 0.25, 0.34, 0.45, 0.6, 0.8, 1.0)
+# Where the best λ is the grid's largest, the search goes on through these (up to `lambda_max`)
+# until the curve stops rising: a λ chosen on the grid's edge would be the grid's, not the method's.
+LAMBDA_BEYOND = (1.25, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0)
+LAMBDA_MAX = 64.0
 REPORTED = ("R@1", "R@5", "R@10", "R@50", "Rs@1", "mAP@10", "identity@1", "edit@1")
 
 
@@ -155,26 +159,36 @@ class ValBench:
                 **{f"val_{k}": v for k, v in by_type.items()},
                 **({"val_chord_R@1": chord["R@1"]} if "R@1" in chord else {}), f"val_chord_{key}": chord[key]}
 
-    def select_lambda(self, method, grid: Sequence[float] = LAMBDA_GRID) -> tuple[float, dict]:
+    def select_lambda(self, method, grid: Sequence[float] = LAMBDA_GRID,
+                      lambda_max: float = LAMBDA_MAX) -> tuple[float, dict]:
         """Chord λ with the best val R@10 (or the benchmark's nearest criterion; ties: higher R@1,
-        then closer to DEFAULT_LAMBDA); PACT Table 14."""
+        then closer to DEFAULT_LAMBDA); PACT Table 14. While the best is the largest λ tried, the
+        search continues through `LAMBDA_BEYOND` up to `lambda_max`; `at_edge` in the record says
+        the best is still the largest tried (the curve had not stopped rising at the bound)."""
         c = self.queries(method)
         table = {float(l): self.metrics(method, c, float(l))[0] for l in grid}
         key = self.criterion(next(iter(table.values())))
-        best = max(table, key=lambda l: (table[l][key], table[l].get("R@1", 0.0), -abs(l - DEFAULT_LAMBDA)))
+        rank = lambda l: (table[l][key], table[l].get("R@1", 0.0), -abs(l - DEFAULT_LAMBDA))  # noqa: E731
+        best = max(table, key=rank)
+        for more in (x for x in LAMBDA_BEYOND if max(grid) < x <= lambda_max):
+            if best != max(table):
+                break  # the curve stopped rising inside what was tried
+            table[more] = self.metrics(method, c, more)[0]
+            best = max(table, key=rank)
         return best, {"split": "val", "benchmark": self.bench.name, "n_queries": self.n_queries, "criterion": key,
                       key: {f"{l:g}": table[l][key] for l in table},
-                      **({"R@1": {f"{l:g}": table[l]["R@1"] for l in table}} if "R@1" in table[best] else {})}
+                      **({"R@1": {f"{l:g}": table[l]["R@1"] for l in table}} if "R@1" in table[best] else {}),
+                      "at_edge": best == max(table), "lambda_max": float(lambda_max)}
 
 
 def export_method(method, wrapper: EMAWrapper, val: ValBench | None, dest: Path, cfg: LoopConfig,
-                  metrics: dict, grid: Sequence[float] = LAMBDA_GRID) -> dict:
+                  metrics: dict, grid: Sequence[float] = LAMBDA_GRID, lambda_max: float = LAMBDA_MAX) -> dict:
     """Load the EMA weights into `method`, choose Chord λ on val, save the checkpoint folder."""
     method.module.load_state_dict(wrapper.averaged_state())
     method.module.eval()
     out = dict(metrics)
     if val is not None:
-        lam, search = val.select_lambda(method, grid)
+        lam, search = val.select_lambda(method, grid, lambda_max)
         method.chord_lambda = lam
         out.update(val.report(method))
         out["lambda_search"] = search
@@ -204,6 +218,7 @@ class HeadSettings(LoopConfig):
     val_queries: int = 500
     val_cache_root: str | None = None
     lambda_grid: list = field(default_factory=lambda: list(LAMBDA_GRID))
+    lambda_max: float = LAMBDA_MAX  # the λ search goes past the grid up to this while the best is its edge
     export_dir: str | None = None
 
 
@@ -239,7 +254,7 @@ class CachedHeadTask:
         export_method(self.method, self.model, self.val, dest, self.cfg,
                       {**metrics, **{f"train_{k}": round(v, 4) for k, v in self.last_logs.items()},
                        "train_queries": len(self.cache), "train_cache": self.cache.folder.name},
-                      self.cfg.lambda_grid)
+                      self.cfg.lambda_grid, self.cfg.lambda_max)
 
 
 def load_inputs(cfg: HeadSettings, backbone: Any = None):

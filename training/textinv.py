@@ -173,7 +173,7 @@ class TextInvTask:
                "train_queries": len(self.cache), "train_cache": self.cache.folder.name,
                "wall_minutes": self.wall_minutes(), **self.extra_metrics()}
         if self.val is not None:
-            lam, search = self.val.select_lambda(m, [float(v) for v in self.cfg.lambda_grid])
+            lam, search = self.val.select_lambda(m, [float(v) for v in self.cfg.lambda_grid], self.cfg.lambda_max)
             m.chord_lambda = lam
             out.update(self.val.report(m))
             out["lambda_search"] = search

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from cir_core.methods.pace import PACE, PACEConfig, PACENet, final_state
+from cir_core.methods.pace import PACE, PACEConfig, PACENet, final_state, step_counts
 
 from .heads import CachedHeadTask, EMAWrapper, HeadSettings, cli, np_rng
 from .registry import CONFIGS, Trainer, register_trainer
@@ -45,7 +45,7 @@ class PACESettings(HeadSettings, PACEConfig):
     ema: float = 0.999
     long_fraction: float = 0.6
     tau: float = 0.05
-    bank_size: int = 8192  # 0: the whole training gallery (every reference and target), as seed 002
+    bank_size: int = 0  # 0: the whole training gallery (every reference and target), as seed 002; N: a random bank of N
     mine_per_step: int = 8
     mine_cap: int = 64
     step_loss: float = 0.0
@@ -131,7 +131,7 @@ class PACETask(CachedHeadTask):
         tkey = c.tgt_key[idx]
         t = lambda a: torch.from_numpy(np.ascontiguousarray(a))  # noqa: E731
         out = {"v_r": t(c.image("ref", idx)), "text": t(c.text(c.edit[idx])), "sents": t(sents),
-               "n": t(n.astype(np.int64)), "v_t": t(c.image("tgt", idx)), "t_key": t(tkey),
+               "n": t(step_counts(n, self.arch)), "v_t": t(c.image("tgt", idx)), "t_key": t(tkey),
                "same": t(tkey[:, None] == tkey[None, :])}
         if 0 < cfg.bank_size < 2 * len(c):  # a random bank each step; else the whole gallery (loss)
             pick = g.choice(2 * len(c), cfg.bank_size, replace=False)  # rows < N: references, else targets

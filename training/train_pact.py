@@ -34,7 +34,7 @@ from cir_core.config import REPO_ROOT
 from cir_core.methods import get_method_class
 from cir_core.methods.pact_model import PACTComposer, PACTConfig
 
-from .heads import LAMBDA_GRID, ValBench
+from .heads import LAMBDA_GRID, LAMBDA_MAX, ValBench
 from .loop import LoopConfig, lr_factor, parse_cli, run
 from .pact_data import CacheSource, StreamSource
 from .registry import CONFIGS, Trainer, register_trainer
@@ -74,6 +74,7 @@ class PACTSettings(LoopConfig, PACTConfig):
     val: str = "world"  # the λ / validation split: the world's val, or a real benchmark (cirr:ROOT, ...)
     val_queries: int = 200
     lambda_grid: list = field(default_factory=lambda: list(LAMBDA_GRID))
+    lambda_max: float = LAMBDA_MAX  # the λ search goes past the grid up to this while the best is its edge
     val_lambda: float = 0.34  # the λ of the periodic validation line (the export chooses its own)
     data: str = "stream"  # stream | cache (the world's stream, rendered each batch / encoded once) | itt:FILE
     image_root: str | None = None  # itt: where its image paths start (default: the file's folder)
@@ -275,7 +276,7 @@ class PACTTask:
             return
         self.model.eval()
         m = self._method(self.cfg.val_lambda)
-        lam, search = self.val.select_lambda(m, [float(v) for v in self.cfg.lambda_grid])
+        lam, search = self.val.select_lambda(m, [float(v) for v in self.cfg.lambda_grid], self.cfg.lambda_max)
         m.chord_lambda = lam
         final = self._scores(lam)
         dest = Path(self.cfg.export_dir or self.default_export(out_dir))

@@ -65,13 +65,13 @@ class LCIRRBench:
 
     def progression(self, method, g: np.ndarray, opts: ScoreOpts, norms: np.ndarray | None = None) -> dict[str, dict]:
         """Per protocol: `prefix` for every method, `states` for one with its own step states."""
-        out = {"prefix": self._progression(method, g, opts, method.prefix_queries, norms)}
+        out = {"prefix": self._progression(method, g, opts, method.prefix_queries, norms, "R@10 sentences 1-{k}")}
         if method.native_progression:
-            out["states"] = self._progression(method, g, opts, method.progression, norms)
+            out["states"] = self._progression(method, g, opts, method.progression, norms, "R@10 after step {k}")
         return out
 
     def _progression(self, method, g: np.ndarray, opts: ScoreOpts, steps,
-                     norms: np.ndarray | None) -> dict[str, float]:
+                     norms: np.ndarray | None, label: str) -> dict[str, float]:
         rows = [i for i, s in enumerate(self.sentences) if len(s) > 1]
         if not rows:
             return {}
@@ -81,7 +81,7 @@ class LCIRRBench:
                              method, g, self.ref_rows[rows], self.target_rows[rows], opts, width, norms)
         n = np.minimum([len(self.sentences[i]) for i in rows], width)
         return {**progression_summary(ranks, n),
-                **{f"R@10 sentences 1-{k + 1}": round(v, 4) for k, v in enumerate(prefix_recall(ranks, 10))}}
+                **{label.format(k=k + 1): round(v, 4) for k, v in enumerate(prefix_recall(ranks, 10))}}
 
     def evaluate_method(self, method, emb: dict[str, np.ndarray], opts: ScoreOpts,
                         norms: dict[str, np.ndarray] | None = None) -> BenchmarkResult:

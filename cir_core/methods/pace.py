@@ -8,8 +8,9 @@ The paper feeds reference + full text to "a multimodal encoder"; on frozen CLIP 
 project's encoder is a gated MLP (DiCE's block) residual to the zero-training sum query
 norm(v_r + t), so an untrained M starts at that baseline. A is a second gated MLP whose output
 projection starts at zero: each step starts as the identity and learns what a sentence adds.
-A single sentence is one step (q_1). With no sentence (empty edit) n = 0 and the query is q_0 of
-the empty text: that is q_∅, Chord's anchor (`compose_empty`).
+A single sentence is one step (q_1), or, with `short_direct` (seed 002: "processing short queries
+directly"), none: q_0 has read it whole. With no sentence (empty edit) n = 0 and the query is q_0
+of the empty text: that is q_∅, Chord's anchor (`compose_empty`).
 """
 from __future__ import annotations
 
@@ -36,6 +37,9 @@ class PACEConfig(DictConfig):
     hidden_mult: float = 4.0
     acc_hidden_mult: float = 4.0
     dropout: float = 0.05
+    # a one-sentence text is q_0 alone (seed 002); False: one accumulator step, how the shipped
+    # tiny checkpoint was trained (its config.json lacks the key)
+    short_direct: bool = False
 
 
 class PACENet(nn.Module):
@@ -76,6 +80,19 @@ class PACENet(nn.Module):
         return torch.stack(states, 1)
 
 
+def step_counts(n: np.ndarray | Sequence[int], arch: PACEConfig) -> np.ndarray:
+    """Accumulator steps per text from its sentence counts: one per sentence, except a single
+    sentence under `short_direct` (zero steps: q_0 is the query)."""
+    n = np.asarray(n, np.int64)
+    return np.where(n == 1, 0, n) if arch.short_direct else n
+
+
+def as_progression(states: list[np.ndarray]) -> list[np.ndarray]:
+    """The query after each sentence from [q_0, ..., q_n]: q_1..q_n, or [q_0] for a text that
+    took no step (one sentence under `short_direct`: q_0 read it)."""
+    return states[1:] or states[:1]
+
+
 def final_state(states: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
     """q_n per row of (B, K+1, D) states."""
     return states[torch.arange(len(n), device=states.device), n]
@@ -99,6 +116,7 @@ class PACE(TrainedMethod):
                 sentences: list[list[str]]) -> tuple[torch.Tensor, torch.Tensor]:
         n = [len(s) for s in sentences]
         flat = [s for ss in sentences for s in ss]
+        steps = step_counts(n, self.arch)
         z_t = self.encode_texts(texts)
         z_s = self.encode_texts(flat)
         dim = self.backbone.dim
@@ -107,7 +125,7 @@ class PACE(TrainedMethod):
         for i, k in enumerate(n):
             pad[i, :k] = z_s[off:off + k]
             off += k
-        n_t = torch.as_tensor(n, device=self._tensor(ref[:1]).device)
+        n_t = torch.as_tensor(steps, device=self._tensor(ref[:1]).device)
         return self.module(self._tensor(ref), self._tensor(z_t), self._tensor(pad), n_t).float(), n_t
 
     def _compose(self, refs: Refs, texts: list[str]) -> np.ndarray:
@@ -129,12 +147,12 @@ class PACE(TrainedMethod):
         if [s for s in sentences if s.strip()] != split_sentences(text):
             return super().compose_with_steps(ref, text, sentences)
         steps = self.steps(ref, text)  # [q_0, ..., q_n]
-        return steps[-1][None].astype(np.float32), steps[1:]
+        return steps[-1][None].astype(np.float32), as_progression(steps)
 
     def progression(self, ref: RefInput, sentences: Sequence[str]) -> list[np.ndarray]:
         """[q_1, …, q_n]: the query after each sentence (q_0 sees the sentences joined)."""
         sentences = [s for s in sentences if s.strip()]
-        return self._run_steps(ref, " ".join(sentences), sentences)[1:]
+        return as_progression(self._run_steps(ref, " ".join(sentences), sentences)) if sentences else []
 
     def _run_steps(self, ref: RefInput, text: str, sentences: list[str]) -> list[np.ndarray]:
         ref = self._check_ref(ref).emb[:1]
