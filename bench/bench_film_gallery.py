@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -22,12 +21,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from bench_first_start import once  # noqa: E402  (bench/ is this script's folder)
 
 
 def spread(xs: list[float]) -> dict:
@@ -49,35 +43,6 @@ def embed_seconds(gallery, backbone, cache: Path, progress: bool) -> float:
     t0 = time.perf_counter()
     EmbeddingCache(cache).embed(gallery, backbone, progress=progress)
     return time.perf_counter() - t0
-
-
-def first_answer(gallery: str, cache: Path, reference: str, edit: str) -> dict:
-    """`python app.py --gallery G` on a cache that holds G's embeddings: seconds to the first
-    /compare answer (interpreter start, imports, engine, server, request)."""
-    from gradio_client import Client
-
-    port = free_port()
-    env = {**os.environ, "CIR_CACHE_DIR": str(cache), "HF_HUB_OFFLINE": "1", "GRADIO_ANALYTICS_ENABLED": "False"}
-    t0 = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "app.py", "--gallery", gallery, "--host", "127.0.0.1", "--port", str(port)],
-                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        while True:
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                    break
-            except OSError:
-                if proc.poll() is not None:
-                    raise RuntimeError(f"app.py exited with {proc.returncode}")
-                time.sleep(0.05)
-        res = Client(f"http://127.0.0.1:{port}/", verbose=False).predict(
-            reference, edit, 8, "cosine", None, None, api_name="/compare")
-        answered = time.monotonic() - t0
-        assert all(m["error"] is None for m in res["methods"]), res
-    finally:
-        proc.terminate()
-        proc.wait(timeout=60)
-    return {"first_answer_s": round(answered, 2)}
 
 
 def main() -> None:
@@ -115,8 +80,8 @@ def main() -> None:
                 "world": "Make the square blue. Move the character to the left."}
         for _ in range(a.repeats):  # in turn, so a drift of the machine hits both alike
             for g in answers:
-                answers[g].append(first_answer(g, cache / ("films" if g == "world:films" else "world"),
-                                               ref[g], edit[g])["first_answer_s"])
+                answers[g].append(once(ref[g], ROOT, g, cache / ("films" if g == "world:films" else "world"),
+                                       edit[g])["first_answer_s"])
     per_f, per_w = cold_f / len(films), cold_w / len(world)
     line = {"bench": "film_gallery", "date": time.strftime("%Y-%m-%d %H:%M"), "loadavg_start": load,
             "loadavg_end": os.getloadavg(), "threads": a.threads, "backbone": bb.id,

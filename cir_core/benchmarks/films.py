@@ -11,52 +11,34 @@ progression (the rank of the best-ranked ground truth after each sentence).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from cir_core.gallery import Gallery
 from cir_core.methods import Method
-from cir_core.metrics import (identity_at_k, map_at_k, progression_summary, set_ranks, set_recall_at_k,
-                              subset_ranking, subset_recall)
+from cir_core.metrics import identity_at_k, map_at_k, set_ranks, set_recall_at_k, subset_ranking, subset_recall
 from cir_core.scoring import ScoreOpts, score_matrix
 from cir_core.world.films.benchmark import SPLIT_FILMS, SPLIT_QUERIES, FilmBenchmark, build_film_benchmark
 
-from .common import TOP, BenchmarkError, BenchmarkResult, compose, rank_queries, refs_at
-from .world import Composed
+from .common import TOP, BenchmarkError, BenchmarkResult, rank_queries, refs_at
+from .world import Composed, WorldBench
 
 
 @dataclass
-class FilmBench:
-    films: FilmBenchmark
-    image_size: int = 64
-    progression: bool = False
+class FilmBench(WorldBench):
+    """`WorldBench` over a `FilmBenchmark` (in `world`): the same composing, evaluation loop and
+    progression protocols; ground truth, metrics and breakdowns of its own."""
+
     name: str = "films"
-    labelled: bool = True
     protocol: str = ("reference keyframe removed from every ranking; ground truth = every keyframe of the "
                      "character in the target's situation (any film); R@K = any of them in the top K")
-    _gallery: dict[int, Gallery] = field(default_factory=dict)
 
     @property
-    def split(self) -> str:
-        return self.films.split
-
-    def galleries(self) -> dict[str, Gallery]:
-        return {"gallery": self.gallery(self.image_size)}
-
-    def gallery(self, size: int) -> Gallery:
-        if size not in self._gallery:
-            self._gallery[size] = self.films.gallery(size)
-        return self._gallery[size]
-
-    def n_queries(self) -> int:
-        return len(self.films.queries)
-
-    def query_texts(self) -> list[str]:
-        return [q.text for q in self.films.queries]
+    def films(self) -> FilmBenchmark:
+        return self.world
 
     @cached_property
     def truth(self) -> dict[str, Any]:
@@ -64,10 +46,6 @@ class FilmBench:
         return {"ref": np.asarray(b.reference_idx), "target": np.asarray(b.target_idx),
                 "subsets": np.asarray(b.subsets), "gt": b.gt_sets(), "edit_ok": b.edit_ok_sets(),
                 "identities": b.identities(), "character": [q.character for q in b.queries]}
-
-    def compose(self, method: Method, g: np.ndarray, norms: np.ndarray | None = None) -> Composed:
-        q, q0 = compose(method, refs_at(g, norms, self.truth["ref"]), [[q.text] for q in self.films.queries])
-        return Composed(q, q0)
 
     def score(self, method: Method, c: Composed, g: np.ndarray, opts: ScoreOpts) -> BenchmarkResult:
         """Metrics and breakdowns of already composed queries (a λ sweep composes once)."""
@@ -87,16 +65,6 @@ class FilmBench:
         return BenchmarkResult(metrics, extra={"breakdown": self.breakdown(ranked)},
                                top={q.query_id: [ids[j] for j in r] for q, r in zip(qs, ranked)},
                                aux={"gt": gt, "per_query": self.per_query(ranked)})
-
-    def evaluate_method(self, method: Method, emb: dict[str, np.ndarray], opts: ScoreOpts,
-                        norms: dict[str, np.ndarray] | None = None) -> BenchmarkResult:
-        g, gn = emb["gallery"], (norms or {}).get("gallery")
-        res = self.score(method, self.compose(method, g, gn), g, opts)
-        if self.progression:
-            ranks = self.progression_ranks(method, g, opts, gn)
-            res.extra["progression"] = {p: progression_summary(*rn) for p, rn in ranks.items()}
-            res.aux["progression_ranks"] = ranks
-        return res
 
     # -- breakdowns ------------------------------------------------------------------------------
     def per_query(self, ranked: np.ndarray) -> dict[str, np.ndarray]:
@@ -120,20 +88,10 @@ class FilmBench:
             groups.setdefault("R@10[novel]" if q.novel else "R@10[seen]", []).append(h)
         return {k: round(float(np.mean(v)), 4) for k, v in sorted(groups.items())}
 
-    def progression_ranks(self, method: Method, g: np.ndarray, opts: ScoreOpts,
-                          norms: np.ndarray | None = None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-        """As the world's (`prefix` for every method, `states` for PACE's own), with the rank of
-        the best-ranked ground-truth keyframe after each step."""
-        rows = [i for i, q in enumerate(self.films.queries) if len(q.sentences) > 1]
-        if not rows:
-            return {}
-        out = {"prefix": self._step_ranks(method, g, opts, method.prefix_queries, rows, norms)}
-        if method.native_progression:
-            out["states"] = self._step_ranks(method, g, opts, method.progression, rows, norms)
-        return out
-
     def _step_ranks(self, method: Method, g: np.ndarray, opts: ScoreOpts, steps, rows: list[int],
                     norms: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """The world's protocols (`progression_ranks`), with the rank of the best-ranked
+        ground-truth keyframe after each step."""
         t, qs = self.truth, self.films.queries
         n = np.array([len(qs[i].sentences) for i in rows])
         lam, width = opts.lam_for(method), int(n.max())
