@@ -174,3 +174,24 @@ def test_gallery_ids_are_movienet_keyframe_names(small):
     it = small.items[4]
     assert it.item_id == f"{it.keyframe.film_id}/shot_{it.keyframe.shot:04d}_img_{it.keyframe.img}"
     assert len(film_items(small.films)) == len(small.items) == 3 * sum(len(f.story.shots) for f in small.films)
+
+
+def test_boxes_hold_their_figures_pixels():
+    """Independently of the box arithmetic: an actor's body colour is inside its box, at the
+    height of its body (a film with the natural grade, standing figures, 256 px)."""
+    from cir_core.world.films.render import look
+
+    film = next(make_film("test", i) for i in range(40) if make_film("test", i).palette == "natural")
+    checked = 0
+    for sh in film.story.shots[:80]:
+        k = Keyframe(film.film_id, film.palette, sh.place_seed, sh.seed, sh.state, sh.index, 0)
+        img, boxes = render_keyframe(k, 256)
+        px = np.asarray(img).astype(int)
+        for f, (_, (x1, y1, x2, y2)) in zip(sh.state.figures, boxes):
+            if f.pose != "standing" or not f.credited or x1 == 0 or x2 == 256:
+                continue
+            body = np.array(look(f.who)[0])
+            row = px[int(y2 - 0.36 * (y2 - y1)), x1:x2]  # through the body
+            assert (np.abs(row - body).sum(1) < 30).sum() >= 3, (sh.index, f)
+            checked += 1
+    assert checked > 20
