@@ -51,6 +51,13 @@ rm -f assets/embeddings/*.npz  # keyed by the old backbone: never read again
 # nothing else runs in this step: both cores (the build_assets entries pin one thread, for lanes)
 OMP_NUM_THREADS=2 $PY -m training.ship_gallery
 OMP_NUM_THREADS=2 $PY -m training.embed_cache --n 20000 --threads 2
+# the film val galleries the trainers validate on (24 films at 500 val queries, 10 at PACT's 200),
+# embedded once here rather than by two lanes at once
+for f in "24 500" "10 200"; do
+  set -- $f
+  OMP_NUM_THREADS=2 $PY -m cir_core.eval --benchmark films --split val --n-films "$1" --n-queries "$2" \
+      --methods image-only --scoring cosine > /dev/null
+done
 
 step "3. every method, seeds $SEEDS"
 # The four methods of the mission get every seed; the zero-shot peers seed 0 (PEER_SEEDS).

@@ -160,8 +160,9 @@ class FilmBenchmark:
         return out
 
     def gallery(self, size: int = 64):
-        """The keyframes as a `cir_core.gallery.Gallery`, rendered on demand."""
-        return film_gallery_of(self.items, f"films-{self.split}", size)
+        """The keyframes as a `cir_core.gallery.Gallery`, rendered on demand; named by split and
+        number of films, so galleries of other film counts keep their own embedding caches."""
+        return film_gallery_of(self.items, f"films-{self.split}-{len(self.films)}", size)
 
 
 def film_gallery_of(items: list[FilmItem], name: str, size: int = 64):
@@ -186,7 +187,7 @@ def film_gallery(split: str = "test", size: int = 64, n_films: int | None = None
         films = split_films(split, n_films)
         for f in films:
             f.story  # noqa: B018  (told now, with the collector paused)
-        return film_gallery_of(film_items(films), f"films-{split}", size)
+        return film_gallery_of(film_items(films), f"films-{split}-{len(films)}", size)
 
 
 def split_films(split: str, n_films: int | None = None) -> list[Film]:
