@@ -54,8 +54,8 @@ OMP_NUM_THREADS=2 $PY -m training.embed_cache --n 20000 --threads 2
 # the film val galleries the trainers validate on (24 films at 500 val queries, 10 at PACT's 200),
 # embedded once here rather than by two lanes at once
 for f in "24 500" "10 200"; do
-  set -- $f
-  OMP_NUM_THREADS=2 $PY -m cir_core.eval --benchmark films --split val --n-films "$1" --n-queries "$2" \
+  read -r nf nq <<< "$f"
+  OMP_NUM_THREADS=2 $PY -m cir_core.eval --benchmark films --split val --n-films "$nf" --n-queries "$nq" \
       --methods image-only --scoring cosine > /dev/null
 done
 
