@@ -113,3 +113,14 @@ def test_film_probe_alternatives_change_one_thing():
     k = probe_frames(5)[0]
     for name, alts in alternatives(k.state).items():
         assert all(a != k.state for a in alts), name
+
+
+def test_pose_pairs_differ_in_one_pose_alone():
+    from training.backbone_films import film_part
+
+    ks = film_part(8, 1.0, random.Random(3), pose_pairs=1.0)
+    for a, b in zip(ks[0::2], ks[1::2]):
+        changed = [(x, y) for x, y in zip(a.state.figures, b.state.figures) if x != y]
+        assert a.shot_seed == b.shot_seed and len(changed) == 1
+        (x, y), = changed
+        assert x.pose != y.pose and replace(x, pose=y.pose) == y

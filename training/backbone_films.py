@@ -4,8 +4,9 @@ The world's scenes show one figure; film keyframes show up to three, actors and 
 standing or with their arms up. Measured on the shipped backbone before any film training
 (`python -m training.probe_backbone --films`): pose, company and a companion's identity at
 chance, so the backbone learns from film keyframes too. Half of the film part is pairs — a shot
-and the next one of its story (one change), or the shot with one actor swapped for another (same
-camera) — so captions differ in one thing; the rest are single keyframes. Keyframes come from
+and the next one of its story (one change), the shot with one actor swapped for another (same
+camera), or (`pose_pairs` of them) with one figure in another pose — so captions differ in one
+thing; the rest are single keyframes. Keyframes come from
 the training films (no held-out combination). Every image, world or film, also gets per-slot
 labels (who stands there, their pose and facing) for the attribute heads.
 """
@@ -69,8 +70,16 @@ def _swap(k: Keyframe, rng: random.Random) -> Keyframe | None:
     return replace(k, state=k.state.with_figures(figs))
 
 
-def film_part(n: int, pair_fraction: float, rng: random.Random) -> list[Keyframe]:
-    """`n` training keyframes: pairs (a shot and the next, or an actor swap), then singles."""
+def _pose_swap(k: Keyframe, rng: random.Random) -> Keyframe:
+    """`k` with one figure in another pose (same camera): captions that differ in the pose alone."""
+    f = rng.choice(k.state.figures)
+    other = replace(f, pose=rng.choice([p for p in POSES if p != f.pose]))
+    return replace(k, state=k.state.with_figures([other if x is f else x for x in k.state.figures]))
+
+
+def film_part(n: int, pair_fraction: float, rng: random.Random, pose_pairs: float = 0.0) -> list[Keyframe]:
+    """`n` training keyframes: pairs (a shot and the next, an actor swap, or with `pose_pairs`
+    of them a pose swap), then singles."""
     out: list[Keyframe] = []
     while len(out) < n:
         film = make_film("train", rng.randrange(TRAIN_FILMS))
@@ -79,7 +88,9 @@ def film_part(n: int, pair_fraction: float, rng: random.Random) -> list[Keyframe
             i = rng.randrange(len(shots))
             k = keyframe(film, i, rng.randrange(3))
             if len(out) + 2 <= int(n * pair_fraction):
-                if rng.random() < 0.5 and i + 1 < len(shots) and shots[i + 1].scene == shots[i].scene:
+                if pose_pairs and rng.random() < pose_pairs:
+                    other = _pose_swap(k, rng)
+                elif rng.random() < 0.5 and i + 1 < len(shots) and shots[i + 1].scene == shots[i].scene:
                     other = keyframe(film, i + 1, rng.randrange(3))
                 else:
                     other = _swap(k, rng)

@@ -69,6 +69,7 @@ class BackboneSettings(LoopConfig):
     probe_scenes: int = 200
     film_fraction: float = 0.0  # share of the batch that is film keyframes (training.backbone_films)
     film_pair_fraction: float = 0.5  # share of the film part made of pairs
+    film_pose_pairs: float = 0.0  # share of those pairs that change one figure's pose alone
     init: str | None = None  # a local-dir backbone folder whose weights start the run (fine-tuning)
     export_dir: str | None = None
 
@@ -228,7 +229,7 @@ class BackboneTask:
         seeds = [rng.randrange(1 << 30) for _ in scenes]  # one caption RNG per image, replayed
         modes = [caption_mode(random.Random(sd)) for sd in seeds]
         texts = [train_caption(s, random.Random(sd)) for s, sd in zip(scenes, seeds)]
-        frames = film_part(n_film, self.cfg.film_pair_fraction, rng) if n_film else []
+        frames = film_part(n_film, self.cfg.film_pair_fraction, rng, self.cfg.film_pose_pairs) if n_film else []
         film_caps = [film_caption(f, rng.randrange(1 << 30)) for f in frames]
         text_scenes, text_modes = list(scenes), list(modes)
         for s, sd, mode, pos in zip(scenes, seeds, modes, list(texts) if self.cfg.text_negatives else []):
