@@ -237,6 +237,16 @@ class AnnotationService:
                 raise
             return None
 
+    def finished(self, user: str, set_name: str) -> bool:
+        """Whether `user` has nothing left in `set_name` (everything answered or skipped, nothing
+        open to them). A read: nothing is claimed."""
+        with self.ReadSession() as s:
+            ann = queue.find_annotator(s, user)
+            if ann is None:
+                return False
+            p = queue.progress(s, ann, self._set(s, set_name))
+            return p.total > 0 and p.done == p.total
+
     def progress_of(self, user: str) -> dict[str, Any]:
         """The user's own counts per set (what annotation-only mode's Results shows)."""
         from db.models import Judgment, Task, Query
