@@ -78,6 +78,36 @@ def test_another_users_session_hash_reads_and_sets_nothing(app) -> None:
     assert not [r for r in rows if r[0] == ids["bob"]]  # and Bob saved nothing through her session
 
 
+def test_own_export_is_served_in_place_and_removed_at_exit(app) -> None:
+    """Issue 27: Gradio kept its copies of judgment exports (comments included) past shutdown.
+    The export is now served from the app's own folder (a Gradio static path), signed-in only,
+    and nothing of it lands in Gradio's cache; the folder goes at exit."""
+    import httpx
+    from gradio.utils import get_upload_folder
+
+    from ui.tempfiles import TEMP
+
+    url = app.local_url
+    alice = sign_in(url, "alice", "wonderland")
+    ident, edit, res = (fn_index(app, api_name=n) for n in
+                        ("annotate_identity_yes", "annotate_edit_no", "results_compute"))
+    sess = "alice-export"
+    call(url, fn_index(app, api_name="annotate_next"), [None], cookies=alice, session=sess)
+    call(url, ident, [None, "private-comment-27"], cookies=alice, session=sess)
+    call(url, edit, [None, "private-comment-27"], cookies=alice, session=sess)
+    out = call(url, res, [None, 0], cookies=alice, session=sess)["output"]["data"]  # the set she works in
+    paths = [f["path"] for f in out[3]]
+    assert len(paths) == 2 and all(Path(p).is_relative_to(TEMP.root) for p in paths)
+    got = httpx.get(f"{url}gradio_api/file={paths[0]}", cookies=alice)
+    assert got.status_code == 200 and "private-comment-27" in got.text
+    assert httpx.get(f"{url}gradio_api/file={paths[0]}").status_code in (401, 403)  # signed out
+    cache = Path(get_upload_folder())
+    copies = [f for f in cache.rglob("judgments-*") if "private-comment-27" in f.read_text(errors="replace")]
+    assert copies == []
+    TEMP.close()  # what atexit runs (and SIGTERM, through exit_cleanly_on_sigterm)
+    assert not any(Path(p).exists() for p in paths)
+
+
 def test_handlers_ignore_a_state_that_is_not_the_users(tmp_path) -> None:
     svc = _service(tmp_path / "own.sqlite")
     eng = _NoImages()
