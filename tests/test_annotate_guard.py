@@ -242,3 +242,52 @@ def test_every_kind_is_named_from_the_drivers_code() -> None:
     for kind in FAULTS:
         for saved in (True, False, None):
             assert "nothing was lost" not in describe(kind, saved).lower()
+
+
+# -- the load bench's client (issue 27, item 7) ---------------------------------------------------
+
+def _load_bench():
+    import importlib.util
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("load_annotation", root / "bench" / "load_annotation.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_load_benchs_client_speaks_the_pages_protocol(app) -> None:
+    """The one-process asyncio client of bench/load_annotation.py against the launched app."""
+    import asyncio
+
+    bench = _load_bench()
+    Session, event_indices = bench.Session, bench.event_indices
+
+    async def walk() -> list[str]:
+        s = Session(app.local_url, await event_indices(app.local_url, ("bob", "builder")))
+        try:
+            await s.sign_in("bob", "builder")
+            first = await s.call("annotate_next")
+            pending = await s.call("annotate_identity_yes", "from the bench")
+            saved = await s.call("annotate_edit_partial", "from the bench")
+            return [first[0], pending[0], saved[0]]
+        finally:
+            await s.close()
+
+    first, pending, saved = asyncio.run(walk())
+    assert "Signed in as **bob**" in first and "Now the edit question" in pending
+    assert "pair #" in saved and " done" in saved
+
+
+def test_the_load_report_survives_none_percentiles() -> None:
+    """Gradio's monitoring holds None (NaN) percentiles for a function without timings; the
+    report used to crash on them, losing the run's --json."""
+    lines = _load_bench()._server_lines({
+        "annotate_edit_yes": {"total_requests": 10, "process_time_percentiles":
+                              {"50th": 0.008, "90th": 0.015, "99th": 0.03}},
+        "annotate_edit_no": {"total_requests": 3, "process_time_percentiles":
+                             {"50th": None, "90th": None, "99th": None}},
+        "annotate_back": {"total_requests": 2, "process_time_percentiles": {"50th": float("nan")}}})
+    assert len(lines) == 2 and "p50 8 ms" in lines[1] and "10 events" in lines[1]
