@@ -6,8 +6,8 @@ and restarted, then every acknowledged write is checked against the database.
         [--clients 32 --judgments 40 --think-s 2.0 --kill-at 0.5 --down-s 1.0 --queries 200 \
          --db FILE|URL --out load_annotation.txt --json clicks.json] [-- APP FLAGS]
 
-Run it at normal priority: it lowers its simulated browsers to nice 10 itself, and the app it
-starts must not be niced with them.
+Run it at normal priority (the app it starts must not be niced). The clients run at
+--client-nice (0 by default: see bench/load_clients.py).
 
 Each annotator is a session signed in with its own name (Gradio's login page) that calls the
 Annotate tab's own events by name (`/annotate_next`, `/annotate_identity_*`, `/annotate_edit_*`,

@@ -193,16 +193,18 @@ class AnnotationService:
         sent after its commit, which with synchronous=FULL returns once the WAL is fsynced).
         `DBFault` (with `saved` read back) when the database fails under it."""
         want = ("answered", identity, edit, None, (comment or "").strip() or None)
-        return self._write(user, task_id, want, lambda s, ann: queue.answer(
-            s, ann, task_id, identity, edit, comment, time_spent_ms, commit=False, view=False), set_name)
+        return self._write(user, set_name, task_id, want, lambda s, ann: queue.answer(
+            s, ann, task_id, identity, edit, comment, time_spent_ms, commit=False, view=False))
 
     def skip(self, user: str, set_name: str, task_id: int, reason: str, time_spent_ms: int = 0) -> QueueState:
         """Skip with a reason, then move on (as `answer`)."""
         want = ("skipped", None, None, reason.strip() if isinstance(reason, str) else reason, None)
-        return self._write(user, task_id, want, lambda s, ann: queue.skip(
-            s, ann, task_id, reason, time_spent_ms, commit=False, view=False), set_name)
+        return self._write(user, set_name, task_id, want, lambda s, ann: queue.skip(
+            s, ann, task_id, reason, time_spent_ms, commit=False, view=False))
 
-    def _write(self, user: str, task_id: int, want: tuple, write: Callable, set_name: str) -> QueueState:
+    def _write(self, user: str, set_name: str, task_id: int, want: tuple, write: Callable) -> QueueState:
+        """`write(session, annotator)`, then the next screen, in one transaction; a database
+        failure becomes `DBFault` with the answer read back (`want`: what it should store)."""
         try:
             with self.Session() as s:
                 ann = self._annotator(s, user, create=True)

@@ -10,8 +10,9 @@ import gradio as gr
 import pytest
 from sqlalchemy import event, select
 
-from _cir_fakes import N_QUERIES, fake_trained_methods, make_test_engine, plain
+from _cir_fakes import N_QUERIES, plain
 from _gradio_raw import call, fn_index, sign_in
+from test_annotate_ui import cir_engine  # noqa: F401 (the fixture: a small engine, methods loaded)
 from db.faults import FAULTS, DBFault, describe, fault_kind
 from db.models import Annotator, Judgment, Query, QuerySet, Task
 from db.service import AnnotationService
@@ -21,14 +22,6 @@ SET = "faults"
 
 
 # -- the state belongs to the signed-in user ------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def cir_engine():
-    with fake_trained_methods():
-        e = make_test_engine()
-        e.available_methods()
-        yield e
-
 
 @pytest.fixture(scope="module")
 def app(tmp_path_factory, cir_engine):
