@@ -34,15 +34,20 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def once(reference: str, root: Path = ROOT) -> dict:
+def once(reference: str, root: Path = ROOT, gallery: str | None = None, cache: Path | None = None,
+         edit: str = EDIT) -> dict:
+    """`python app.py` (with `--gallery gallery`) from start to its first /compare answer, with
+    `cache` as CIR_CACHE_DIR (default: a new empty one, removed after)."""
     from gradio_client import Client
 
     port = free_port()
-    with tempfile.TemporaryDirectory() as cache:
-        env = {**os.environ, "CIR_CACHE_DIR": cache, "HF_HUB_OFFLINE": "1", "GRADIO_ANALYTICS_ENABLED": "False"}
+    with tempfile.TemporaryDirectory() as tmp:
+        where = str(cache) if cache is not None else tmp
+        env = {**os.environ, "CIR_CACHE_DIR": where, "HF_HUB_OFFLINE": "1", "GRADIO_ANALYTICS_ENABLED": "False"}
         t0 = time.monotonic()
-        proc = subprocess.Popen([sys.executable, "app.py", "--host", "127.0.0.1", "--port", str(port)], cwd=root,
-                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        extra = ["--gallery", gallery] if gallery else []
+        proc = subprocess.Popen([sys.executable, "app.py", *extra, "--host", "127.0.0.1", "--port", str(port)],
+                                cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             while True:
                 try:
@@ -54,13 +59,13 @@ def once(reference: str, root: Path = ROOT) -> dict:
                     time.sleep(0.05)
             listening = time.monotonic() - t0
             res = Client(f"http://127.0.0.1:{port}/", verbose=False).predict(
-                reference, EDIT, 8, "cosine", None, None, api_name="/compare")
+                reference, edit, 8, "cosine", None, None, api_name="/compare")
             answered = time.monotonic() - t0
             assert all(m["error"] is None for m in res["methods"]), res
-            encoded = sum(1 for _ in Path(cache).rglob("embeddings.npy"))
+            encoded = sum(1 for _ in Path(where).rglob("embeddings.npy"))
         finally:
             proc.terminate()
-            proc.wait(timeout=30)
+            proc.wait(timeout=60)
     return {"listening_s": round(listening, 2), "first_answer_s": round(answered, 2), "cache_files": encoded}
 
 

@@ -6,17 +6,19 @@ and restarted, then every acknowledged write is checked against the database.
         [--clients 32 --judgments 40 --think-s 2.0 --kill-at 0.5 --down-s 1.0 --queries 200 \
          --db FILE|URL --out load_annotation.txt --json clicks.json] [-- APP FLAGS]
 
-Run it at normal priority: it lowers its simulated browsers to nice 10 itself, and the app it
-starts must not be niced with them.
+Run it at normal priority (the app it starts must not be niced). The clients run at
+--client-nice (0 by default: see bench/load_clients.py).
 
-Each annotator is a `gradio_client.Client` signed in with its own name (Gradio's login page)
-that calls the Annotate tab's own events by name (`/annotate_next`, `/annotate_identity_*`,
-`/annotate_edit_*`, `/annotate_skip`, `/annotate_back`), with a think time before every click
-(uniform in [0.5, 1.5] × --think-s). Per pair: one identity click and one edit click (the second
-saves and shows the next pair); 8 % of pairs are skipped with a reason; after 8 % of answers the
-annotator presses Back, checks that the previous pair shows its saved answer, and changes it.
-Every write carries a unique comment, so a stale row is always detectable. The clients run in
---procs processes (threads inside) so the client side is not one GIL.
+Each annotator is a session signed in with its own name (Gradio's login page) that calls the
+Annotate tab's own events by name (`/annotate_next`, `/annotate_identity_*`, `/annotate_edit_*`,
+`/annotate_skip`, `/annotate_back`) the way the page does (bench/load_clients.py: queue/join and
+the event stream, over httpx), with a think time before every click (uniform in [0.5, 1.5] ×
+--think-s). Per pair: one identity click and one edit click (the second saves and shows the next
+pair); 8 % of pairs are skipped with a reason; after 8 % of answers the annotator presses Back,
+checks that the previous pair shows its saved answer, and changes it. Every write carries a
+unique comment, so a stale row is always detectable. All the annotators are asyncio tasks in one
+process, so the clients are not what is measured: their CPU share is printed beside the figures,
+with the machine's load average (sampled through the run) and `uptime` before and after.
 
 When --kill-at of the planned first answers are acknowledged, the app process gets SIGKILL; it is
 restarted on the same database --down-s seconds later. A client whose click fails signs in again
@@ -36,6 +38,7 @@ pair) — latency is reported, not asserted.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import multiprocessing as mp
 import os
@@ -59,7 +62,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run from a clone, no install needed
 
 from bench.load_check import Check, check_db  # noqa: E402
-from bench.load_clients import SET, LoadConfig, client_worker  # noqa: E402
+from bench.load_clients import SET, LoadConfig, Session, client_worker, event_indices  # noqa: E402
 
 # -- the app process -------------------------------------------------------------------------------
 
@@ -131,6 +134,20 @@ class App:
         return self.log.read_text(errors="replace")[-n:] if self.log.exists() else ""
 
 
+def _uptime() -> str:
+    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+
+
+async def _first_click(url: str, user: tuple[str, str]) -> None:
+    """One annotator's first Next: loads the engine, pools nothing (the set exists), warms up."""
+    s = Session(url, await event_indices(url, user))
+    try:
+        await s.sign_in(*user)
+        await s.call("annotate_next")
+    finally:
+        await s.close()
+
+
 def pct(values: list[float], q: float) -> str:
     return f"{np.percentile(np.asarray(values), q) * 1000:.0f} ms" if values else "n/a"
 
@@ -162,18 +179,16 @@ def run(cfg: LoadConfig, db: str, work: Path, port: int | None) -> dict[str, Any
     pool_s = time.monotonic() - t
     app = App(db, users_file, port or free_port(), work / "app.log", cfg.app_args)
     app.start()
-    from gradio_client import Client
-
     t = time.monotonic()
-    Client(app.url, auth=warm, verbose=False, download_files=False).predict(api_name="/annotate_next")
+    asyncio.run(_first_click(app.url, warm))
     warm_s = time.monotonic() - t  # the first request loads the engine and the pictures' warm-up starts
     time.sleep(2.0)
     acked = mp.Value("i", 0)
     ctx = mp.get_context("fork")
-    shards = [list(range(cfg.clients))[i::cfg.procs] for i in range(cfg.procs)]
-    procs = [ctx.Process(target=client_worker, args=(s, users, app.url, cfg, acked, str(work)), daemon=True)
-             for s in shards if s]
+    # Every annotator in one client process (asyncio): see bench/load_clients.py.
+    procs = [ctx.Process(target=client_worker, args=(users, app.url, cfg, acked, str(work)), daemon=True)]
     planned = cfg.clients * cfg.judgments
+    uptime0 = _uptime()
     t_start = time.monotonic()
     load0 = os.getloadavg()
     for p in procs:
@@ -201,6 +216,7 @@ def run(cfg: LoadConfig, db: str, work: Path, port: int | None) -> dict[str, Any
                     cpu_clients_last = clients_cpu - cpu0["clients"]
             app_cpu_last = _cpu(app.proc.pid) - cpu0["app"]
         wall = time.monotonic() - t_start
+        uptime1 = _uptime()
         server = _server_times(app.url, warm)
     finally:
         for p in procs:
@@ -213,16 +229,23 @@ def run(cfg: LoadConfig, db: str, work: Path, port: int | None) -> dict[str, Any
             "cpu_app_s": cpu_before_kill + app_cpu_last, "cpu_clients_s": cpu_clients_last,
             "server": server,
             "warm_s": warm_s, "planned": planned, "load_start": load0[0],
-            "load_mean": float(np.mean(loads)) if loads else os.getloadavg()[0], "app_log": app.tail()}
+            "load_mean": float(np.mean(loads)) if loads else os.getloadavg()[0],
+            "load_max": float(np.max(loads)) if loads else os.getloadavg()[0],
+            "uptime_before": uptime0, "uptime_after": uptime1, "app_log": app.tail()}
 
 
 def _server_lines(fns: dict[str, Any]) -> list[str]:
     """The app's own processing time per event kind (Gradio's monitoring, since the restart)."""
     kinds = {"first label or save": ("annotate_identity_", "annotate_edit_"), "skip": ("annotate_skip",),
              "back": ("annotate_back",), "next (resume)": ("annotate_next",)}
+    def usable(v: dict) -> bool:  # Gradio holds None (NaN) percentiles for a function with no timings
+        qs = (v.get("process_time_percentiles") or {})
+        return bool(v.get("total_requests")) and all(isinstance(qs.get(q), (int, float)) and qs[q] == qs[q]
+                                                     for q in ("50th", "90th", "99th"))
+
     out = []
     for label, prefixes in kinds.items():
-        rows = [v for k, v in fns.items() if k and k.startswith(prefixes) and v.get("total_requests")]
+        rows = [v for k, v in fns.items() if k and k.startswith(prefixes) and usable(v)]
         if not rows:
             continue
         n = sum(r["total_requests"] for r in rows)
@@ -267,14 +290,16 @@ def report(cfg: LoadConfig, db: str, res: dict, chk: Check) -> tuple[str, bool]:
     n_rev = sum(1 for r in recs for a in r["acks"] if a["revision"])
     backend = "PostgreSQL" if "://" in db and db.startswith("postgres") else f"SQLite {sqlite3.sqlite_version}"
     lines = [
-        f"Annotation under load through the real app: {cfg.clients} gradio_client sessions x "
+        f"Annotation under load through the real app: {cfg.clients} signed-in sessions x "
         f"{cfg.judgments} judgments, SIGKILL of app.py at {cfg.kill_at:.0%}",
         f"run: {datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC}, python {platform.python_version()}, "
         f"{backend}, {os.cpu_count()} cores shared; load avg {res['load_start']:.1f} at start, "
-        f"{res['load_mean']:.1f} mean during the run",
+        f"{res['load_mean']:.1f} mean and {res['load_max']:.1f} max during the run",
+        f"uptime before: {res['uptime_before']}",
+        f"uptime after:  {res['uptime_after']}",
         f"config: think {cfg.think_s} s mean per click (uniform x0.5-1.5), skip {cfg.p_skip:.0%}, "
         f"back+change {cfg.p_back:.0%}, set of {cfg.queries} queries (overlap {cfg.overlap}, 10 % gold), "
-        f"client processes {cfg.procs}, app args {cfg.app_args or 'none'}",
+        f"clients: one process (asyncio, httpx) at nice {cfg.client_nice}, app args {cfg.app_args or 'none'}",
         "",
         f"writes acknowledged               {chk.acked} ({n_first} first answers/skips of {res['planned']} "
         f"planned, {n_rev} changed answers after Back)",
@@ -307,8 +332,8 @@ def report(cfg: LoadConfig, db: str, res: dict, chk: Check) -> tuple[str, bool]:
         f"wall time                         {res['wall']:.0f} s (pooling {res['pool_s']:.0f} s and the "
         f"first engine load {res['warm_s']:.0f} s before it)",
         f"CPU used                          app {res['cpu_app_s']:.0f} s "
-        f"({res['cpu_app_s'] / res['wall']:.0%} of one core), the {cfg.clients} client sessions "
-        f"{res['cpu_clients_s']:.0f} s ({res['cpu_clients_s'] / res['wall']:.0%}, at nice {cfg.client_nice})",
+        f"({res['cpu_app_s'] / res['wall']:.0%} of one core); the {cfg.clients} clients (one process) "
+        f"{res['cpu_clients_s']:.1f} s ({res['cpu_clients_s'] / res['wall']:.1%} of one core)",
     ]
     for label, items in (("lost", chk.lost), ("stale", chk.stale), ("misattributed", chk.misattributed),
                          ("read-back", chk.read_back_wrong), ("resume", chk.resumes_wrong), ("fatal", fatal)):
@@ -320,7 +345,7 @@ def report(cfg: LoadConfig, db: str, res: dict, chk: Check) -> tuple[str, bool]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     d = LoadConfig()
-    for f in ("clients", "judgments", "queries", "overlap", "procs", "seed", "client_nice"):
+    for f in ("clients", "judgments", "queries", "overlap", "seed", "client_nice"):
         ap.add_argument(f"--{f.replace('_', '-')}", type=int, default=getattr(d, f))
     ap.add_argument("--no-kill", action="store_true", help="no SIGKILL (latency alone)")
     for f in ("think_s", "p_skip", "p_back", "kill_at", "down_s"):
@@ -335,7 +360,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     cfg = LoadConfig(clients=a.clients, judgments=a.judgments, think_s=a.think_s, p_skip=a.p_skip,
                      p_back=a.p_back, kill_at=a.kill_at, down_s=a.down_s, queries=a.queries,
-                     overlap=a.overlap, procs=max(1, a.procs), seed=a.seed, app_args=list(a.app_args),
+                     overlap=a.overlap, seed=a.seed, app_args=list(a.app_args),
                      client_nice=a.client_nice, kill=not a.no_kill)
     with tempfile.TemporaryDirectory(prefix="cir-load-") as tmp:
         work = Path(tmp)
@@ -344,10 +369,10 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"--db {db} exists; the benchmark needs a new database")
         res = run(cfg, db, work, a.port)
         chk = check_db(db, res["recs"])
-        text, ok = report(cfg, db, res, chk)
-        if a.json:
+        if a.json:  # first: whatever the report does, the raw record of the run is kept
             a.json.write_text(json.dumps({"config": asdict(cfg), "check": asdict(chk),
                                           **{k: v for k, v in res.items() if k != "app_log"}}))
+        text, ok = report(cfg, db, res, chk)
         if not ok:
             print(f"app log tail:\n{res['app_log']}", file=sys.stderr)
     print(text, end="")

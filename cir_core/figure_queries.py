@@ -12,6 +12,7 @@ from .errors import InputError
 
 MAX_ENTRIES = 200  # a figure holds far fewer; a longer list is a mistake or an attack
 MAX_FIELD = 2000  # characters in one id, path or edit text
+MAX_DEPTH = 8  # JSON nesting: {"queries": [{...}]} is 3; json.loads recurses once per level
 PATHS_REFUSED = ("'reference_path' (an image file) is not accepted here: name a gallery image "
                  "with 'reference', a world query with 'query_id', or use the Compare tab's upload")
 
@@ -42,6 +43,24 @@ def _text_field(e: dict, key: str, i: int) -> str:
     return v
 
 
+def _check_depth(raw: str) -> None:
+    """InputError when JSON text nests deeper than MAX_DEPTH (json.loads would recurse until
+    Python's limit and raise RecursionError), counting brackets outside strings."""
+    depth, in_str, esc = 0, False, False
+    for ch in raw:
+        if in_str:
+            esc, in_str = (False, True) if esc else (ch == "\\", ch != '"')
+        elif ch == '"':
+            in_str = True
+        elif ch in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise InputError(f"the query list nests deeper than {MAX_DEPTH} levels: expected a "
+                                 "list of ids or of {\"query_id\"/\"reference\", \"text\"} objects")
+        elif ch in "]}":
+            depth -= 1
+
+
 def parse_entries(spec: Any, image_root: str | Path | None = None) -> list[dict]:
     """Normalise a query list: ids, JSON text, the exported JSON, or a list of entry dicts.
 
@@ -53,6 +72,7 @@ def parse_entries(spec: Any, image_root: str | Path | None = None) -> list[dict]
         if not raw:
             raise InputError("no queries given: list world query ids (test-00010, …) or paste a JSON list")
         if raw[0] in "[{":
+            _check_depth(raw)
             try:
                 spec = json.loads(raw)
             except json.JSONDecodeError as exc:

@@ -32,7 +32,14 @@ FIELDS: tuple[str, ...] = (
     "edit", "skip_reason", "comment", "time_spent_ms", "shown_position", "created_at",
     "updated_at", "gold_identity", "gold_edit",
 )
+# What an annotator's own export holds (the Results tab): what they answered and which pair it
+# was, nothing about pooling or gold — no task id, no gold answers (db/pooling.py, docs/ANNOTATION.md).
+OWN_FIELDS: tuple[str, ...] = tuple(f for f in FIELDS if f not in ("task_id", "gold_identity", "gold_edit"))
 INT_FIELDS = frozenset({"task_id", "time_spent_ms", "shown_position"})
+# A text cell a spreadsheet would run as a formula (OWASP's list: = + - @, tab, carriage return)
+# is written with a leading apostrophe, and so is one that starts with an apostrophe, so the rule
+# is reversible: read_csv drops exactly one leading apostrophe.
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "'")
 SALT_ENV = "CIR_PSEUDONYM_SALT"
 
 
@@ -70,6 +77,11 @@ def export_rows(session: Session, annotator: str | None = None,
         return _export_rows(session, stmt, annotator, pseudonymise_salt)
 
 
+def own_rows(session: Session, annotator: str) -> list[dict[str, Any]]:
+    """`annotator`'s own judgments with OWN_FIELDS only (what the Results tab offers them)."""
+    return [{k: r[k] for k in OWN_FIELDS} for r in export_rows(session, annotator=annotator)]
+
+
 def _export_rows(session: Session, stmt: Any, annotator: str | None,
                  salt: str | None) -> list[dict[str, Any]]:
     if annotator is not None:
@@ -101,31 +113,42 @@ def _atomic_write(path: Path, write: Any) -> None:
     os.replace(tmp, path)
 
 
-def write_csv(rows: list[dict[str, Any]], path: str | Path) -> None:
-    """CSV with a header; the csv module quotes commas, quotes and newlines; None -> empty."""
+def _cell(value: Any) -> Any:
+    """A CSV cell: None empty; text a spreadsheet would run as a formula behind an apostrophe."""
+    if value is None:
+        return ""
+    if isinstance(value, str) and value.startswith(FORMULA_START):
+        return "'" + value
+    return value
+
+
+def write_csv(rows: list[dict[str, Any]], path: str | Path, fields: tuple[str, ...] = FIELDS) -> None:
+    """CSV with a header (`fields`: FIELDS or OWN_FIELDS); the csv module quotes commas, quotes
+    and newlines; None -> empty; formula-like text escaped (FORMULA_START)."""
     def write(f: Any) -> None:
-        w = csv.DictWriter(f, fieldnames=FIELDS, lineterminator="\r\n")
+        w = csv.DictWriter(f, fieldnames=fields, lineterminator="\r\n")
         w.writeheader()
         for r in rows:
-            w.writerow({k: ("" if r[k] is None else r[k]) for k in FIELDS})
+            w.writerow({k: _cell(r[k]) for k in fields})
     _atomic_write(Path(path), write)
 
 
-def write_jsonl(rows: list[dict[str, Any]], path: str | Path) -> None:
-    """One JSON object per line (UTF-8, non-ASCII kept readable)."""
+def write_jsonl(rows: list[dict[str, Any]], path: str | Path, fields: tuple[str, ...] = FIELDS) -> None:
+    """One JSON object per line (UTF-8, non-ASCII kept readable), keys `fields`."""
     def write(f: Any) -> None:
         for r in rows:
-            f.write(json.dumps({k: r[k] for k in FIELDS}, ensure_ascii=False) + "\n")
+            f.write(json.dumps({k: r[k] for k in fields}, ensure_ascii=False) + "\n")
     _atomic_write(Path(path), write)
 
 
 def read_csv(path: str | Path) -> list[dict[str, Any]]:
-    """Rows written by write_csv, with ints and None restored."""
+    """Rows written by write_csv (the full or the annotator's own export), with ints, None and
+    the escaped text restored."""
     with open(path, encoding="utf-8", newline="") as f:
         reader = csv.DictReader(f)
-        if tuple(reader.fieldnames or ()) != FIELDS:
+        if tuple(reader.fieldnames or ()) not in (FIELDS, OWN_FIELDS):
             raise InputError(f"{path}: not a judgments export (header {reader.fieldnames})")
-        return [{k: (None if v == "" else int(v) if k in INT_FIELDS else v)
+        return [{k: (None if v == "" else int(v) if k in INT_FIELDS else v[1:] if v.startswith("'") else v)
                  for k, v in r.items()} for r in reader]
 
 

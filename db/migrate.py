@@ -10,6 +10,7 @@ schema matches the models exactly, and refused otherwise.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import re
 import sys
@@ -29,6 +30,8 @@ from sqlalchemy.exc import DatabaseError
 from cir_core.errors import CIRError
 from db.sqlite import describe, is_url, open_db
 from db.models import Base
+
+log = logging.getLogger(__name__)
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 VERSION_TABLE = "alembic_version"
@@ -150,11 +153,32 @@ def upgrade(engine_or_path: Engine | str | Path, revision: str = "head") -> None
 
 
 def init_db(engine: Engine) -> None:
-    """Create a new DB, or migrate an existing one, to the newest Alembic revision.
+    """Create a new DB, or migrate an existing one, to the newest Alembic revision, then (SQLite)
+    switch the file to WAL.
 
     Idempotent. A DB made by the old `create_all` (no alembic_version) is stamped if it matches
-    the models, else refused with `SchemaError` listing the differences."""
+    the models, else refused with `SchemaError` listing the differences — and left exactly as it
+    was: WAL is switched on only after the check, since the journal mode is stored in the file."""
     upgrade(engine, "head")
+    if engine.dialect.name == "sqlite":
+        enable_wal(engine)
+
+
+def enable_wal(engine: Engine) -> None:
+    """WAL on a SQLite annotation DB (readers do not block the writer). Persistent in the file;
+    set outside any transaction (the engine's own connections would begin one)."""
+    raw = engine.raw_connection()
+    try:
+        cur = raw.cursor()
+        mode = cur.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        cur.close()
+    finally:
+        raw.close()
+    if str(mode).lower() != "wal":
+        # E.g. a network file system: SQLite keeps the rollback journal. Durable, but reads
+        # then wait for the writer.
+        log.warning("%s: SQLite kept journal_mode=%s (WAL unavailable here): reads will queue "
+                    "behind writes", engine.url.database, mode)
 
 
 def downgrade(engine_or_path: Engine | str | Path, revision: str) -> None:

@@ -91,7 +91,8 @@ def pool_query_set(session: Session, engine: Engine, name: str, queries: Sequenc
                                        "backbone": engine.backbone.id, "gallery": engine.view.gallery.name,
                                        "gold_fraction": gold_fraction, "seed": seed})
     session.add(qs)
-    tasks: list[tuple[Task, PoolQuery]] = []
+    tasks: list[tuple[Task, PoolQuery]] = []  # in pooling order: what the seeded gold draw reads
+    shuffle = random.SystemRandom().shuffle
     for q, rows in hits:
         query = Query(query_set=qs, external_id=q.external_id, reference_id=q.reference_id,
                       edit_text=q.edit_text, meta=q.meta or None)
@@ -103,7 +104,13 @@ def pool_query_set(session: Session, engine: Engine, name: str, queries: Sequenc
             if item not in seen:
                 seen[item] = Task(query=query, item_id=item)
                 tasks.append((seen[item], q))
-        session.add_all(seen.values())
+        # Blind ids: the tasks are inserted (and so numbered) in a random order, unseeded.
+        # In pooling order (scoring, method, rank) a query's lowest task id was one method's
+        # rank 1, and anyone who saw ids (an export, the DB) could unblind from them.
+        new = list(seen.values())
+        shuffle(new)
+        session.add_all(new)
+        session.flush()  # ids now, in that order
     known = [(t, q) for t, q in tasks if q.truth is not None]
     rng = random.Random(seed)
     for t, q in rng.sample(known, round(gold_fraction * len(known))):

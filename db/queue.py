@@ -130,17 +130,22 @@ def query_set_by_name(session: Session, name: str) -> QuerySet:
     return qs
 
 
-def _order(annotator: Annotator, qs: QuerySet, tasks: list[tuple[int, int, bool]]) -> list[int]:
+def _order(annotator: Annotator, qs: QuerySet, tasks: list[tuple[int, int, bool, str]]) -> list[int]:
     """This annotator's order: the queries shuffled, then each query's items shuffled.
 
     Grouping by query keeps one reference + edit on screen for several candidates (less context
     switching) and completes whole queries early, which is what per-query rates need; the
-    shuffles keep the order random per annotator and unrelated to methods or ranks."""
+    shuffles keep the order random per annotator and unrelated to methods or ranks.
+
+    The shuffle starts from each query's items sorted by item id, never by task id: the seed is
+    public (the name and the set's name), so an annotator can replay it, and replayed over task
+    ids it would give back the ids' order — pooling order in sets pooled before ids were
+    shuffled. Replayed over item ids it gives back only what the screen already shows."""
     # Stable across restarts and machines (not Python's salted hash()).
     seed = int.from_bytes(hashlib.sha256(f"{annotator.name}\x00{qs.name}".encode()).digest()[:8], "big")
     rng = random.Random(seed)
     by_query: dict[int, list[int]] = {}
-    for t, q, _ in sorted(tasks):
+    for _, q, t, _ in sorted((item, q, t, g) for t, q, g, item in tasks):
         by_query.setdefault(q, []).append(t)
     queries = sorted(by_query)
     rng.shuffle(queries)
@@ -152,12 +157,13 @@ def _order(annotator: Annotator, qs: QuerySet, tasks: list[tuple[int, int, bool]
     return out
 
 
-def _task_ids(session: Session, qs: QuerySet) -> list[tuple[int, int, bool]]:
-    """(task id, query id, is gold) of every task in the set."""
+def _task_ids(session: Session, qs: QuerySet) -> list[tuple[int, int, bool, str]]:
+    """(task id, query id, is gold, item id) of every task in the set."""
     rows = session.execute(
-        select(Task.id, Task.query_id, (Task.gold_identity.is_not(None) | Task.gold_edit.is_not(None)))
+        select(Task.id, Task.query_id, (Task.gold_identity.is_not(None) | Task.gold_edit.is_not(None)),
+               Task.item_id)
         .join(Query, Task.query_id == Query.id).where(Query.query_set_id == qs.id)).all()
-    return [(int(t), int(q), bool(g)) for t, q, g in rows]
+    return [(int(t), int(q), bool(g), str(i)) for t, q, g, i in rows]
 
 
 class _SetCache:
@@ -170,7 +176,7 @@ class _SetCache:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._tasks: OrderedDict[tuple, tuple[list[tuple[int, int, bool]], frozenset[int]]] = OrderedDict()
+        self._tasks: OrderedDict[tuple, tuple[list[tuple[int, int, bool, str]], frozenset[int]]] = OrderedDict()
         self._orders: OrderedDict[tuple, list[int]] = OrderedDict()
 
     @staticmethod
@@ -191,12 +197,12 @@ class _SetCache:
                 cache.popitem(last=False)
         return value
 
-    def tasks(self, session: Session, qs: QuerySet) -> tuple[list[tuple[int, int, bool]], frozenset[int]]:
+    def tasks(self, session: Session, qs: QuerySet) -> tuple[list[tuple[int, int, bool, str]], frozenset[int]]:
         key = self._key(session, qs)
         hit = self._get(self._tasks, key)
         if hit is None:
             rows = _task_ids(session, qs)
-            hit = self._put(self._tasks, key, (rows, frozenset(t for t, _, g in rows if g)))
+            hit = self._put(self._tasks, key, (rows, frozenset(t for t, _, g, _ in rows if g)))
         return hit
 
     def order(self, session: Session, annotator: Annotator, qs: QuerySet) -> list[int]:

@@ -5,7 +5,8 @@
 POST /judgment {"annotator_id", "task_id", "identity", "edit", optional "comment",
 "time_spent_ms", "shown_position", "skip_reason"}: one transaction (upsert_judgment + commit);
 the 200 reply is sent only after the commit returned. GET /health answers {"ok": true, "pid"}.
-Errors: 400 bad input, 409 unknown annotator/task, 503 DB busy (retry), 500 anything else.
+Errors: 400 bad input, 409 unknown annotator/task, 503 the DB failed (`kind`: busy — retry —,
+disk_full, read_only, io_error, ...; see db/faults.py), 500 anything else.
 Not the app's server and not authenticated: bind it to localhost.
 """
 from __future__ import annotations
@@ -22,8 +23,9 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
+from db.faults import fault_kind
 from db.migrate import init_db
-from db.sqlite import open_db, session_factory
+from db.sqlite import SYNCHRONOUS, open_db, session_factory
 from db.judgments import upsert_judgment
 
 MAX_BODY = 64 * 1024
@@ -108,7 +110,13 @@ class Handler(BaseHTTPRequestHandler):
         except IntegrityError as exc:
             self._reply(409, {"error": f"rejected by the DB: {exc.orig}"})
         except (OperationalError, PoolTimeout) as exc:
-            self._reply(503, {"error": f"database busy, retry: {exc}"})
+            # Named for what it is (busy, disk full, read-only, I/O error: db.faults). 503 for all
+            # of them: not acknowledged. (After an I/O error the write may still show up once the
+            # file is recovered, as a reply lost to a crash would; the same payload again is a
+            # no-op then.) Busy is worth a retry at once.
+            kind = fault_kind(exc)
+            self._reply(503, {"error": f"{kind}: {getattr(exc, 'orig', None) or exc}", "kind": kind,
+                              "retry": kind == "busy"})
         except Exception as exc:  # the client must get an answer, never a silent drop
             log.exception("judgment failed")
             self._reply(500, {"error": f"{type(exc).__name__}: {exc}"})
@@ -125,9 +133,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--verbose", action="store_true", help="log every request")
+    ap.add_argument("--synchronous", choices=SYNCHRONOUS, default="FULL",
+                    help="SQLite's synchronous setting (NORMAL only to show what FULL buys: "
+                    "bench/fault_annotation.py)")
     a = ap.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if a.verbose else logging.INFO, stream=sys.stderr)
-    engine = open_db(a.db)
+    engine = open_db(a.db, synchronous=a.synchronous)
     init_db(engine)
     server = JudgmentServer((a.host, a.port), engine)
     print(f"serving {a.db} on http://{a.host}:{server.server_address[1]} (pid {os.getpid()})",

@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING, Any, Callable
 from sqlalchemy import func, select
 
 from db import queue
+from db.faults import DBFault, fault_kind, is_fault
 from db.migrate import init_db
 from db.sqlite import describe, is_url, open_db, read_session_factory, session_factory
-from db.models import Assignment, QuerySet
+from db.models import Assignment, Judgment, QuerySet
 
 if TYPE_CHECKING:
     from cir_core.engine import Engine
@@ -67,14 +68,16 @@ class AnnotationService:
     through `ReadSession` (on SQLite: no write lock, so they run in parallel), writes through
     `Session`; one screen of the Annotate tab is at most one write transaction."""
 
-    def __init__(self, target: str | Path):
+    def __init__(self, target: str | Path, synchronous: str = "FULL"):
+        # `synchronous` (SQLite): FULL makes an acknowledged answer durable past an OS crash;
+        # NORMAL only for bench/bench_durability.py, which measures what FULL costs a click.
         if is_url(str(target)):
             self.path: str | Path = str(target)
         else:
             self.path = Path(target).expanduser()
             if self.path.parent and not self.path.parent.exists():
                 raise FileNotFoundError(f"annotation DB folder {self.path.parent} does not exist")
-        self.engine = open_db(self.path)
+        self.engine = open_db(self.path, synchronous=synchronous)
         init_db(self.engine)
         self.Session = session_factory(self.engine)
         self.ReadSession = read_session_factory(self.engine)
@@ -155,7 +158,18 @@ class AnnotationService:
 
     def open(self, user: str, set_name: str, position: int | None = None) -> QueueState:
         """The current task (None position), or this user's task at `position` (back/undo).
-        A read transaction when the task is already in the queue; a write one to claim."""
+        A read transaction when the task is already in the queue; a write one to claim.
+        `DBFault` when the database fails under it."""
+        try:
+            return self._open(user, set_name, position)
+        except Exception as exc:
+            if not is_fault(exc):
+                raise
+            log.warning("annotation DB %s while opening %r's queue: %s", fault_kind(exc), user,
+                        getattr(exc, "orig", exc))
+            raise DBFault(fault_kind(exc), exc) from exc
+
+    def _open(self, user: str, set_name: str, position: int | None) -> QueueState:
         with self.ReadSession() as s:
             ann = self._annotator(s, user, create=False)
             qs = self._set(s, set_name)
@@ -176,23 +190,64 @@ class AnnotationService:
     def answer(self, user: str, set_name: str, task_id: int, identity: str, edit: str,
                comment: str | None = None, time_spent_ms: int = 0) -> QueueState:
         """Save the answer, then move on to the current task: one transaction (the reply is
-        sent after its commit, so an acknowledged answer is on disk)."""
-        with self.Session() as s:
-            ann = self._annotator(s, user, create=True)
-            qs = self._set(s, set_name)
-            queue.answer(s, ann, task_id, identity, edit, comment, time_spent_ms, commit=False, view=False)
-            sc = queue.screen(s, ann, qs, claim=True, commit=False)
-            s.commit()
-            return QueueState(ann.name, qs.name, sc.task, sc.progress, sc.upcoming)
+        sent after its commit, which with synchronous=FULL returns once the WAL is fsynced).
+        `DBFault` (with `saved` read back) when the database fails under it."""
+        want = ("answered", identity, edit, None, (comment or "").strip() or None)
+        return self._write(user, set_name, task_id, want, lambda s, ann: queue.answer(
+            s, ann, task_id, identity, edit, comment, time_spent_ms, commit=False, view=False))
 
     def skip(self, user: str, set_name: str, task_id: int, reason: str, time_spent_ms: int = 0) -> QueueState:
-        with self.Session() as s:
-            ann = self._annotator(s, user, create=True)
-            qs = self._set(s, set_name)
-            queue.skip(s, ann, task_id, reason, time_spent_ms, commit=False, view=False)
-            sc = queue.screen(s, ann, qs, claim=True, commit=False)
-            s.commit()
-            return QueueState(ann.name, qs.name, sc.task, sc.progress, sc.upcoming)
+        """Skip with a reason, then move on (as `answer`)."""
+        want = ("skipped", None, None, reason.strip() if isinstance(reason, str) else reason, None)
+        return self._write(user, set_name, task_id, want, lambda s, ann: queue.skip(
+            s, ann, task_id, reason, time_spent_ms, commit=False, view=False))
+
+    def _write(self, user: str, set_name: str, task_id: int, want: tuple, write: Callable) -> QueueState:
+        """`write(session, annotator)`, then the next screen, in one transaction; a database
+        failure becomes `DBFault` with the answer read back (`want`: what it should store)."""
+        try:
+            with self.Session() as s:
+                ann = self._annotator(s, user, create=True)
+                qs = self._set(s, set_name)
+                write(s, ann)
+                sc = queue.screen(s, ann, qs, claim=True, commit=False)
+                s.commit()
+                return QueueState(ann.name, qs.name, sc.task, sc.progress, sc.upcoming)
+        except Exception as exc:
+            if not is_fault(exc):
+                raise
+            kind = fault_kind(exc)
+            saved = self._saved(user, task_id, want)
+            log.warning("annotation DB %s on a save by %r (task %s; stored after all: %s): %s", kind,
+                        user, task_id, saved, getattr(exc, "orig", exc))
+            raise DBFault(kind, exc, writing=True, saved=saved) from exc
+
+    def _saved(self, user: str, task_id: Any, want: tuple) -> bool | None:
+        """Whether `user`'s judgment of `task_id` holds `want` (status, identity, edit, skip
+        reason, comment) now; None when the database cannot be read either."""
+        try:
+            with self.ReadSession() as s:
+                ann = queue.find_annotator(s, user)
+                if ann is None or isinstance(task_id, bool) or not isinstance(task_id, int):
+                    return False
+                row = s.execute(select(Judgment.status, Judgment.identity, Judgment.edit,
+                                       Judgment.skip_reason, Judgment.comment)
+                                .where(Judgment.annotator_id == ann.id, Judgment.task_id == task_id)).first()
+                return row is not None and tuple(row) == want
+        except Exception as exc:
+            if not is_fault(exc):
+                raise
+            return None
+
+    def finished(self, user: str, set_name: str) -> bool:
+        """Whether `user` has nothing left in `set_name` (everything answered or skipped, nothing
+        open to them). A read: nothing is claimed."""
+        with self.ReadSession() as s:
+            ann = queue.find_annotator(s, user)
+            if ann is None:
+                return False
+            p = queue.progress(s, ann, self._set(s, set_name))
+            return p.total > 0 and p.done == p.total
 
     def progress_of(self, user: str) -> dict[str, Any]:
         """The user's own counts per set (what annotation-only mode's Results shows)."""

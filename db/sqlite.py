@@ -3,10 +3,14 @@
 `open_db(target)` takes a file path or a SQLAlchemy URL (`sqlite:///file`, `postgresql://...`)
 and returns SQLAlchemy's `Engine`; `db.migrate.init_db` brings its schema to the newest revision.
 
-SQLite: WAL, FK enforcement, and the write lock taken at BEGIN (`BEGIN IMMEDIATE`) for sessions
-that write; `read_session_factory` gives sessions that begin a plain (deferred) transaction, so
-reads run in parallel with each other and with the one writer (WAL snapshots) instead of queueing
-on the write lock. PostgreSQL: see `db.postgres` (row locks where SQLite relies on the file lock).
+SQLite: FK enforcement, `synchronous=FULL` (a commit returns only once the WAL is fsynced, so an
+acknowledged write survives an OS crash or a power cut, not just a crash of the app), and the
+write lock taken at BEGIN (`BEGIN IMMEDIATE`) for sessions that write; `read_session_factory`
+gives sessions that begin a plain (deferred) transaction, so reads run in parallel with each
+other and with the one writer (WAL snapshots) instead of queueing on the write lock. WAL itself
+is switched on by `db.migrate.init_db` once the file is known to be ours (it persists in the
+file): opening a file never changes it. PostgreSQL: see `db.postgres` (row locks where SQLite
+relies on the file lock).
 """
 from __future__ import annotations
 
@@ -19,6 +23,10 @@ from sqlalchemy.orm import Session, sessionmaker
 
 BUSY_TIMEOUT_MS = 5000
 READ_OPTION = "cir_read_only"  # execution option: begin a deferred (read) transaction
+# FULL: in WAL mode every commit fsyncs the WAL before it returns (what makes an acknowledged
+# answer durable past an OS crash; the cost is measured by bench/bench_durability.py). NORMAL
+# fsyncs only at checkpoints: safe from a crash of the app, not of the machine.
+SYNCHRONOUS = ("FULL", "NORMAL")
 
 
 def is_url(target: str | Path) -> bool:
@@ -53,9 +61,12 @@ def describe(target: str | Path) -> str:
     return str(target)
 
 
-def open_db(target: str | Path) -> Engine:
+def open_db(target: str | Path, synchronous: str = "FULL") -> Engine:
     """Engine on the SQLite file at `target` (pragmas applied to every new connection), or on
-    the database a URL names."""
+    the database a URL names. `synchronous="NORMAL"` exists to measure what FULL costs (and to
+    show in the fault test what it buys); the app never asks for it."""
+    if synchronous not in SYNCHRONOUS:
+        raise ValueError(f"synchronous must be one of {SYNCHRONOUS}, got {synchronous!r}")
     url = db_url(target)
     backend = url.get_backend_name()
     if backend == "postgresql":
@@ -78,14 +89,14 @@ def open_db(target: str | Path) -> Engine:
         dbapi_conn.isolation_level = None
         cur = dbapi_conn.cursor()
         try:
-            # WAL: readers don't block the writer; persists in the file but is cheap to re-issue.
-            cur.execute("PRAGMA journal_mode=WAL")
+            # No journal_mode here: WAL persists in the file, and a file that turns out not to be
+            # an annotation DB must be refused unchanged (init_db switches WAL on after checking).
             # Wait for a competing writer instead of failing at once with "database is locked".
             cur.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
             # SQLite leaves FKs off by default, per connection; RESTRICT means nothing without it.
             cur.execute("PRAGMA foreign_keys=ON")
-            # Durable across app crashes in WAL mode; only an OS crash can drop the last commits.
-            cur.execute("PRAGMA synchronous=NORMAL")
+            # Per connection, not stored in the file: every connection must set it.
+            cur.execute(f"PRAGMA synchronous={synchronous}")
         finally:
             cur.close()
 

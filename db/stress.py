@@ -116,15 +116,15 @@ def free_port() -> int:
 class ServerProcess:
     """`python -m db.serve` as a child process, output appended to a log file."""
 
-    def __init__(self, db: Path | str, port: int, log: Path) -> None:
-        self.db, self.port, self.log = db, port, log
+    def __init__(self, db: Path | str, port: int, log: Path, args: tuple[str, ...] = ()) -> None:
+        self.db, self.port, self.log, self.args = db, port, log, tuple(args)
         self.proc: subprocess.Popen | None = None
 
     def start(self, timeout_s: float = 60.0) -> None:
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "db.serve", "--db", str(self.db), "--port", str(self.port)],
-                cwd=REPO, stdout=out, stderr=subprocess.STDOUT)
+                [sys.executable, "-m", "db.serve", "--db", str(self.db), "--port", str(self.port),
+                 *self.args], cwd=REPO, stdout=out, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

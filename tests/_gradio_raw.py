@@ -21,10 +21,12 @@ def fn_index(demo: Any, *, api_name: str | None = None, fn_name: str | None = No
     raise KeyError(api_name or fn_name)
 
 
-def call(url: str, index: int, data: list, cookies: dict | None = None, timeout: float = 120.0) -> dict:
-    """Run event `index` with the raw `data`; returns the `process_completed` message
-    (`{"success": bool, "output": {"data": [...]} or {"error": ...}}`)."""
-    session = uuid.uuid4().hex[:11]
+def call(url: str, index: int, data: list, cookies: Any = None, timeout: float = 120.0,
+         session: str | None = None) -> dict:
+    """Run event `index` with the raw `data` (in the session `session`, default a new one; a
+    gr.State input is sent as None: Gradio reads the session's own); returns the
+    `process_completed` message (`{"success": bool, "output": {"data": [...]} or {"error": ...}}`)."""
+    session = session or uuid.uuid4().hex[:11]
     base = url.rstrip("/") + "/gradio_api"
     with httpx.Client(timeout=timeout, cookies=cookies) as c:
         r = c.post(f"{base}/queue/join", json={"data": data, "event_data": None, "fn_index": index,
@@ -43,3 +45,10 @@ def call(url: str, index: int, data: list, cookies: dict | None = None, timeout:
 def file_data(path: str) -> dict:
     """A FileData payload naming `path` on the server (what a crafted request would send)."""
     return {"path": path, "meta": {"_type": "gradio.FileData"}, "orig_name": path.rsplit("/", 1)[-1]}
+
+
+def sign_in(url: str, name: str, password: str) -> httpx.Cookies:
+    """The cookies of a signed-in session (Gradio's login route)."""
+    r = httpx.post(url.rstrip("/") + "/login", data={"username": name, "password": password})
+    r.raise_for_status()
+    return r.cookies

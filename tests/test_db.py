@@ -53,11 +53,37 @@ def test_pragmas_on_every_connection(engine: Engine) -> None:
             assert cur.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
             assert cur.execute("PRAGMA foreign_keys").fetchone()[0] == 1
             assert cur.execute("PRAGMA busy_timeout").fetchone()[0] == 5000
-            assert cur.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL
+            # FULL: a commit returns after the WAL is fsynced (durable past an OS crash)
+            assert cur.execute("PRAGMA synchronous").fetchone()[0] == 2
             cur.close()
     finally:
         c1.close()
         c2.close()
+
+
+def test_a_foreign_sqlite_file_is_refused_unchanged(tmp_path: Path) -> None:
+    """Issue 27: a SQLite file of something else given as --db is refused, and left byte for
+    byte as it was (it used to be switched to WAL before the refusal), with no -wal/-shm."""
+    import hashlib
+    import sqlite3
+
+    from db.migrate import SchemaError
+    from db.service import AnnotationService
+
+    f = tmp_path / "notes.sqlite"
+    con = sqlite3.connect(f)
+    con.execute("CREATE TABLE notes (body TEXT)")
+    con.execute("INSERT INTO notes VALUES ('mine')")
+    con.commit()
+    con.close()
+    before = hashlib.sha256(f.read_bytes()).hexdigest()
+    with pytest.raises(SchemaError, match="schema differs"):
+        AnnotationService(f)
+    assert hashlib.sha256(f.read_bytes()).hexdigest() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.sqlite"]
+    con = sqlite3.connect(f)
+    assert con.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+    con.close()
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from cir_core.text import split_sentences
-from cir_core.world import EDIT_TYPES, query_stream, render
+from cir_core.world.films.queries import FilmQuery
+from cir_core.world.films.stream import TRAIN_TYPES, query_images, query_keys, training_queries
 from training.embed_cache import build_train_cache, cache_key, scene_hash
 from training.train_data import load_train_cache
 
@@ -16,7 +17,7 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 @pytest.fixture(scope="module")
 def queries():
-    return list(itertools.islice(query_stream(0), 48))
+    return list(itertools.islice(training_queries(0), 48))
 
 
 def test_shapes_and_meta(train_cache, tiny_backbone):
@@ -33,10 +34,11 @@ def test_shapes_and_meta(train_cache, tiny_backbone):
 
 def test_contents_match_the_queries(train_cache, tiny_backbone, queries):
     c = train_cache
-    assert [EDIT_TYPES[t] for t in c.edit_type] == [q.edit_type for q in queries]
+    assert [TRAIN_TYPES[t] for t in c.edit_type] == [q.edit_type for q in queries]
+    assert c.meta["n_film_queries"] == 24 == sum(isinstance(q, FilmQuery) for q in queries)
     assert list(c.n_sentences) == [len(q.sentences) for q in queries]
     assert [len(c.negatives(i)) for i in range(len(c))] == [len(q.negatives) for q in queries]
-    assert all(c.tgt_key[i] == scene_hash(q.target.key()) for i, q in enumerate(queries))
+    assert all(c.tgt_key[i] == scene_hash(query_keys(q)[1]) for i, q in enumerate(queries))
     long_q = next(i for i, q in enumerate(queries) if q.edit_type == "long")
     q = queries[long_q]
     want = tiny_backbone.encode_texts(split_sentences(q.text))
@@ -44,9 +46,9 @@ def test_contents_match_the_queries(train_cache, tiny_backbone, queries):
     np.testing.assert_allclose(c.text(c.edit[[long_q]])[0], tiny_backbone.encode_texts([q.text])[0], atol=ATOL)
     np.testing.assert_allclose(c.text(c.target_caption[[3]])[0],
                                tiny_backbone.encode_texts([queries[3].target_caption])[0], atol=ATOL)
-    img = tiny_backbone.encode_images([render(queries[5].target, tiny_backbone.image_size,
-                                              queries[5].target_seed)])[0]
-    np.testing.assert_allclose(c.image("tgt", np.array([5]))[0], img, atol=ATOL)
+    for i in (4, 5):  # a world query, a film query
+        img = tiny_backbone.encode_images([query_images(queries[i], tiny_backbone.image_size)[1]])[0]
+        np.testing.assert_allclose(c.image("tgt", np.array([i]))[0], img, atol=ATOL)
 
 
 def test_reused_not_rebuilt(train_cache, tiny_backbone, train_cache_root, monkeypatch):
@@ -62,6 +64,7 @@ def test_reused_not_rebuilt(train_cache, tiny_backbone, train_cache_root, monkey
 def test_key_depends_on_n_seed_and_backbone(tiny_backbone):
     k = cache_key(tiny_backbone, 48, 0)
     assert k != cache_key(tiny_backbone, 49, 0) and k != cache_key(tiny_backbone, 48, 1)
+    assert k != cache_key(tiny_backbone, 48, 0, films=0.0)  # the world alone is another stream
 
     class Other:
         id, image_size = "other@x", tiny_backbone.image_size

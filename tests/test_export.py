@@ -77,6 +77,26 @@ def test_csv_quotes_the_awkward_comment(db_path: Path, tmp_path: Path) -> None:
     assert raw.count("\r\n") == 8  # header + 7 records; the comment's own \n is inside quotes
 
 
+@pytest.mark.parametrize("comment", ['=HYPERLINK("http://x.example","open")', "+1", "-2+3", "@SUM(A1)",
+                                     "\tcmd", "\r=1", "'=1", "'quoted", "plain = fine"])
+def test_csv_cells_never_start_a_formula(db_path: Path, tmp_path: Path, comment: str) -> None:
+    """Issue 27: a comment starting with = (or + - @, tab, CR) would run as a formula in a
+    spreadsheet; it is written behind an apostrophe, and read back exactly."""
+    import csv
+
+    rows = [{**r, "comment": comment} for r in _rows(db_path)]
+    path = tmp_path / "j.csv"
+    write_csv(rows, path)
+    with open(path, encoding="utf-8", newline="") as f:
+        cells = [r["comment"] for r in csv.DictReader(f)]
+    for cell in cells:
+        assert not cell.startswith(("=", "+", "-", "@", "\t", "\r"))
+        assert cell == (comment if comment[0] not in "=+-@\t\r'" else "'" + comment)
+    assert read_csv(path) == rows
+    write_jsonl(rows, tmp_path / "j.jsonl")  # JSON is no spreadsheet: verbatim
+    assert read_jsonl(tmp_path / "j.jsonl") == rows
+
+
 def test_pseudonyms_stable_keyed_and_hide_the_name(db_path: Path, tmp_path: Path) -> None:
     rows = _rows(db_path, salt="s3cret")
     names = {r["annotator"] for r in rows}

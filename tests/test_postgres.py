@@ -107,6 +107,28 @@ def test_migrations_build_the_models_schema(pg_url) -> None:
         eng.dispose()
 
 
+def test_commits_wait_for_the_wal_flush(pg_url, caplog) -> None:
+    """Issue 27: a database configured with synchronous_commit=off would acknowledge answers an
+    OS crash can still take; the app's connections set it back to on (and say so once)."""
+    import logging
+
+    admin = create_engine(db_url(pg_url), isolation_level="AUTOCOMMIT")
+    with admin.connect() as c:
+        c.exec_driver_sql(f'ALTER DATABASE "{db_url(pg_url).database}" SET synchronous_commit = off')
+    admin.dispose()
+    eng = open_db(pg_url)
+    try:
+        with caplog.at_level(logging.WARNING, logger="db.postgres"):
+            for _ in range(2):
+                with eng.connect() as c:
+                    assert c.exec_driver_sql("SHOW synchronous_commit").scalar() == "on"
+                eng.dispose()  # a new connection next time
+        assert caplog.text.count("synchronous_commit=off") == 1
+        assert "fsync=off" in caplog.text  # the test cluster runs without fsync, and it is said
+    finally:
+        eng.dispose()
+
+
 def test_annotation_service_on_postgres(pg_url, cir_engine) -> None:
     from db.export import export_rows
     from db.models import JudgmentAudit

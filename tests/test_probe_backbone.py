@@ -75,3 +75,52 @@ def test_attribute_labels_follow_what_the_caption_says():
 def test_batch_is_deterministic(task):
     a, b = task.batch(3, 0, random.Random("x")), task.batch(3, 0, random.Random("x"))
     assert all(torch.equal(x, y) for x, y in zip(a, b))
+
+
+@pytest.fixture(scope="module")
+def film_task():
+    cfg = replace(DEFAULTS, batch_size=16, pair_fraction=0.5, group_size=2, aux_weight=0.5, film_fraction=0.5,
+                  val_scenes=4, probe_scenes=2)
+    return BackboneTask(cfg)
+
+
+def test_film_keyframes_join_the_batch_with_slot_labels(film_task, one_thread):
+    from training.backbone_films import SLOT_HEADS
+
+    images, tokens, same, img_labels, txt_labels = batch = film_task.batch(0, 0, random.Random(1))
+    heads = len(AUX_HEADS) + len(SLOT_HEADS)
+    assert images.shape[0] == 16 and tokens.shape[0] == 16 and same.diagonal().all()
+    assert img_labels.shape == (16, heads) and txt_labels.shape == (16, heads)
+    film_rows = img_labels[8:]
+    assert (film_rows[:, :3] == -100).all()  # the world's one-character heads are not asked of films
+    assert (film_rows[:, len(AUX_HEADS):] >= 0).all()  # every slot says who (or nobody) is there
+    loss, logs = film_task.loss(film_task.model, batch)
+    assert torch.isfinite(loss)
+
+
+def test_film_part_pairs_differ_in_one_thing():
+    from training.backbone_films import film_part
+
+    ks = film_part(12, 0.5, random.Random(2))
+    assert len(ks) == 12 and all(not k.state.is_novel() for k in ks)
+    for a, b in zip(ks[0:6:2], ks[1:6:2]):  # a shot and the next one, or an actor swapped
+        assert a.film_id == b.film_id and a.state != b.state
+
+
+def test_film_probe_alternatives_change_one_thing():
+    from training.probe_films import alternatives, probe_frames
+
+    k = probe_frames(5)[0]
+    for name, alts in alternatives(k.state).items():
+        assert all(a != k.state for a in alts), name
+
+
+def test_pose_pairs_differ_in_one_pose_alone():
+    from training.backbone_films import film_part
+
+    ks = film_part(8, 1.0, random.Random(3), pose_pairs=1.0)
+    for a, b in zip(ks[0::2], ks[1::2]):
+        changed = [(x, y) for x, y in zip(a.state.figures, b.state.figures) if x != y]
+        assert a.shot_seed == b.shot_seed and len(changed) == 1
+        (x, y), = changed
+        assert x.pose != y.pose and replace(x, pose=y.pose) == y

@@ -213,9 +213,9 @@ def test_order_groups_each_query_and_differs_between_annotators(S, cir_engine) -
             ann = queue.get_or_create_annotator(s, name)
             tasks = queue._task_ids(s, qs)
             order = queue._order(ann, qs, tasks)
-            q_of = {t: q for t, q, _ in tasks}
+            q_of = {t: q for t, q, _, _ in tasks}
             runs = [q_of[t] for i, t in enumerate(order) if i == 0 or q_of[order[i - 1]] != q_of[t]]
-            assert sorted(order) == sorted(t for t, _, _ in tasks)
+            assert sorted(order) == sorted(t for t, _, _, _ in tasks)
             assert len(runs) == len(set(runs)) == 4  # each query's items are contiguous
             seqs[name] = order
         assert seqs["o1"] != seqs["o2"]

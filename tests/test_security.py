@@ -178,6 +178,16 @@ def test_export_figure_refuses_server_paths(client, places):
     assert good[0] is not None and len(good[1]) == 3  # a gallery query still exports
 
 
+def test_a_deeply_nested_query_list_is_a_message(client):
+    """Issue 27: 5,000 nested lists made json.loads raise RecursionError out of the handler."""
+    for raw in ("[" * 5000 + "]" * 5000, '{"queries": ' + "[" * 9 + "]" * 9 + "}"):
+        with pytest.raises(InputError, match="nests deeper than 8"):
+            parse_entries(raw)
+        preview, files, status = _export_listed(client, raw)
+        assert preview is None and not files and "nests deeper than 8 levels" in plain(status)
+    assert _export_listed(client, '[{"query_id": "test-00001"}]')[0] is not None  # 2 levels: fine
+
+
 def test_export_figure_upload_slot_takes_only_uploads(app, client, cache_file, planted_link, places):
     idx = fn_index(app, api_name="export_figure")
     for p in (cache_file, planted_link, str(places["secret"]), "/etc/hostname"):
@@ -253,12 +263,28 @@ def test_export_folders_are_swept_and_removed(engine, tmp_path):
         figs.TEMP = real
     assert view.error is None and all(Path(f).is_relative_to(dirs.root) for f in view.files)
     assert top() == before  # nothing left at the top of the system temp folder
-    assert dirs.sweep() == 0  # young: kept until Gradio has copied it
+    assert dirs.sweep() == 0  # young: kept for the download
     assert dirs.sweep(now=time.time() + 61) == 1 and not any(Path(f).exists() for f in view.files)
     dirs.new("cir-judgments-")
     root = dirs.root
     dirs.close()  # what atexit (and SIGTERM) run
     assert not root.exists()
+
+
+def test_a_killed_processs_export_folders_go_at_the_next_start(tmp_path):
+    import os
+
+    from ui.tempfiles import TempDirs
+
+    dead = tmp_path / "cir-app-999999999-abc"  # no such pid runs
+    (dead / "cir-judgments-x").mkdir(parents=True)
+    (dead / "cir-judgments-x" / "judgments-alice.csv").write_text("a comment")
+    mine = tmp_path / f"cir-app-{os.getpid()}-old"
+    mine.mkdir()
+    dirs = TempDirs(parent=tmp_path, sweeper=False, serve=False)
+    root = dirs.root
+    assert not dead.exists() and mine.exists() and root.name.startswith(f"cir-app-{os.getpid()}-")
+    dirs.close()
 
 
 def test_every_event_of_a_concurrency_group_carries_its_limit(app):

@@ -29,7 +29,7 @@ def test_one_seed_report_on_the_shipped_checkpoints(tmp_path, monkeypatch):
     want = t["pact"]["chord"]["identity@1"]["mean"] - t["compose-only"]["chord"]["identity@1"]["mean"]
     assert c["diff"] == pytest.approx(want, abs=2e-4) and c["lo"] <= c["diff"] <= c["hi"]
     assert c["per_seed_diff"]["std"] == 0.0 and c["n_queries"] == 30
-    assert ("sum/chord", "sum/cosine", "R@10") in by
+    assert ("sum/chord", "sum/cosine", "R@10") in by and ("pact/cosine", "sum/cosine", "R@1") in by
     p = rep["progression_prefix"]["pact/cosine"]
     assert 0 <= p["lo"] <= p["pooled"] <= p["hi"] <= 1 and p["queries"] > 0
     assert "| pact | chord |" in sr.format_markdown(rep)

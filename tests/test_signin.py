@@ -152,3 +152,45 @@ def test_login_page_throttles_and_locks(app, caplog) -> None:
         assert httpx.post(login, data={"username": "bob", "password": "builder"}).status_code == 200
     assert "sign-in refused for 'alice' from 127.0.0.1" in caplog.text
     assert "wonderland" not in caplog.text and "wrong-" not in caplog.text
+
+
+def test_forwarded_for_is_ignored_unless_the_proxy_is_trusted(app, caplog) -> None:
+    """Issue 27: uvicorn trusted X-Forwarded-For from 127.0.0.1, so a local client rotating it
+    escaped the per-address limit and was logged under a forged address."""
+    import httpx
+
+    login = app.local_url + "login"
+    with caplog.at_level(logging.INFO, logger="ui.signin"):
+        for i in range(3):
+            httpx.post(login, data={"username": f"nobody{i}", "password": "x"},
+                       headers={"X-Forwarded-For": f"203.0.113.{i}"})
+    assert "203.0.113." not in caplog.text
+    counts = [int(m) for m in __import__("re").findall(r"(\d+) from the address", caplog.text)]
+    assert counts == sorted(counts) and counts[-1] >= 3  # one address, counting up
+
+
+def test_a_named_proxy_is_believed(tmp_path, caplog) -> None:
+    import httpx
+
+    from _cir_fakes import N_QUERIES, fake_trained_methods, make_test_engine
+    from test_app_live import _free_port
+    from ui import build_demo, launch_kwargs
+    from ui.settings import AppConfig, from_args
+
+    with pytest.raises(SystemExit, match="not an IP address"):
+        from_args(["--trusted-proxies", "10.0.0.1,proxy.local"], env={})
+    (tmp_path / "users.txt").write_text("alice:wonderland\n")
+    with fake_trained_methods():
+        engine = make_test_engine()
+    cfg = AppConfig(world_queries=N_QUERIES, host="127.0.0.1", port=_free_port(), db=str(tmp_path / "a.sqlite"),
+                    annotators=str(tmp_path / "users.txt"), trusted_proxies="127.0.0.1, ::1")
+    demo = build_demo(cfg, engine=engine)
+    demo.launch(prevent_thread_lock=True, quiet=True, **launch_kwargs(cfg))
+    try:
+        with caplog.at_level(logging.INFO, logger="ui.signin"):
+            httpx.post(demo.local_url + "login", data={"username": "alice", "password": "no"},
+                       headers={"X-Forwarded-For": "198.51.100.4"})
+        assert "sign-in failed for 'alice' from 198.51.100.4" in caplog.text
+    finally:
+        demo.close()
+        launch_kwargs(AppConfig())  # nobody trusted again, for the tests after this one

@@ -1,9 +1,12 @@
-"""Frozen embeddings of N world training queries, built once per backbone and reused.
+"""Frozen embeddings of N training queries of the world's stream, built once per backbone and reused.
+
+The stream interleaves the world's queries and the films' (`cir_core.world.films.stream`,
+`--films` of them: 0.5 by default, every other query).
 
 DiCE and PACE train only small heads on top of frozen towers, so every epoch would re-encode the
 same images and texts: encode them once here and train on the arrays (cheap on any machine).
 
-    python -m training.embed_cache --n 20000 [--backbone local-dir:...] [--seed 0] [--threads 1]
+    python -m training.embed_cache --n 20000 [--backbone local-dir:...] [--seed 0] [--films 0.5] [--threads 1]
 
 Layout of `<root>/<key>/` (key = backbone id, N, seed, RENDER_VERSION, image size, a fingerprint
 of the world's first queries, this format's version):
@@ -11,7 +14,8 @@ of the world's first queries, this format's version):
   texts.npy (U, D) float16 + texts.json       every distinct text, encoded once
   ref_caption.npy, edit.npy, target_caption.npy   (N,) int32 rows of texts.npy
   neg_idx.npy + neg_off.npy, sent_idx.npy + sent_off.npy   ragged: query i owns idx[off[i]:off[i+1]]
-  edit_type.npy (N,) int8 (index into EDIT_TYPES), ref_key.npy / tgt_key.npy (N,) int64 scene keys
+  edit_type.npy (N,) int8 (index into meta's edit_types), ref_key.npy / tgt_key.npy (N,) int64
+  ground-truth keys (a world scene's key; a film query's (actor, key for the actor))
   meta.json
 Sentences are `split_sentences(q.text)` (what PACE sees at inference): one per atomic edit for
 "long" queries, the edit itself otherwise.
@@ -34,12 +38,15 @@ from cir_core.progress import bar as progress_bar
 
 from cir_core.paths import cache_dir
 from cir_core.text import split_sentences
-from cir_core.world import EDIT_TYPES, query_stream, render
+from cir_core.world.films.film import FILM_VERSION
+from cir_core.world.films.render import FILM_RENDER_VERSION
+from cir_core.world.films.stream import FILM_SHARE, TRAIN_TYPES, query_keys, query_sources, render_item, \
+    training_queries
 from cir_core.world.render import RENDER_VERSION
 
 from .registry import Trainer, register_trainer
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: the stream interleaves film queries (issue 25)
 # Not a trainer but a build step: the frozen embeddings DiCE, PACE and PACT's targets train on.
 register_trainer(Trainer("embed-cache", "training.embed_cache", args=("--n", "20000", "--threads", "1"),
                          stage=1))
@@ -52,16 +59,17 @@ def scene_hash(key: tuple) -> int:
     return int.from_bytes(hashlib.sha1(repr(key).encode()).digest()[:8], "little", signed=True)
 
 
-def world_fingerprint(seed: int, k: int = 8) -> str:
-    """Changes when the world's language or sampling changes (RENDER_VERSION covers pixels)."""
-    qs = itertools.islice(query_stream(seed), k)
-    return hashlib.sha1("|".join(f"{q.text}#{q.target_caption}#{q.ref_seed}" for q in qs)
+def world_fingerprint(seed: int, k: int = 8, films: float = FILM_SHARE) -> str:
+    """Changes when the world's or the films' language or sampling changes (the render versions
+    cover pixels)."""
+    qs = itertools.islice(training_queries(seed, films), k)
+    return hashlib.sha1("|".join(f"{q.text}#{q.target_caption}#{query_keys(q)[1]}" for q in qs)
                         .encode()).hexdigest()[:10]
 
 
-def cache_key(backbone, n: int, seed: int) -> str:
-    ident = f"{backbone.id}|{n}|{seed}|r{RENDER_VERSION}|{backbone.image_size}|" \
-            f"{world_fingerprint(seed)}|f{FORMAT_VERSION}"
+def cache_key(backbone, n: int, seed: int, films: float = FILM_SHARE) -> str:
+    ident = f"{backbone.id}|{n}|{seed}|r{RENDER_VERSION}|fr{FILM_RENDER_VERSION}|fv{FILM_VERSION}|" \
+            f"films{films}|{backbone.image_size}|{world_fingerprint(seed, films=films)}|f{FORMAT_VERSION}"
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in backbone.id)[:60]
     return f"{safe}-n{n}-s{seed}-{hashlib.sha1(ident.encode()).hexdigest()[:10]}"
 
@@ -124,13 +132,14 @@ class TrainEmbeddings:
         return self.text(self.neg_idx[self.neg_off[i]:self.neg_off[i + 1]])
 
     def type_mask(self, *types: str) -> np.ndarray:
-        codes = [EDIT_TYPES.index(t) for t in types]
+        known = list(self.meta.get("edit_types", TRAIN_TYPES))
+        codes = [known.index(t) for t in types]
         return np.isin(self.edit_type, codes)
 
 
 def _render_pair(args: tuple) -> tuple:
     ref, rs, tgt, ts, size = args
-    return render(ref, size, rs), render(tgt, size, ts)
+    return render_item(ref, size, rs), render_item(tgt, size, ts)
 
 
 def encode_texts_by_length(backbone, texts: list[str]) -> np.ndarray:
@@ -195,11 +204,13 @@ def write_cache(folder: Path, arrays: dict[str, np.ndarray], texts: list[str], m
 
 
 def build_train_cache(backbone, n: int, seed: int = 0, root: Path | None = None,
-                      chunk: int = 512, workers: int = 0, progress: bool = True) -> TrainEmbeddings:
-    """Encode the first `n` queries of `query_stream(seed)` with `backbone` (images rendered at
-    `backbone.image_size`) and write the cache; a finished cache is reused, never rebuilt."""
+                      chunk: int = 512, workers: int = 0, progress: bool = True,
+                      films: float = FILM_SHARE) -> TrainEmbeddings:
+    """Encode the first `n` queries of the trainers' world stream (`training_queries(seed,
+    films)`: world and film queries) with `backbone` (images rendered at `backbone.image_size`)
+    and write the cache; a finished cache is reused, never rebuilt."""
     root = Path(root) if root is not None else cache_dir() / "train"
-    folder = root / cache_key(backbone, n, seed)
+    folder = root / cache_key(backbone, n, seed, films)
     if (folder / "meta.json").is_file():
         return TrainEmbeddings(folder)
     t0, size = time.time(), backbone.image_size
@@ -209,19 +220,22 @@ def build_train_cache(backbone, n: int, seed: int = 0, root: Path | None = None,
     fields = TextFields(lambda t: text_ids.setdefault(t, len(text_ids)))
 
     pool = ProcessPoolExecutor(workers) if workers > 0 else None
-    stream = query_stream(seed)
+    stream = training_queries(seed, films)
+    n_film = 0
     bar = progress_bar(total=n, disable=not progress, unit="query", desc=f"train cache n={n}")
     try:
         for start in range(0, n, chunk):
             qs = list(itertools.islice(stream, min(chunk, n - start)))
-            args = [(q.reference, q.ref_seed, q.target, q.target_seed, size) for q in qs]
+            args = [(*query_sources(q)[0], *query_sources(q)[1], size) for q in qs]
+            n_film += sum(a[1] is None for a in args)  # a keyframe carries its own seed
             pairs = list(pool.map(_render_pair, args, chunksize=16) if pool else map(_render_pair, args))
             ref_img.append(backbone.encode_images([p[0] for p in pairs], batch_size=256).astype(np.float16))
             tgt_img.append(backbone.encode_images([p[1] for p in pairs], batch_size=256).astype(np.float16))
             n_known = len(text_ids)
             for q in qs:
-                fields.add(q.ref_caption, q.text, q.target_caption, q.negatives, EDIT_TYPES.index(q.edit_type),
-                           scene_hash(q.reference.key()), scene_hash(q.target.key()))
+                rk, tk = query_keys(q)
+                fields.add(q.ref_caption, q.text, q.target_caption, q.negatives, TRAIN_TYPES.index(q.edit_type),
+                           scene_hash(rk), scene_hash(tk))
             new = list(text_ids)[n_known:]  # dicts keep insertion order: the texts first seen now
             if new:
                 text_rows.append(encode_texts_by_length(backbone, new))
@@ -237,8 +251,9 @@ def build_train_cache(backbone, n: int, seed: int = 0, root: Path | None = None,
     }
     meta = {"backbone": backbone.id, "dim": backbone.dim, "n": n, "seed": seed,
             "render_version": RENDER_VERSION, "image_size": size, "format": FORMAT_VERSION,
-            "world_fingerprint": world_fingerprint(seed), "n_texts": len(text_ids),
-            "n_sentences": int(arrays["sent_off"][-1]), "edit_types": list(EDIT_TYPES),
+            "world_fingerprint": world_fingerprint(seed, films=films), "n_texts": len(text_ids),
+            "n_sentences": int(arrays["sent_off"][-1]), "edit_types": list(TRAIN_TYPES),
+            "film_share": films, "n_film_queries": n_film,
             "build_seconds": round(time.time() - t0, 1)}
     write_cache(folder, arrays, list(text_ids), meta)
     return TrainEmbeddings(folder)
@@ -253,6 +268,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--n", type=int, default=20000)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--films", type=float, default=FILM_SHARE, help="share of film queries in the stream")
     ap.add_argument("--root", type=Path, default=None, help="default: cir_core.paths.cache_dir()/train")
     ap.add_argument("--workers", type=int, default=0, help="render processes (0: render inline)")
     ap.add_argument("--threads", type=int, default=0,
@@ -262,7 +278,7 @@ def main(argv: list[str] | None = None) -> None:
         import torch
         torch.set_num_threads(args.threads)
     bb = load_backbone(args.backbone, args.pretrained, device=args.device)
-    print(build_train_cache(bb, args.n, args.seed, args.root, workers=args.workers))
+    print(build_train_cache(bb, args.n, args.seed, args.root, workers=args.workers, films=args.films))
 
 
 if __name__ == "__main__":

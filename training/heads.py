@@ -76,14 +76,22 @@ def np_rng(rng: random.Random) -> np.random.Generator:
     return np.random.default_rng(rng.getrandbits(64))
 
 
-CRITERIA = ("R@10", "avg R@10", "mAP@10", "mean R@1", "R@5", "R@1")  # λ's criterion: the first reported
+# λ's criterion: the first reported ("world+films R@10": the mean of the world's and the films' val R@10)
+CRITERIA = ("world+films R@10", "R@10", "avg R@10", "mAP@10", "mean R@1", "R@5", "R@1")
+FILM_REPORTED = ("R@1", "R@10", "identity@1")  # of the film val split, in the validation line
+
+
+def val_films(n: int) -> int:
+    """Val films for `n` val queries: the film val split's 24 at 500 queries, in proportion below."""
+    return max(2, min(24, round(24 * n / 500)))
 
 
 class ValBench:
     """A labelled validation split, scored by its benchmark's own code, the evaluation loop's
-    (`cir_core.eval.loop`: queries composed once, scored per option): the world's val split (`n`
-    queries; the default) or a real one (`spec="cirr:ROOT"`, `lcirr:ROOT`, `fashioniq:ROOT`,
-    `circo:ROOT`, ...); gallery embeddings cached on disk. The test split is never touched."""
+    (`cir_core.eval.loop`: queries composed once, scored per option): the generated world's val
+    splits (`spec="world"`, the default: the world's `n` queries and the films' `n` over
+    `val_films(n)` films, λ chosen on the mean of their R@10; `"films"`: the films' alone) or a
+    real one (`spec="cirr:ROOT"`, `lcirr:ROOT`, `fashioniq:ROOT`, `circo:ROOT`, ...); gallery embeddings cached on disk. The test split is never touched."""
 
     def __init__(self, backbone: Any, n: int, cache_root: Path | None = None, progress: bool = False,
                  spec: str = "world"):
@@ -91,17 +99,34 @@ class ValBench:
         from cir_core.eval.loop import embed_benchmark
 
         name, _, root = spec.partition(":")
-        self.bench = (load_benchmark("world", split="val", n_queries=n, image_size=backbone.image_size)
-                      if name == "world" else load_benchmark(name, root, "val"))
+        generated = name in ("world", "films")
+        films = {"n_films": val_films(n)} if name == "films" else {}
+        self.bench = (load_benchmark(name, split="val", n_queries=n, image_size=backbone.image_size, **films)
+                      if generated else load_benchmark(name, root, "val"))
+        self.films = ValBench(backbone, n, cache_root, progress, "films") if name == "world" else None
         self.data = embed_benchmark(self.bench, backbone, cache_root, progress)
         self.n_queries = self.bench.n_queries()
 
     def queries(self, method) -> Any:
-        """The method's val queries composed once (a λ sweep scores them again and again)."""
-        return self.bench.compose(method, self.data)
+        """The method's val queries composed once (a λ sweep scores them again and again; with
+        the films, a pair)."""
+        c = self.bench.compose(method, self.data)
+        return c if self.films is None else (c, self.films.queries(method))
 
     def metrics(self, method, composed: Any, lam: float | None) -> tuple[dict, dict]:
-        """(metrics, R@10 per edit type on the world) for cosine (lam None) or Chord(lam)."""
+        """(metrics, R@10 per edit type on the world) for cosine (lam None) or Chord(lam); with
+        the films, theirs prefixed "films_" and the criterion "world+films R@10" beside."""
+        if self.films is not None:
+            m, types = self.metrics_of(method, composed[0], lam)
+            fm, ftypes = self.films.metrics(method, composed[1], lam)
+            m.update({f"films_{k}": v for k, v in fm.items()})
+            types.update({f"films_{k}": v for k, v in ftypes.items()})
+            m["world+films R@10"] = round((m["R@10"] + fm["R@10"]) / 2, 4)
+            return m, types
+        return self.metrics_of(method, composed, lam)
+
+    def metrics_of(self, method, composed: Any, lam: float | None) -> tuple[dict, dict]:
+        """`metrics` of this split alone."""
         opts = ScoreOpts("cosine") if lam is None else ScoreOpts("chord", lam)
         res = self.bench.score(method, composed, self.data, opts)
         return {k: round(float(v), 4) for k, v in res.metrics.items()}, res.extra.get("breakdown", {})
@@ -118,7 +143,9 @@ class ValBench:
         cos, by_type = self.metrics(method, c, None)
         chord, _ = self.metrics(method, c, method.chord_lambda if lam is None else lam)
         key = self.criterion(cos)
-        return {**{f"val_{k}": cos[k] for k in REPORTED if k in cos}, **{f"val_{k}": v for k, v in by_type.items()},
+        films = {f"val_films_{k}": cos[f"films_{k}"] for k in FILM_REPORTED if f"films_{k}" in cos}
+        return {**{f"val_{k}": cos[k] for k in REPORTED if k in cos}, **films,
+                **{f"val_{k}": v for k, v in by_type.items()},
                 **({"val_chord_R@1": chord["R@1"]} if "R@1" in chord else {}), f"val_chord_{key}": chord[key]}
 
     def select_lambda(self, method, grid: Sequence[float] = LAMBDA_GRID,

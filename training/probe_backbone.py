@@ -1,7 +1,7 @@
 """Held-out validation of a world backbone: text→image retrieval plus zero-shot attribute probes.
 
     python -m training.probe_backbone [--backbone local-dir:DIR] [--val-scenes 1000]
-                                      [--probe-scenes 200] [--threads 1] [--json OUT]
+                                      [--probe-scenes 200] [--films] [--threads 1] [--json OUT]
 
 The scenes are the trainer's own held-out set (`Random("backbone-val")`, novel combinations
 allowed, never trained on), so this reproduces the numbers a training run records in its
@@ -131,6 +131,8 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     ap.add_argument("--val-scenes", type=int, default=1000)
     ap.add_argument("--probe-scenes", type=int, default=200)
     ap.add_argument("--threads", type=int, default=1, help="CPU threads (0: torch's default)")
+    ap.add_argument("--films", action="store_true",
+                    help="also probe film keyframes of the val films (training.probe_films)")
     ap.add_argument("--json", help="also write the metrics to this file")
     args = ap.parse_args(argv)
     if args.threads:
@@ -138,6 +140,10 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     bb = load_backbone(args.backbone)
     t0 = time.time()
     metrics = evaluate(bb.model, bb.tokenizer, bb.image_size, args.val_scenes, args.probe_scenes)
+    if args.films:
+        from .probe_films import film_probe
+
+        metrics.update(film_probe(Encoder(bb.model, bb.tokenizer, bb.image_size), bb.image_size))
     out = {"backbone": bb.id, **metrics, "seconds": round(time.time() - t0, 1)}
     text = json.dumps(out, indent=1)
     print(text)

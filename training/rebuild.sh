@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The world's rebuild on a new backbone, as one resumable script (issue 12): install a trained
 # backbone folder, then everything that depends on it — the shipped gallery embeddings, the
-# training embed cache, every registered method for every seed — then the evaluations that
-# docs/RESULTS.md reports. Every step resumes (trainers from their run folders), so a stopped run
+# training embed cache (world and film queries, issue 25), every registered method for every
+# seed — then the evaluations that docs/RESULTS.md reports, on the world's test split and the
+# films'. Every step resumes (trainers from their run folders), so a stopped run
 # is continued by running the same command again.
 #
 #   training/rebuild.sh BACKBONE_DIR [OUT]        # OUT: reports (default runs/rebuild)
@@ -22,7 +23,7 @@ mkdir -p "$OUT"
 step() { echo "== [$(date +%T)] $*"; }
 
 step "1. the backbone: probed, then installed as assets/backbone/cir-tiny-vit"
-$PY -m training.probe_backbone --backbone "local-dir:$SRC" --json "$OUT/probe.json"
+$PY -m training.probe_backbone --backbone "local-dir:$SRC" --films --json "$OUT/probe.json"
 DEST=assets/backbone/cir-tiny-vit
 # The methods' run folders (and this script's variants) hold runs on whatever backbone they
 # were trained on, and a trainer resumes from its run folder. A marker records the backbone the
@@ -50,6 +51,13 @@ rm -f assets/embeddings/*.npz  # keyed by the old backbone: never read again
 # nothing else runs in this step: both cores (the build_assets entries pin one thread, for lanes)
 OMP_NUM_THREADS=2 $PY -m training.ship_gallery
 OMP_NUM_THREADS=2 $PY -m training.embed_cache --n 20000 --threads 2
+# the film val galleries the trainers validate on (24 films at 500 val queries, 10 at PACT's 200),
+# embedded once here rather than by two lanes at once
+for f in "24 500" "10 200"; do
+  read -r nf nq <<< "$f"
+  OMP_NUM_THREADS=2 $PY -m cir_core.eval --benchmark films --split val --n-films "$nf" --n-queries "$nq" \
+      --methods image-only --scoring cosine > /dev/null
+done
 
 step "3. every method, seeds $SEEDS"
 # The four methods of the mission get every seed; the zero-shot peers seed 0 (PEER_SEEDS).
@@ -100,5 +108,17 @@ $PY -m cir_core.eval.chord_analysis --methods pact,compose-only,dice,pace,sum,pi
     --json docs/results/chord_analysis.json --plot docs/img/chord_correction.png \
     > "$OUT/chord_analysis.txt"
 cp "$OUT/chord_analysis.txt" docs/results/
-step "done: probe $OUT/probe.json, seed tables $OUT/seeds.md; now the screenshots" \
+# the same on the film world's test split (104 films, 102,903 keyframes: embedded once, cached)
+$PY -m cir_core.eval --benchmark films --progression --json "$OUT/eval_films_test.json" > "$OUT/eval_films_test.txt"
+cp "$OUT/eval_films_test.json" "$OUT/eval_films_test.txt" docs/results/
+$PY -m training.seed_report --benchmark films --seeds "$SEEDS" --json "$OUT/seeds_films.json" --md "$OUT/seeds_films.md"
+$PY -m cir_core.chord_analysis --benchmark films --methods pact,compose-only,dice,pace,sum,pic2word,searle,lincir \
+    --json docs/results/chord_analysis_films.json --plot docs/img/chord_correction_films.png \
+    > "$OUT/chord_analysis_films.txt"
+cp "$OUT/chord_analysis_films.txt" docs/results/
+# why the zero-shot peers lose: one inverted token through the text tower (issue 25, item 6)
+for b in films world; do
+  $PY -m training.peer_capacity --benchmark $b --json "docs/results/peer_capacity_$b.json" > /dev/null
+done
+step "done: probe $OUT/probe.json, seed tables $OUT/seeds.md and $OUT/seeds_films.md; now the screenshots" \
      "(CIR_UPDATE_SCREENSHOT=1, docs/APP.md) and the tables in docs/RESULTS.md and BACKBONE.md"

@@ -1,7 +1,7 @@
 """Seed tables and the claims' intervals: each method's checkpoints of every seed on the world's
 test split, in one process.
 
-    python -m training.seed_report --seeds 0,1,2 [--n-queries 1000] [--json seeds.json] [--md seeds.md]
+    python -m training.seed_report --seeds 0,1,2 [--benchmark world|films] [--n-queries 1000] [--json seeds.json] [--md seeds.md]
 
 Seed 0 is the shipped checkpoint, seed s > 0 the one `python -m training.build_assets --seeds`
 wrote under runs/seeds/<method>/s<s>/. Reported:
@@ -9,8 +9,8 @@ wrote under runs/seeds/<method>/s<s>/. Reported:
 - every metric per (method, scoring) as mean ± sample std over the seeds;
 - the claims as paired bootstrap 95 % intervals over queries, each query's outcome averaged over
   the seeds (queries are the unit: the seeds share them): PACT − compose-only on identity@1 and
-  R@10, Chord − cosine on R@10 and identity@1 for every method; beside each, the per-seed
-  differences (mean ± std);
+  R@10, Chord − cosine on R@10 and identity@1 for every method, every method − the sum baseline
+  on R@10 and R@1 under each scoring; beside each, the per-seed differences (mean ± std);
 - the progression under the prefix protocol (sentences 1..k only): the share of k → k+1 steps on
   which the target's rank improved or held, per seed and with a query-bootstrap interval.
 """
@@ -54,9 +54,9 @@ def seed_checkpoints(methods: tuple[str, ...], seeds: list[int]) -> dict[int, di
 
 
 def evaluate_seeds(seeds: list[int], n_queries: int, methods: tuple[str, ...] = METHODS,
-                   progress: bool = True) -> dict[str, Any]:
-    """Every (method, seed, scoring) on the world's test split: metrics, per-query outcomes and
-    prefix-protocol step ranks (the baseline once: it has no seeds)."""
+                   progress: bool = True, benchmark: str = "world") -> dict[str, Any]:
+    """Every (method, seed, scoring) on the test split of the world (or the films'): metrics,
+    per-query outcomes and prefix-protocol step ranks (the baseline once: it has no seeds)."""
     from cir_core.backbone import load_backbone
     from cir_core.benchmarks import load_benchmark
     from cir_core.eval.loop import evaluate
@@ -64,7 +64,7 @@ def evaluate_seeds(seeds: list[int], n_queries: int, methods: tuple[str, ...] = 
 
     ckpts = seed_checkpoints(methods, seeds)
     backbone = load_backbone(DEFAULT_BACKBONE)
-    bench = load_benchmark("world", split="test", n_queries=n_queries, image_size=backbone.image_size,
+    bench = load_benchmark(benchmark, split="test", n_queries=n_queries, image_size=backbone.image_size,
                            progression=True)
     runs: dict[str, Any] = {}
     for s in seeds:
@@ -102,6 +102,10 @@ def claims(runs: dict, seeds: list[int], methods: tuple[str, ...]) -> list[dict[
     for m in (*methods, BASELINE):
         for metric in ("R@10", "identity@1"):
             out.append(_claim(runs, (m, "chord"), (m, "cosine"), metric, seeds))
+    for m in methods:  # every trained method against the untrained sum, scoring for scoring
+        for sc in SCORINGS:
+            for metric in ("R@10", "R@1"):
+                out.append(_claim(runs, (m, sc), (BASELINE, sc), metric, seeds))
     return out
 
 
@@ -133,8 +137,9 @@ def progression(runs: dict, seeds: list[int], methods: tuple[str, ...]) -> dict[
     return out
 
 
-def build(seeds: list[int], n_queries: int, methods: tuple[str, ...] = METHODS, progress: bool = True) -> dict:
-    got = evaluate_seeds(seeds, n_queries, methods, progress)
+def build(seeds: list[int], n_queries: int, methods: tuple[str, ...] = METHODS, progress: bool = True,
+          benchmark: str = "world") -> dict:
+    got = evaluate_seeds(seeds, n_queries, methods, progress, benchmark)
     runs = got["runs"]
     tables: dict[str, Any] = {}
     for m in (*methods, BASELINE):
@@ -142,14 +147,16 @@ def build(seeds: list[int], n_queries: int, methods: tuple[str, ...] = METHODS, 
             ss = [s for s in seeds if f"{m}|{sc}|{s}" in runs]
             tables.setdefault(m, {})[sc] = {k: mean_std([runs[f"{m}|{sc}|{s}"]["metrics"][k] for s in ss])
                                             for k in METRICS if k in runs[f"{m}|{sc}|{ss[0]}"]["metrics"]}
-    return {"date": time.strftime("%Y-%m-%d"), "seeds": seeds, "split": "test", "n_queries": got["n_queries"],
+    return {"date": time.strftime("%Y-%m-%d"), "benchmark": benchmark, "seeds": seeds, "split": "test",
+            "n_queries": got["n_queries"],
             "backbone": got["backbone"], "n_boot": N_BOOT, "tables": tables,
             "claims": claims(runs, seeds, methods), "progression_prefix": progression(runs, seeds, methods)}
 
 
 def format_markdown(rep: dict) -> str:
     pm = lambda d: f"{100 * d['mean']:.1f} ± {100 * d['std']:.1f}"  # noqa: E731
-    lines = [f"World test split, {rep['n_queries']} queries, seeds {rep['seeds']} ({rep['date']}, backbone "
+    where = {"world": "World", "films": "Film"}.get(rep.get("benchmark", "world"), rep.get("benchmark"))
+    lines = [f"{where} test split, {rep['n_queries']} queries, seeds {rep['seeds']} ({rep['date']}, backbone "
              f"{rep['backbone']}); mean ± sample std over seeds, in %.", "",
              "| method | scoring | " + " | ".join(METRICS) + " |", "|---|---|" + "---:|" * len(METRICS)]
     for m, by in rep["tables"].items():
@@ -170,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m training.seed_report", description=__doc__.split("\n\n")[0])
     ap.add_argument("--seeds", default="0,1,2", help="comma-separated (seed 0: the shipped checkpoints)")
     ap.add_argument("--n-queries", type=int, default=1000)
+    ap.add_argument("--benchmark", default="world", choices=("world", "films"), help="whose test split")
     ap.add_argument("--methods", default=",".join(METHODS))
     ap.add_argument("--json", type=Path, help="write the report here")
     ap.add_argument("--md", type=Path, help="write the tables here (Markdown)")
@@ -179,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
         methods = tuple(m.strip() for m in args.methods.split(",") if m.strip())
         if not seeds or len(set(seeds)) != len(seeds):
             raise InputError(f"--seeds must list distinct seeds, got {args.seeds!r}")
-        rep = build(seeds, args.n_queries, methods)
+        rep = build(seeds, args.n_queries, methods, benchmark=args.benchmark)
     except (CIRError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

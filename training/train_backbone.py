@@ -37,7 +37,10 @@ from cir_core.world.spec import (BACKGROUNDS, COLOURS, FACINGS, N_IDENTITIES, PO
 
 from .loop import LoopConfig, parse_cli, run
 from .registry import CONFIGS, Trainer, register_trainer
-from .probe_backbone import evaluate, heldout_set, to_tensor
+from .backbone_films import SLOT_HEADS, film_caption, film_part, frame_key, slot_labels
+from .probe_backbone import Encoder, evaluate, heldout_set, to_tensor
+
+FULL = {"name": True, "character": True, "background": True}
 
 
 
@@ -64,6 +67,10 @@ class BackboneSettings(LoopConfig):
     aux_scale: float = 10.0
     val_scenes: int = 1000
     probe_scenes: int = 200
+    film_fraction: float = 0.0  # share of the batch that is film keyframes (training.backbone_films)
+    film_pair_fraction: float = 0.5  # share of the film part made of pairs
+    film_pose_pairs: float = 0.0  # share of those pairs that change one figure's pose alone
+    init: str | None = None  # a local-dir backbone folder whose weights start the run (fine-tuning)
     export_dir: str | None = None
 
 
@@ -112,18 +119,32 @@ def attribute_labels(s: Scene, mode: dict[str, bool] | None = None) -> list[int]
     return out
 
 
+def film_attribute_labels(k, mode: dict[str, bool]) -> list[int]:
+    """`attribute_labels` of a film keyframe: the place and the props per slot (when the caption
+    says them); the world's single-character heads are not asked."""
+    s = k.state
+    out = [-100, -100, -100, BACKGROUNDS.index(s.place) if mode["background"] else -100]
+    for slot in POSITIONS:
+        o = next((o for o in s.objects if o.position == slot), None)
+        out += [-100 if not mode["props"] else 0 if o is None else 1 + values.index(getattr(o, attr))
+                for attr, values in (("shape", SHAPES), ("colour", COLOURS), ("size", SIZES))]
+    return out
+
+
 class WithHeads(torch.nn.Module):
     """The CLIP model plus linear attribute heads shared by both towers (training only)."""
 
-    def __init__(self, clip: torch.nn.Module, dim: int, scale: float = 10.0) -> None:
+    def __init__(self, clip: torch.nn.Module, dim: int, scale: float = 10.0,
+                 heads: dict[str, int] | None = None) -> None:
         super().__init__()
-        self.clip, self.heads = clip, torch.nn.Linear(dim, sum(AUX_HEADS.values()))
+        self.sizes = list((heads or AUX_HEADS).values())
+        self.clip, self.heads = clip, torch.nn.Linear(dim, sum(self.sizes))
         self.scale = scale  # the features are unit vectors: a fixed gain lets the heads be sure
 
     def attribute_loss(self, feats: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         """Mean over heads of the cross-entropy on the labelled rows."""
         losses = []
-        logits = self.heads(self.scale * feats).split(list(AUX_HEADS.values()), dim=1)
+        logits = self.heads(self.scale * feats).split(self.sizes, dim=1)
         for lg, y in zip(logits, labels.T):
             if (y != -100).any():
                 losses.append(F.cross_entropy(lg, y, ignore_index=-100))
@@ -156,9 +177,14 @@ class BackboneTask:
         register_project_configs()
         self.cfg = cfg
         self.clip = open_clip.create_model(cfg.model, pretrained=None)
+        if cfg.init:  # fine-tuning: start from a backbone folder's weights
+            from safetensors.torch import load_file
+
+            self.clip.load_state_dict(load_file(str(Path(cfg.init) / "open_clip_model.safetensors")))
         model_cfg = open_clip.get_model_config(cfg.model)
         self.size, dim = int(model_cfg["vision_cfg"]["image_size"]), int(model_cfg["embed_dim"])
-        self.model = WithHeads(self.clip, dim, cfg.aux_scale) if cfg.aux_weight else self.clip
+        heads = {**AUX_HEADS, **(SLOT_HEADS if cfg.film_fraction else {})}
+        self.model = WithHeads(self.clip, dim, cfg.aux_scale, heads) if cfg.aux_weight else self.clip
         self.tokenizer = open_clip.get_tokenizer(cfg.model)
         self.held = heldout_set(max(cfg.val_scenes, cfg.probe_scenes))
         self.clock: dict = {}
@@ -191,7 +217,8 @@ class BackboneTask:
     def batch(self, step: int, rank: int, rng: random.Random) -> tuple[torch.Tensor, ...]:
         """(images B×3×H×W, tokens of the B captions then the hard-negative captions, `same`
         B×T: text t also describes image i, attribute labels of the images and of the texts)."""
-        bs, k = self.cfg.batch_size, self.cfg.group_size
+        n_film = int(self.cfg.batch_size * self.cfg.film_fraction)
+        bs, k = self.cfg.batch_size - n_film, self.cfg.group_size
         balanced = step >= self.cfg.balanced_pairs_from
         scenes: list[Scene] = []
         for _ in range(int(bs * self.cfg.pair_fraction) // k):
@@ -202,6 +229,8 @@ class BackboneTask:
         seeds = [rng.randrange(1 << 30) for _ in scenes]  # one caption RNG per image, replayed
         modes = [caption_mode(random.Random(sd)) for sd in seeds]
         texts = [train_caption(s, random.Random(sd)) for s, sd in zip(scenes, seeds)]
+        frames = film_part(n_film, self.cfg.film_pair_fraction, rng, self.cfg.film_pose_pairs) if n_film else []
+        film_caps = [film_caption(f, rng.randrange(1 << 30)) for f in frames]
         text_scenes, text_modes = list(scenes), list(modes)
         for s, sd, mode, pos in zip(scenes, seeds, modes, list(texts) if self.cfg.text_negatives else []):
             kinds = edit_kinds(s)  # not computed at all without text negatives (the recipe's case)
@@ -214,15 +243,30 @@ class BackboneTask:
                         text_scenes.append(other)
                         text_modes.append(mode)
                         break
+        # the film keyframes follow the world's images and captions, before the negatives
+        n = len(scenes)
+        images[n:n] = [f.image(self.size) for f in frames]
+        texts[n:n] = [c for c, _ in film_caps]
         ids: dict = {}
-        img_key = torch.tensor([ids.setdefault(s.key(), len(ids)) for s in scenes])
-        txt_key = torch.tensor([ids.setdefault(s.key(), len(ids)) for s in text_scenes])
+        keys = [s.key() for s in scenes] + [frame_key(f) for f in frames]
+        img_key = torch.tensor([ids.setdefault(x, len(ids)) for x in keys])
+        txt_key = torch.tensor([ids.setdefault(x, len(ids)) for x in keys + [s.key() for s in text_scenes[n:]]])
         words: dict = {}
-        img_words = torch.tensor([words.setdefault(t, len(words)) for t in texts[:len(scenes)]])
+        img_words = torch.tensor([words.setdefault(t, len(words)) for t in texts[:len(images)]])
         txt_words = torch.tensor([words.setdefault(t, len(words)) for t in texts])
         same = (img_key[:, None] == txt_key[None]) | (img_words[:, None] == txt_words[None])
-        img_labels = torch.tensor([attribute_labels(s) for s in scenes])
-        txt_labels = torch.tensor([attribute_labels(s, m) for s, m in zip(text_scenes, text_modes)])
+        slots = self.cfg.film_fraction > 0
+
+        def labels(world: list[list[int]], film: list[list[int]]) -> torch.Tensor:
+            return torch.tensor(world[:n] + film + world[n:])
+
+        img_labels = labels([attribute_labels(s) + (slot_labels(s) if slots else []) for s in scenes],
+                            [film_attribute_labels(f, {"background": True, "props": True}) + slot_labels(f.state)
+                             for f in frames])
+        txt_labels = labels([attribute_labels(s, m) + (slot_labels(s, m == FULL) if slots else [])
+                             for s, m in zip(text_scenes, text_modes)],
+                            [film_attribute_labels(f, m) + slot_labels(f.state, m["name"])
+                             for f, (_, m) in zip(frames, film_caps)])
         return to_tensor(images), self.tokenizer(texts), same, img_labels, txt_labels
 
     def loss(self, model, batch) -> tuple[torch.Tensor, dict[str, float]]:
@@ -246,8 +290,13 @@ class BackboneTask:
         return loss, logs
 
     def validate(self) -> dict[str, float]:
-        return evaluate(self.clip, self.tokenizer, self.size, self.cfg.val_scenes,
-                        self.cfg.probe_scenes, self.held)
+        out = evaluate(self.clip, self.tokenizer, self.size, self.cfg.val_scenes,
+                       self.cfg.probe_scenes, self.held)
+        if self.cfg.film_fraction:
+            from .probe_films import film_probe
+
+            out.update(film_probe(Encoder(self.clip, self.tokenizer, self.size), self.size))
+        return out
 
     def after_run(self, clock: dict) -> None:
         self.clock = {**clock, "cpu_count": os.cpu_count()}

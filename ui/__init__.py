@@ -119,13 +119,17 @@ def launch_kwargs(cfg: AppConfig | None = None) -> dict:
     vars), the theme and CSS (Gradio 6 takes them at launch), the upload size limit, and with an
     annotators file the sign-in check (throttled per name and per client address, see
     ui/signin.py) with the middleware that tells it the client's address. Also makes SIGTERM a
-    clean exit, so the temporary folders are removed when the process is stopped."""
+    clean exit, so the temporary folders are removed when the process is stopped, and sets whose
+    X-Forwarded-For is believed (`--trusted-proxies`; nobody's by default)."""
     from .annotate_help import HOTKEY_JS
     from .preview import PREVIEW_KEYS_JS
+    from .settings import parse_proxies
+    from .signin import trust_proxies
     from .tempfiles import exit_cleanly_on_sigterm
 
     cfg = cfg or AppConfig()
     exit_cleanly_on_sigterm()
+    trust_proxies(parse_proxies(cfg.trusted_proxies))
     kw = {"server_name": cfg.host, "server_port": cfg.port, "theme": theme(), "css": CSS,
           "max_file_size": MAX_UPLOAD, "footer_links": ["api", "settings"],
           "head": HOTKEY_JS + PREVIEW_KEYS_JS}

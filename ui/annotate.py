@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 import gradio as gr
 
+from db.faults import DBFault, fault_kind, is_fault
+from db.faults import describe as describe_fault
 from db.service import SKIP_REASONS, AnnotationService, QueueState
 
 from .annotate_help import GUIDELINES, guideline_examples
@@ -79,7 +81,8 @@ def _view(engine: Engine, st: QueueState, note: str = "") -> AnnotateView:
             f"**{p.done} / {p.total}** done" + (f" ({p.skipped} skipped)" if p.skipped else ""))
     if st.task is None:
         return AnnotateView(f"{head}\n\n✅ Nothing left for you in this set. Thank you!" + note, "",
-                            None, None, {"set": st.query_set, "task": None, "latest": st.progress.latest})
+                            None, None, {"user": st.user, "set": st.query_set, "task": None,
+                                         "latest": st.progress.latest})
     t = st.task
     where = f"pair #{t.position}" + ("" if t.status is None else
                                      f" · your answer: **{answer_words(t.status, t.identity, t.edit)}**"
@@ -90,7 +93,10 @@ def _view(engine: Engine, st: QueueState, note: str = "") -> AnnotateView:
         "\n\n⚠ An image of this pair is not in the app's gallery: skip it with reason *other*."
     screen = f"{head} · {where}{missing}"
     edit_md = f"### Edit: “{md_text(t.edit_text, 2000)}”"
-    state = {"set": st.query_set, "task": t.task_id, "position": t.position, "latest": st.progress.latest,
+    # "user": whose screen this is. Gradio keys a State by the session hash the request names,
+    # not by who is signed in: every handler checks it (`_own_state`).
+    state = {"user": st.user, "set": st.query_set, "task": t.task_id, "position": t.position,
+             "latest": st.progress.latest,
              "shown": time.time(), "identity": t.identity, "edit": t.edit, "screen": screen,
              "ref": ref, "cand": cand, "edit_md": edit_md}
     return AnnotateView(f"{screen}{note}", edit_md, ref, cand, state, t.identity, t.edit, t.comment or "")
@@ -126,9 +132,19 @@ def _elapsed(state: dict) -> int:
     return max(0, min(int((time.time() - float(shown)) * 1000), 24 * 3600 * 1000))
 
 
-def _valid_state(state: Any) -> dict | None:
-    """The session's state when it names a task (ints where ints belong), else None."""
+def _own_state(state: Any, user: str) -> dict:
+    """The session's state if it is `user`'s screen, else {} (nothing of it is read or kept).
+
+    Gradio keys a gr.State by the session hash a request names; a signed-in user who learns
+    another's hash would otherwise read that screen (the reply shows the state's pair) and set
+    its pending first label. A state without an owner is nobody's."""
     st = dict_in(state)
+    return st if st.get("user") == user else {}
+
+
+def _valid_state(state: Any, user: str) -> dict | None:
+    """`user`'s state when it names a task (ints where ints belong), else None."""
+    st = _own_state(state, user)
     task, pos = st.get("task"), st.get("position")
     if not isinstance(st.get("set"), str) or isinstance(task, bool) or not isinstance(task, int) \
             or isinstance(pos, bool) or not isinstance(pos, int):
@@ -136,8 +152,8 @@ def _valid_state(state: Any) -> dict | None:
     return st
 
 
-def _set_of(state: Any) -> str | None:
-    name = dict_in(state).get("set")
+def _set_of(state: Any, user: str) -> str | None:
+    name = _own_state(state, user).get("set")
     return name if isinstance(name, str) else None
 
 
@@ -160,9 +176,9 @@ def choose_view(svc: AnnotationService, engine: Engine, user: str | None, state:
     first label of a pair touches neither the DB nor the pictures."""
     if not user:
         return AnnotateView(NO_SIGN_IN, "", None, None)
-    st = _valid_state(state)
+    st = _valid_state(state, user)
     if st is None:
-        return open_view(svc, engine, user, _set_of(state))
+        return open_view(svc, engine, user, _set_of(state, user))
     st = {**st, kind: value}
     # Save once both questions were answered on this screen (a revisited pair needs both again).
     fresh = {f for f in st.get("_fresh", ()) if f in ("identity", "edit")} | {kind}
@@ -186,9 +202,9 @@ def choose_view(svc: AnnotationService, engine: Engine, user: str | None, state:
 def skip_view(svc: AnnotationService, engine: Engine, user: str | None, state: dict, reason: str | None) -> AnnotateView:
     if not user:
         return AnnotateView(NO_SIGN_IN, "", None, None)
-    st = _valid_state(state)
+    st = _valid_state(state, user)
     if st is None:
-        return open_view(svc, engine, user, _set_of(state))
+        return open_view(svc, engine, user, _set_of(state, user))
     st_ = svc.skip(user, st["set"], st["task"], choice_in(reason, SKIP_REASONS, "other"), _elapsed(st))
     return _view(engine, st_)
 
@@ -197,13 +213,13 @@ def move_view(svc: AnnotationService, engine: Engine, user: str | None, state: d
     """'back': the previous position; 'next': the first unanswered task."""
     if not user:
         return AnnotateView(NO_SIGN_IN, "", None, None)
-    st = dict_in(state)
+    st = _own_state(state, user)
     pos, latest = st.get("position"), st.get("latest")
     if isinstance(pos, bool) or not isinstance(pos, int):
         pos = (latest if isinstance(latest, int) and not isinstance(latest, bool) else 0) + 1
     if step == "back":
-        return open_view(svc, engine, user, _set_of(st), max(1, min(pos, 10**9) - 1))
-    return open_view(svc, engine, user, _set_of(st))
+        return open_view(svc, engine, user, _set_of(st, user), max(1, min(pos, 10**9) - 1))
+    return open_view(svc, engine, user, _set_of(st, user))
 
 
 @dataclass
@@ -292,6 +308,31 @@ def _render(v: AnnotateView) -> list:
     return [v.status, v.edit, pair + (chosen_css(v.identity, v.edit_label) if pair else ""), v.comment, v.state]
 
 
+def guard(fn: Any, render: Any, n_out: int) -> Any:
+    """`fn` as a Gradio handler: its view rendered, or a refusal or failure as a message (the
+    other outputs skipped, so the session's state is kept); a database failure is named for
+    what it is, with only what was checked about the answer (db.faults)."""
+    # wraps: Gradio reads the signature (through __wrapped__) to inject request and profile.
+    @functools.wraps(fn)
+    def run(*args):
+        try:
+            return render(fn(*args))
+        except (PermissionError, LookupError, ValueError) as exc:
+            msg = str(exc)
+        except DBFault as exc:
+            msg = exc.message()
+        except Exception as exc:
+            if not is_fault(exc):
+                log.exception("Annotate handler failed")
+                msg = "Something went wrong on the server: press N to reload your current pair."
+            else:  # e.g. the DB could not be opened: no answer was in this call
+                log.warning("annotation DB %s: %s", fault_kind(exc), getattr(exc, "orig", exc))
+                msg = describe_fault(fault_kind(exc), writing=False)
+        warn(msg)
+        return [f"⚠ {md_text(msg, 1000)}"] + [gr.skip()] * (n_out - 1)
+    return run
+
+
 def _wire(holder: EngineHolder, services: ServiceHolder, c: SimpleNamespace, outs: list, render) -> None:
     """The answer, skip, back/next and set events; a refused or unknown action is a message.
 
@@ -299,25 +340,7 @@ def _wire(holder: EngineHolder, services: ServiceHolder, c: SimpleNamespace, out
     in parallel, SQLite serialises the writes. They are callable by name (api_visibility
     "undocumented": not listed, but gradio_client can drive them as the page does; every call
     still needs a signed-in user and only touches that user's queue)."""
-    from sqlalchemy.exc import OperationalError
-
-    def guarded(fn):
-        # wraps: Gradio reads the signature (through __wrapped__) to inject request and profile.
-        @functools.wraps(fn)
-        def run(*args):
-            try:
-                return render(fn(*args))
-            except (PermissionError, LookupError, ValueError) as exc:
-                msg = str(exc)
-            except OperationalError as exc:
-                log.warning("annotation DB busy: %s", exc.orig)
-                msg = "The annotation database is busy: press the key again (nothing was lost)."
-            except Exception:
-                log.exception("Annotate handler failed")
-                msg = "Something went wrong on the server: press N to reload your current pair."
-            warn(msg)
-            return [f"⚠ {md_text(msg)}"] + [gr.skip()] * (len(outs) - 1)
-        return run
+    guarded = functools.partial(guard, render=render, n_out=len(outs))
 
     group = {"concurrency_limit": ANNOTATE_CONCURRENCY, "concurrency_id": "annotate",
              "api_visibility": "undocumented"}

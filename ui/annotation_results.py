@@ -20,7 +20,7 @@ from typing import Any
 
 import gradio as gr
 
-from db.export import export_rows, write_csv, write_jsonl
+from db.export import OWN_FIELDS, own_rows, write_csv, write_jsonl
 from db.report import compute_report, gold_accuracy, report_figure
 
 from .annotate import NO_SIGN_IN, ServiceHolder, user_of
@@ -98,23 +98,30 @@ def summary_markdown(rep: dict, user: str) -> str:
 
 
 def _export(svc: Any, user: str, out_dir: str | Path | None) -> list[str]:
+    """The viewer's own judgments (OWN_FIELDS: no task ids, no gold answers) as CSV and JSONL."""
     with svc.ReadSession() as s:
-        rows = export_rows(s, annotator=user)
+        rows = own_rows(s, user)
     out = Path(out_dir) if out_dir else TEMP.new("cir-judgments-")
     safe = "".join(c if c.isalnum() else "-" for c in user)[:80]
     files = [out / f"judgments-{safe}.csv", out / f"judgments-{safe}.jsonl"]
-    write_csv(rows, files[0])
-    write_jsonl(rows, files[1])
+    write_csv(rows, files[0], OWN_FIELDS)
+    write_jsonl(rows, files[1], OWN_FIELDS)
     return [str(f) for f in files]
 
 
 def own_markdown(svc: Any, user: str, name: str) -> str:
-    """The viewer's own work in `name` (annotation-only mode): counts and gold accuracy."""
+    """The viewer's own work in `name` (annotation-only mode): counts, and gold accuracy once
+    they have finished the set — watched after every answer, it would tell which pairs are gold."""
     counts = svc.progress_of(user).get(name, {"answered": 0, "skipped": 0})
     out = [f"**{md_text(name)}** · your work: **{counts['answered']}** answered, "
            f"**{counts['skipped']}** skipped"]
-    with svc.ReadSession() as s:
-        g = gold_accuracy(s, name, user)
+    if not svc.finished(user, name):
+        out.append("\nYour gold accuracy is shown once you have finished this set (shown earlier, "
+                   "it would tell which pairs are the known-answer ones).")
+        g = None
+    else:
+        with svc.ReadSession() as s:
+            g = gold_accuracy(s, name, user)
     if g:
         out.append(f"\n**Your gold accuracy**: identity {g['identity']['correct']}/{g['identity']['n']}, "
                    f"edit {g['edit']['correct']}/{g['edit']['n']}")

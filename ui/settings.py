@@ -8,6 +8,7 @@ annotation database and its snapshot repo, the annotators' sign-in file, host an
 | `--db-repo` | `CIR_DB_REPO` | none: a Hub dataset repo (or `file:///dir`) the annotation DB is snapshotted to and restored from |
 | `--annotators` | `CIR_ANNOTATORS` | none: a file of `name:password` lines turns on Gradio's login page |
 | `--annotation-only` | `CIR_ANNOTATION_ONLY` | off: on, the app has only the Annotate tab and the viewer's own Results (no Compare, no Figures, no method rates), so annotators cannot unblind a pair |
+| `--trusted-proxies` | `CIR_TRUSTED_PROXIES` | none: comma-separated addresses or networks (`10.0.0.0/8`) of reverse proxies whose `X-Forwarded-For` names the client; from anyone else the header is ignored |
 | `--host` | `CIR_HOST` | Gradio's (127.0.0.1, or `GRADIO_SERVER_NAME`) |
 | `--port` | `CIR_PORT` | Gradio's (7860, or `GRADIO_SERVER_PORT`) |
 
@@ -25,7 +26,8 @@ from cir_core.errors import InputError
 from cir_core.settings import ENGINE_ENV, EngineConfig, add_engine_args, settings_from
 
 APP_ENV = {**ENGINE_ENV, "db": "CIR_DB", "annotators": "CIR_ANNOTATORS", "db_repo": "CIR_DB_REPO",
-           "annotation_only": "CIR_ANNOTATION_ONLY", "host": "CIR_HOST", "port": "CIR_PORT"}
+           "annotation_only": "CIR_ANNOTATION_ONLY", "trusted_proxies": "CIR_TRUSTED_PROXIES",
+           "host": "CIR_HOST", "port": "CIR_PORT"}
 TRUE, FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off", "")
 
 
@@ -37,6 +39,7 @@ class AppConfig(EngineConfig):
     annotators: str | None = None
     db_repo: str | None = None
     annotation_only: bool = False
+    trusted_proxies: str | None = None
     host: str | None = None
     port: int | None = None
 
@@ -60,6 +63,9 @@ def build_parser(add_help: bool = True) -> argparse.ArgumentParser:
                    help="an annotation campaign: only the Annotate tab and each annotator's own "
                    "Results (no Compare or Figures tab, no method rates), so nobody can see which "
                    "method retrieved a pair [CIR_ANNOTATION_ONLY=1]")
+    g.add_argument("--trusted-proxies", help="comma-separated addresses or networks (10.0.0.0/8) of "
+                   "the reverse proxies in front of the app: only their X-Forwarded-For names the "
+                   "client (sign-in limits, logs); default none [CIR_TRUSTED_PROXIES]")
     g.add_argument("--host", help="server name, 0.0.0.0 to listen on all interfaces [CIR_HOST]")
     g.add_argument("--port", type=int, help="server port [CIR_PORT]")
     return ap
@@ -74,6 +80,7 @@ def from_args(argv: Sequence[str] | None = None, env: Mapping[str, str] | None =
     try:
         cfg = settings_from(AppConfig, args, env, APP_ENV)
         cfg.annotation_only = parse_flag(cfg.annotation_only, "CIR_ANNOTATION_ONLY/--annotation-only")
+        parse_proxies(cfg.trusted_proxies)
         return cfg
     except InputError as exc:
         raise SystemExit(f"error: {exc}") from None
@@ -89,6 +96,24 @@ def parse_flag(value: object, name: str) -> bool:
     if v in FALSE:
         return False
     raise InputError(f"{name} must be 1/0, true/false, yes/no or on/off, got {value!r}")
+
+
+def parse_proxies(value: str | None) -> list[str]:
+    """The trusted proxies' addresses and networks, normalised; InputError names a bad entry
+    (uvicorn would take it silently as a literal that never matches)."""
+    import ipaddress
+
+    out = []
+    for item in (value or "").split(","):
+        item = item.strip()
+        if not item:
+            continue
+        try:
+            out.append(str(ipaddress.ip_network(item, strict=False)))
+        except ValueError:
+            raise InputError(f"CIR_TRUSTED_PROXIES/--trusted-proxies: {item!r} is not an IP address "
+                             "or network (e.g. 10.0.0.5 or 10.0.0.0/8)") from None
+    return out
 
 
 def apply_offline_default(cfg: AppConfig) -> None:

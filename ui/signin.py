@@ -7,15 +7,19 @@ without holding up any other request. Every failure is logged (name, client addr
 recent failures, whether it is now locked) at WARNING on the `ui.signin` logger; the password
 never is. Policy: `db.users.SignInThrottle`.
 
-Behind a reverse proxy the client address is what uvicorn reports (it trusts X-Forwarded-For
-from 127.0.0.1 only, by default); if every request arrives from the proxy, the per-address limit
-counts all users together, so it is set well above the per-name one.
+The client address is the connection's peer, unless the peer is one of the proxies named in
+`--trusted-proxies` (`trust_proxies`), whose X-Forwarded-For then names the client. uvicorn
+trusts the header from 127.0.0.1 by default: any local process could rotate it to escape the
+per-address limit and be logged under a forged address. If every request arrives from one
+proxy that is not trusted, the per-address limit counts all users together, so it is set well
+above the per-name one.
 """
 from __future__ import annotations
 
 import asyncio
 import contextvars
 import logging
+import os
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
@@ -68,6 +72,15 @@ def throttled(check: Callable[[str, str], bool], throttle: SignInThrottle,
         return False
 
     return auth
+
+
+def trust_proxies(proxies: list[str]) -> None:
+    """X-Forwarded-For honoured only from `proxies` (addresses or networks; empty: from nobody).
+    uvicorn reads FORWARDED_ALLOW_IPS when Gradio builds its server config, at launch: call
+    this before `demo.launch`. Replaces what the environment had there."""
+    os.environ["FORWARDED_ALLOW_IPS"] = ",".join(proxies)
+    if proxies:
+        log.info("X-Forwarded-For is honoured from %s only", ", ".join(proxies))
 
 
 def signin_kwargs(annotators: str | Path, throttle: SignInThrottle | None = None) -> dict[str, Any]:

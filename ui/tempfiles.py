@@ -1,10 +1,14 @@
-"""Short-lived folders for the files a handler hands to Gradio (figure exports, judgment exports).
+"""Short-lived folders for the files a handler hands to Gradio (figure exports, judgment exports,
+which hold annotators' comments).
 
-Gradio copies a returned file into its own cache when it post-processes the event, so our copy is
-needed only for the few seconds until then. `TempDirs.new(prefix)` makes a folder under one
-per-process root (`$TMPDIR/cir-app-XXXX/`); folders older than `ttl_s` are removed on the next
-`new()` and by a daemon sweeper, and the whole root is removed at interpreter exit. Gradio's own
-copies are cleaned by `gr.Blocks(delete_cache=...)` (see ui/__init__.py).
+`TempDirs.new(prefix)` makes a folder under one per-process root (`$TMPDIR/cir-app-<pid>-XXXX/`),
+which is one of Gradio's static paths: Gradio serves the files from there (to signed-in users,
+when the app has sign-in) and makes no copy of them in its own cache. So the only copy is ours:
+folders older than `ttl_s` (an hour: time to press download) are removed on the next `new()` and
+by a daemon sweeper, the whole root at interpreter exit (SIGTERM included, see
+`exit_cleanly_on_sigterm`), and the roots a killed process left behind (its pid no longer
+running) when the next one makes its own. Gradio's cache kept copies of these exports past a
+clean shutdown before (issue 27): its `delete_cache` runs only when uvicorn's lifespan ends.
 """
 from __future__ import annotations
 
@@ -19,23 +23,53 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 
-TTL_S = 120.0
+TTL_S = 3600.0
+PREFIX = "cir-app-"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    return True
+
+
+def sweep_orphans(parent: str | Path | None = None) -> int:
+    """Remove the roots (`cir-app-<pid>-*`) of processes that no longer run (a kill -9, a power
+    cut); returns how many. A pid reused by a live process keeps its root: the safe side."""
+    n = 0
+    for d in Path(parent or tempfile.gettempdir()).glob(f"{PREFIX}*-*"):
+        pid = d.name[len(PREFIX):].split("-", 1)[0]
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)) and d.is_dir():
+            shutil.rmtree(d, ignore_errors=True)
+            n += 1
+    return n
 
 
 class TempDirs:
-    def __init__(self, ttl_s: float = TTL_S, parent: str | Path | None = None, sweeper: bool = True):
+    def __init__(self, ttl_s: float = TTL_S, parent: str | Path | None = None, sweeper: bool = True,
+                 serve: bool = True):
         self.ttl_s = float(ttl_s)
         self._parent = parent
         self._root: Path | None = None
         self._lock = threading.Lock()
         self._sweeper = sweeper
+        self._serve = serve  # register the root as a Gradio static path (no copies in its cache)
         self._stop = threading.Event()
 
     @property
     def root(self) -> Path:
         with self._lock:
             if self._root is None or not self._root.is_dir():
-                self._root = Path(tempfile.mkdtemp(prefix="cir-app-", dir=self._parent))
+                sweep_orphans(self._parent)
+                self._root = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-", dir=self._parent))
+                if self._serve:
+                    import gradio as gr
+
+                    gr.set_static_paths([self._root])
                 if self._sweeper:
                     threading.Thread(target=self._sweep_loop, name="cir-tempdirs", daemon=True).start()
             return self._root

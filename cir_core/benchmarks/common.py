@@ -20,7 +20,7 @@ from cir_core.gallery import Gallery
 from cir_core.imageio import open_as_stored, rgb_as_official
 from cir_core.methods import Method
 from cir_core.methods.refs import RefInput, Refs
-from cir_core.eval.metrics import target_ranks
+from cir_core.eval.metrics import set_ranks, target_ranks
 from cir_core.search.scoring import Queries, ScoreOpts, score_matrix
 from cir_core.search.searcher import Ranking, Searcher, rank
 
@@ -238,17 +238,20 @@ def score_candidates(method: Method, q: np.ndarray, q0: np.ndarray, refs: np.nda
 
 
 def prefix_ranks(steps: Callable[[int], np.ndarray], method: Method, gallery: np.ndarray,
-                 ref_rows: np.ndarray, target_rows: np.ndarray, opts: ScoreOpts, width: int,
-                 norms: np.ndarray | None = None) -> np.ndarray:
+                 ref_rows: np.ndarray, target_rows: np.ndarray | Sequence[set[int]], opts: ScoreOpts,
+                 width: int, norms: np.ndarray | None = None) -> np.ndarray:
     """(Q, width) 0-based target ranks (reference removed, ties to the lower row) after each
     step of each query's progression: `steps(i)` gives query i's step queries (n_i, D); a query
-    with fewer than `width` steps repeats its last rank."""
+    with fewer than `width` steps repeats its last rank. A target given as a set of rows (the
+    films' ground-truth sets) ranks its best-ranked member."""
     opts = opts.for_method(method)
     out = np.zeros((len(ref_rows), width), np.int64)
     for i, (r, t) in enumerate(zip(ref_rows, target_rows)):
         qs, ref = steps(i), gallery[r][None]
         q0 = method.compose_empty(refs_at(gallery, norms, slice(r, r + 1)))
         sc = score_matrix(Queries(qs, np.repeat(q0, len(qs), 0), np.repeat(ref, len(qs), 0)), gallery, opts)
-        ranks = target_ranks(sc, np.full(len(qs), t), np.full(len(qs), r))
+        ex = np.full(len(qs), r)
+        ranks = (set_ranks(sc, [t] * len(qs), ex) if isinstance(t, (set, frozenset))
+                 else target_ranks(sc, np.full(len(qs), t), ex))
         out[i] = [ranks[min(j, len(ranks) - 1)] for j in range(width)]
     return out

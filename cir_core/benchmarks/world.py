@@ -133,8 +133,12 @@ class WorldBench:
         n = np.array([len(qs[i].sentences) for i in rows])
         one = lambda j: refs_at(g, norms, slice(t["ref"][rows[j]], t["ref"][rows[j]] + 1))  # noqa: E731
         ranks = prefix_ranks(lambda j: np.stack(steps(one(j), list(qs[rows[j]].sentences))),
-                             method, g, t["ref"][rows], t["target"][rows], opts, int(n.max()), norms)
+                             method, g, t["ref"][rows], self.step_targets(rows), opts, int(n.max()), norms)
         return ranks, n
+
+    def step_targets(self, rows: list[int]) -> np.ndarray | list[set[int]]:
+        """What the progression ranks at each step for queries `rows`: the world's single target."""
+        return self.truth["target"][rows]
 
 
 @register_benchmark("world", "the generated world: exact ground truth, held-out combinations", generated=True)

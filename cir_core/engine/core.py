@@ -29,7 +29,8 @@ SHOWCASE = 6  # demo queries (cir_core.world.data.showcase_queries) in the app's
 
 def open_gallery(spec: str, world_queries: int, image_size: int,
                  cache: Path | None = None) -> tuple[Gallery, Any]:
-    """(gallery, world benchmark or None) for 'world' / 'world:val', an image folder or a manifest.
+    """(gallery, world benchmark or None) for 'world' / 'world:val', 'world:films' (the film
+    world's keyframes), an image folder or a manifest.
     A world split is read from `cache` or the shipped assets when there (else generated, and
     written to `cache` when given)."""
     if spec in ("world", "world:test", "world:val"):
@@ -42,6 +43,11 @@ def open_gallery(spec: str, world_queries: int, image_size: int,
         bench = load_or_build(split, world_queries, SHOWCASE if split == "test" else 0,
                               [f for f in (mine, SHIPPED_WORLD) if f is not None], cache=mine)
         return bench.gallery(image_size), bench
+    if spec in ("world:films", "world:films-val"):
+        from ..world.films.benchmark import film_gallery
+
+        # every keyframe of the test (or val) films: ~103k (24k); embedded once, then cached
+        return film_gallery("val" if spec.endswith("-val") else "test", image_size), None
     if spec.startswith("movienet:"):
         from ..benchmarks import load_movienet_queryset
 
@@ -52,8 +58,8 @@ def open_gallery(spec: str, world_queries: int, image_size: int,
         return Gallery.from_folder(path), None
     if path.is_file():
         return Gallery.from_manifest(path), None
-    raise GalleryError(f"gallery {spec!r} is neither 'world', 'movienet:ROOT', an image folder nor a "
-                       "manifest file")
+    raise GalleryError(f"gallery {spec!r} is neither 'world', 'world:films', 'movienet:ROOT', an image "
+                       "folder nor a manifest file")
 
 
 def load_engine(cfg: EngineConfig, progress_cb: Callable[[int, int], None] | None = None) -> "Engine":

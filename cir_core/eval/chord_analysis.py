@@ -1,14 +1,16 @@
 """When does Chord fix what cosine gets wrong? (PACT, seed 000, Fig. 3b / Fig. 6.)
 
 For every query of the world's test split and every hard distractor in its subset (the edit
-applied to another character, the reference re-rendered, a failed modification) that cosine
+applied to another character, the reference re-rendered, a failed modification; on the films,
+`--benchmark films`: another keyframe of the reference's shot, the shots around the target, the
+edit with another actor, other keyframes of the character) that cosine
 ranks above the target, the pair is "wrong under cosine" with a cosine deficit
 cos(q, v_d) − cos(q, v_t) > 0. Chord corrects it when it scores the target above that
 distractor. The correction rate is reported per deficit quintile (quintile edges over all the
 methods' wrong pairs, so the bins are the same for every method), with a query-level bootstrap
 95 % interval.
 
-    python -m cir_core.eval.chord_analysis [--methods pact,compose-only,dice,pace,sum] [--json c.json] [--plot docs/img/chord_correction.png]
+    python -m cir_core.eval.chord_analysis [--benchmark world|films] [--methods pact,compose-only,dice,pace,sum] [--json c.json] [--plot docs/img/chord_correction.png]
 """
 from __future__ import annotations
 
@@ -67,7 +69,8 @@ def method_pairs(bench, method, data) -> tuple[np.ndarray, np.ndarray, np.ndarra
     results, _ = score_method(bench, method, data, [ScoreOpts("cosine"), ScoreOpts("chord")])
     cos, chord = (r.aux["subset_scores"] for r in results)
     is_t = t["subsets"] == t["target"][:, None]
-    pick = lambda s: (s[is_t], np.where(is_t, -np.inf, s))  # noqa: E731  (target's score, distractors')
+    off = is_t | (t["subsets"] < 0)  # the target itself, and padding (a film subset may have some)
+    pick = lambda s: (s[is_t], np.where(off, -np.inf, s))  # noqa: E731  (target's score, distractors')
     (cos_t, cos_d), (ch_t, ch_d) = pick(cos), pick(chord)
     return wrong_pairs(cos_t, cos_d, ch_t, ch_d)
 
@@ -112,6 +115,8 @@ def main(argv: list[str] | None = None) -> int:
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--methods", default="pact,compose-only,dice,pace,sum")
+    ap.add_argument("--benchmark", default="world", choices=("world", "films"),
+                    help="the world's test split or the films' (hard distractors: each query's subset)")
     ap.add_argument("--n-queries", type=int, default=1000)
     ap.add_argument("--bins", type=int, default=5)
     ap.add_argument("--bootstrap", type=int, default=2000)
@@ -119,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--plot", type=Path)
     a = ap.parse_args(argv)
     bb = load_backbone(DEFAULT_BACKBONE)
-    bench = load_benchmark("world", split="test", n_queries=a.n_queries, image_size=bb.image_size)
+    bench = load_benchmark(a.benchmark, split="test", n_queries=a.n_queries, image_size=bb.image_size)
     data = embed_benchmark(bench, bb)
     pairs = {}
     for name in [m.strip() for m in a.methods.split(",") if m.strip()]:
@@ -134,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{n} (λ={r['lambda']:g}): {r['wrong_pairs']} wrong pairs, {r['corrected']} corrected; by quintile: "
               + ", ".join(f"{b['rate']} [{b['ci95'][0]}, {b['ci95'][1]}]" if b["rate"] is not None else "-" for b in r["bins"]))
     if a.json:
-        a.json.write_text(json.dumps({"split": "test", "n_queries": a.n_queries, "backbone": bb.id,
+        a.json.write_text(json.dumps({"benchmark": a.benchmark, "split": "test", "n_queries": a.n_queries, "backbone": bb.id,
                                       "edges": edges.round(5).tolist(), "methods": results}, indent=1))
     if a.plot:
         plot(results, a.plot)

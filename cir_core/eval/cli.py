@@ -27,12 +27,13 @@ from cir_core.settings import (EngineConfig, add_engine_args, apply_offline_defa
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--benchmark", default="world",
-                    help="a registered benchmark (cir_core.benchmarks): world (default, generated), cirr, circo, "
-                         "fashioniq, genecis, lcirr, movienet")
+                    help="a registered benchmark (cir_core.benchmarks): world (default, generated), films (generated), "
+                         "cirr, circo, fashioniq, genecis, lcirr, movienet")
     ap.add_argument("--root", type=Path, default=None, help="a real benchmark's data folder")
     ap.add_argument("--split", choices=("val", "test"), default=None,
                     help="default: test (world), val (real benchmarks)")
-    ap.add_argument("--n-queries", type=int, default=None, help="world: default 1000 (test), 500 (val)")
+    ap.add_argument("--n-queries", type=int, default=None, help="world, films: default 1000 (test), 500 (val)")
+    ap.add_argument("--n-films", type=int, default=None, help="films: default 104 (test), 24 (val)")
     ap.add_argument("--progression", action="store_true",
                     help="world: also measure R@10 after sentence 1 vs after all sentences (multi-sentence queries)")
     ap.add_argument("--protocol", default=None,
@@ -102,7 +103,7 @@ def run(args: argparse.Namespace, cfg: EngineConfig):
     for out in (args.json, args.dump_rankings, args.submission):
         _check_writable(out)
     generated = is_generated(args.benchmark)
-    world_opts = {"n_queries": args.n_queries, "progression": args.progression}
+    world_opts = {"n_queries": args.n_queries, "progression": args.progression, "n_films": args.n_films}
     bench = None if generated else load_benchmark(args.benchmark, args.root, args.split,
                                                   protocol=args.protocol, subset=args.subset,
                                                   preprocess=args.preprocess)

@@ -208,3 +208,26 @@ def target_ranks(scores: np.ndarray, target: np.ndarray, exclude: np.ndarray | N
     ts = s[np.arange(len(t)), t][:, None]
     before = np.arange(s.shape[1])[None, :] < t[:, None]
     return ((s > ts) | ((s == ts) & before)).sum(1)
+
+
+def set_recall_at_k(ranked: np.ndarray, sets: Sequence[Iterable[int]], ks: Sequence[int] = (1, 5, 10, 50),
+                    name: str = "R") -> dict[str, float]:
+    """`name`@k: share of queries with at least one member of its set among the first k ids
+    (R@k when the sets are every ground truth; edit@k when they are the edit-satisfying items)."""
+    r, ks = _ranked(ranked, ks)
+    if len(sets) != r.shape[0]:
+        raise InputError(f"sets must have one per query ({r.shape[0]}), got {len(sets)}")
+    first = np.array([next((j for j, x in enumerate(row) if int(x) in s), r.shape[1])
+                      for row, s in zip(r, ({int(x) for x in g} for g in sets))])
+    return {f"{name}@{k}": float(np.mean(first < k)) for k in ks}
+
+
+def set_ranks(scores: np.ndarray, sets: Sequence[Iterable[int]], exclude: np.ndarray | None = None) -> np.ndarray:
+    """(Q,) 0-based rank of each row's best-ranked member of its set in a (Q, N) score matrix,
+    each row's `exclude` column (-1: none) removed; ties go to the lower column."""
+    s = _scores(scores)
+    cols = [np.fromiter((int(x) for x in g), np.int64) for g in sets]
+    if len(cols) != s.shape[0] or any(c.size == 0 for c in cols):
+        raise InputError(f"every one of the {s.shape[0]} rows needs a non-empty set")
+    best = np.array([c[np.lexsort((c, -s[i, c]))[0]] for i, c in enumerate(cols)])
+    return target_ranks(s, best, exclude)

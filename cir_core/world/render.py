@@ -48,9 +48,9 @@ def render(scene: Scene, size: int = 64, seed: int = 0) -> Image.Image:
     rng = random.Random(f"{seed}:{RENDER_VERSION}")
     img = Image.new("RGB", (s, s))
     d = ImageDraw.Draw(img)
-    _background(d, scene.background, s, rng)
+    draw_background(d, scene.background, s, rng)
     for o in scene.objects:
-        _object(d, o, s, rng)
+        draw_object(d, o, s, rng)
     _character(d, scene, s, rng)
     return img.resize((size, size), Image.LANCZOS) if ss > 1 else img
 
@@ -59,7 +59,8 @@ def _lerp(a: tuple, b: tuple, t: float) -> tuple:
     return tuple(int(x + (y - x) * t) for x, y in zip(a, b))
 
 
-def _background(d: ImageDraw.ImageDraw, name: str, s: int, rng: random.Random) -> None:
+def draw_background(d: ImageDraw.ImageDraw, name: str, s: int, rng: random.Random) -> None:
+    """Sky, ground and `name`'s details on an s×s canvas (details drawn from `rng`)."""
     top, bottom, ground = BACKGROUND_RGB[name]
     h = int(HORIZON * s)
     bands = 16
@@ -91,7 +92,8 @@ def _background(d: ImageDraw.ImageDraw, name: str, s: int, rng: random.Random) -
             d.polygon([(x - w / 2, h), (x + w / 2, h), (x, h - 0.12 * s)], fill=(225, 230, 240))
 
 
-def _object(d: ImageDraw.ImageDraw, o: Obj, s: int, rng: random.Random) -> None:
+def draw_object(d: ImageDraw.ImageDraw, o: Obj, s: int, rng: random.Random) -> None:
+    """A floating object in its slot, its centre and radius jittered from `rng`."""
     cx = (SLOT_X[o.position] + rng.uniform(-0.035, 0.035)) * s
     cy = (0.25 + rng.uniform(-0.04, 0.04)) * s
     r = OBJ_RADIUS[o.size] * rng.uniform(0.92, 1.08) * s
@@ -121,27 +123,70 @@ def _object(d: ImageDraw.ImageDraw, o: Obj, s: int, rng: random.Random) -> None:
 def _character(d: ImageDraw.ImageDraw, scene: Scene, s: int, rng: random.Random) -> None:
     c = scene.character
     body_name, hat = identity_look(c.identity)
-    body = RGB[body_name]
     cx = (SLOT_X[c.position] + rng.uniform(-0.03, 0.03)) * s
     foot = (0.94 + rng.uniform(-0.02, 0.02)) * s
     u = 0.1 * s * rng.uniform(0.95, 1.05)  # body unit
+    draw_figure(d, RGB[body_name], hat, cx, foot, u, c.facing)
+
+
+POSES = ("standing", "sitting", "arms up")
+
+
+def draw_figure(d: ImageDraw.ImageDraw, body: tuple, hat: str | None, cx: float, foot: float, u: float,
+                facing: str, pose: str = "standing", arm: float = 0.0) -> tuple[float, float, float, float]:
+    """A figure whose feet touch `foot` at x = `cx`, body unit `u`, in `pose` ("standing" draws
+    what the world's character always was), `hat` one of HATS or None (bare-headed: an extra);
+    `arm` in [-1, 1] tilts raised arms. Returns its body box (x0, y0, x1, y1) on the canvas."""
     dark = _lerp(body, (0, 0, 0), 0.45)
-    # legs, body, arms
-    d.rectangle([cx - 0.55 * u, foot - 0.9 * u, cx - 0.15 * u, foot], fill=dark)
-    d.rectangle([cx + 0.15 * u, foot - 0.9 * u, cx + 0.55 * u, foot], fill=dark)
-    d.rounded_rectangle([cx - 0.8 * u, foot - 2.6 * u, cx + 0.8 * u, foot - 0.8 * u],
-                        radius=0.3 * u, fill=body, outline=dark, width=max(1, int(0.08 * u)))
-    # head in the body colour, lightened; the face looks where the character faces
-    hy, hr = foot - 3.25 * u, 0.65 * u
+    sgn = -1 if facing == "left" else 1
+    lw = max(1, int(0.08 * u))
+    if pose == "sitting":  # on a stool, thighs forward: the head drops by `drop`
+        drop = 0.8 * u
+        d.rectangle([cx - 0.6 * u, foot - 0.75 * u, cx + 0.6 * u, foot], fill=(95, 60, 30))  # the stool
+        d.rectangle([cx - 0.3 * u, foot - 1.15 * u, cx + sgn * 1.35 * u, foot - 0.75 * u] if sgn > 0 else
+                    [cx + sgn * 1.35 * u, foot - 1.15 * u, cx + 0.3 * u, foot - 0.75 * u], fill=dark)
+        shin = cx + sgn * 1.15 * u
+        d.rectangle([min(shin, shin + sgn * 0.4 * u), foot - 1.1 * u, max(shin, shin + sgn * 0.4 * u), foot],
+                    fill=dark)
+        d.rounded_rectangle([cx - 0.8 * u, foot - 2.6 * u + drop, cx + 0.8 * u, foot - 0.8 * u + 0.35 * u],
+                            radius=0.3 * u, fill=body, outline=dark, width=lw)
+    else:
+        drop = 0.0
+        # legs, body
+        d.rectangle([cx - 0.55 * u, foot - 0.9 * u, cx - 0.15 * u, foot], fill=dark)
+        d.rectangle([cx + 0.15 * u, foot - 0.9 * u, cx + 0.55 * u, foot], fill=dark)
+        d.rounded_rectangle([cx - 0.8 * u, foot - 2.6 * u, cx + 0.8 * u, foot - 0.8 * u],
+                            radius=0.3 * u, fill=body, outline=dark, width=lw)
+        if pose == "arms up":
+            for sx in (-1, 1):
+                x0, y0 = cx + sx * 0.65 * u, foot - 2.35 * u
+                d.line([x0, y0, x0 + sx * (0.55 + 0.15 * arm) * u, y0 - 1.45 * u], fill=dark,
+                       width=max(1, int(0.32 * u)))
+        elif pose != "standing":
+            raise ValueError(f"unknown pose {pose!r}")
+    # head in the body colour, lightened; the face looks where the figure faces
+    hy, hr = foot - 3.25 * u + drop, 0.65 * u
     d.ellipse([cx - hr, hy - hr, cx + hr, hy + hr], fill=_lerp(body, (255, 255, 255), 0.45),
-              outline=dark, width=max(1, int(0.08 * u)))
-    sgn = -1 if c.facing == "left" else 1
+              outline=dark, width=lw)
     ex = cx + sgn * 0.3 * u
     for dx in (-0.14 * u, 0.14 * u):
         d.ellipse([ex + dx - 0.1 * u, hy - 0.18 * u, ex + dx + 0.1 * u, hy + 0.02 * u], fill=(0, 0, 0))
     d.polygon([(cx + sgn * 0.6 * u, hy), (cx + sgn * 0.95 * u, hy + 0.12 * u),
                (cx + sgn * 0.6 * u, hy + 0.25 * u)], fill=(230, 120, 40))  # nose shows facing
     top = hy - hr
+    _hat(d, hat, cx, top, u)
+    reach = 1.45 * u if pose == "sitting" else 0.95 * u
+    x0, x1 = (cx - 0.95 * u, cx + reach) if sgn > 0 else (cx - reach, cx + 0.95 * u)
+    head_top = top - {HATS[0]: 0.85, HATS[1]: 0.6, HATS[2]: 0.7, HATS[3]: 1.05}.get(hat, 0.0) * u
+    if pose == "arms up":
+        head_top = min(head_top, foot - 3.85 * u)
+        x0, x1 = min(x0, cx - 1.35 * u), max(x1, cx + 1.35 * u)
+    return x0, head_top, x1, foot
+
+
+def _hat(d: ImageDraw.ImageDraw, hat: str | None, cx: float, top: float, u: float) -> None:
+    if hat is None:
+        return
     if hat == HATS[0]:  # top hat
         d.rectangle([cx - 0.75 * u, top - 0.05 * u, cx + 0.75 * u, top + 0.12 * u], fill=(15, 15, 15))
         d.rectangle([cx - 0.45 * u, top - 0.85 * u, cx + 0.45 * u, top], fill=(15, 15, 15))

@@ -24,6 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help=f"pixels per side (default {DEFAULT_SIZE}, the shipped backbone's input; the "
                          "native evaluation renders at the backbone's size, so match it for an exact round trip)")
     ap.add_argument("--category", default="dress", choices=CATEGORIES, help="fashioniq: the category the world goes under")
+    ap.add_argument("--n-films", type=int, default=None, help="movienet-release: default 104 (test), 24 (val)")
     ap.add_argument("--quiet", action="store_true", help="no progress bar")
     return ap
 
@@ -32,7 +33,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         summary = export(args.format, args.split, args.out, n_queries=args.n_queries,
-                         image_size=args.image_size, category=args.category, progress=not args.quiet)
+                         image_size=args.image_size, category=args.category, progress=not args.quiet,
+                         n_films=args.n_films)
     except CIRError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

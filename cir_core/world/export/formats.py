@@ -37,7 +37,7 @@ from ..language import edit_text
 from ..render import RENDER_VERSION, render
 from ..spec import identity_look
 
-FORMATS = ("cirr", "circo", "fashioniq", "genecis", "lcirr", "movienet", "itt")
+FORMATS = ("cirr", "circo", "fashioniq", "genecis", "lcirr", "movienet", "itt", "movienet-release")
 SPLITS = ("test", "val", "train")
 DEFAULT_N = {"test": 1000, "val": 500, "train": 1000}  # the world benchmark's defaults (train: the stream)
 TRAIN_FORMATS = ("itt", "cirr", "lcirr")  # the formats whose train split a trainer reads (data=)
@@ -360,10 +360,12 @@ WRITERS = {"cirr": export_cirr, "circo": export_circo, "fashioniq": export_fashi
 
 
 def export(fmt: str, split: str, out: str | Path, n_queries: int | None = None, image_size: int = DEFAULT_SIZE,
-           category: str = "dress", progress: bool = False) -> dict[str, Any]:
+           category: str = "dress", progress: bool = False, n_films: int | None = None) -> dict[str, Any]:
     """Write the world's `split` in format `fmt` under `out` (a new or empty folder); returns a
     summary. The split is `cir_core.world.build_benchmark(split, n_queries)`, the same one
-    `--benchmark world --split S --n-queries N` evaluates (train: the training stream, itt only)."""
+    `--benchmark world --split S --n-queries N` evaluates (train: the training stream, itt only);
+    for movienet-release, the film benchmark `build_film_benchmark(split, n_queries, n_films)`
+    (`--benchmark films`)."""
     if fmt not in FORMATS:
         raise ExportError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")
     if split not in SPLITS or (split == "train" and fmt not in TRAIN_FORMATS):
@@ -376,6 +378,8 @@ def export(fmt: str, split: str, out: str | Path, n_queries: int | None = None, 
         raise ExportError(f"--image-size must be in 16..4096, got {image_size}")
     if category not in CATEGORIES:
         raise ExportError(f"--category must be one of {', '.join(CATEGORIES)}, got {category!r}")
+    if n_films is not None and (fmt != "movienet-release" or n_films < 1):
+        raise ExportError(f"--n-films is movienet-release's (>= 1), got {n_films} for {fmt}")
     root = Path(out).expanduser()
     if root.exists() and (not root.is_dir() or any(root.iterdir())):
         raise ExportError(f"--out {root}: give a new or empty folder")
@@ -386,6 +390,12 @@ def export(fmt: str, split: str, out: str | Path, n_queries: int | None = None, 
         summary = (export_itt(queries, o, split) if fmt == "itt"
                    else {"cirr": export_cirr_train, "lcirr": export_lcirr_train}[fmt](queries, o))
         source = f"cir_core.world.query_stream(0), first {n}"
+    elif fmt == "movienet-release":
+        from ..films.benchmark import build_film_benchmark
+        from .movienet_release import export_movienet_release
+
+        summary = export_movienet_release(build_film_benchmark(split, n, n_films), o, split)
+        source = f"cir_core.world.films.build_film_benchmark({split!r}, {n}, {n_films})"
     elif fmt == "itt":
         summary = export_itt(build_benchmark(split, n).queries, o, split)
         source = f"cir_core.world.build_benchmark({split!r}, {n})"
