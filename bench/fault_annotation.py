@@ -20,6 +20,7 @@ Needs Linux, root, a free loop device, losetup, mkfs.ext4, e2fsck and ext4's sys
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import os
 import platform
@@ -173,7 +174,7 @@ class _Clients:
                 faulted_before = self.faulted.is_set()
                 try:
                     status, reply = request(port, "POST", "/judgment", body, timeout=30.0)
-                except OSError as exc:
+                except (OSError, http.client.HTTPException) as exc:
                     status, reply = None, str(exc).encode()
                 if status == 200:
                     self._ack(Ack(p["annotator_id"], p["task_id"], p, time.monotonic(),
