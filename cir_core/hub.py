@@ -19,22 +19,23 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
+from .errors import CIRError
 from .storage import FolderStore, HFStore, NotCached, NotFound, Revision, StorageError, Store, Unreachable, matches
 from .hub_manifest import (KINDS, MANIFEST, build_manifest, check_layout, check_policy, list_files,
                            verify_snapshot)
 
 log = logging.getLogger(__name__)
 
-REPO_TYPE = {"methods": "model", "backbone": "model", "embeddings": "dataset"}
+REPO_TYPE = {"methods": "model", "backbone": "model", "embeddings": "dataset", "gallery": "dataset"}
 REVISION_ENV = {"methods": "CIR_CHECKPOINTS_REVISION", "backbone": "CIR_BACKBONE_REVISION",
-                "embeddings": "CIR_EMBEDDINGS_REVISION"}
+                "embeddings": "CIR_EMBEDDINGS_REVISION", "gallery": "CIR_GALLERY_REVISION"}
 _NAME = r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?"
 _REPO_RE = re.compile(rf"^{_NAME}/{_NAME}$")
 _SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 
-__all__ = ["RepoRef", "parse_spec", "push", "pull", "fetch", "default_backend", "REVISION_ENV", "main"]
+__all__ = ["RepoRef", "parse_spec", "push", "pull", "fetch", "fetch_file", "default_backend", "REVISION_ENV", "main"]
 
 
 @dataclass(frozen=True)
@@ -95,18 +96,32 @@ def fetch(kind: str, ref: RepoRef, backend: Store | None = None,
     """The snapshot of `ref`: online, else the cached one with a note saying so. StorageError with
     the fix when neither works."""
     backend = backend or default_backend()
-    repo_type, rev = REPO_TYPE[kind], ref.revision or "main"
     allow = sorted({*patterns, MANIFEST}) if patterns else None
+    return _online_or_cached(kind, ref, lambda cached: backend.snapshot_download(
+        ref.repo_id, repo_type=REPO_TYPE[kind], revision=ref.revision, allow_patterns=allow,
+        local_files_only=cached))
+
+
+def fetch_file(kind: str, ref: RepoRef, path: str, backend: Store | None = None) -> tuple[Revision, str | None]:
+    """One file of `ref` (`Revision.path / path`), online, else from the cache with a note, as
+    `fetch`; pass a commit sha as the revision to read one consistent snapshot file by file."""
+    backend = backend or default_backend()
+    return _online_or_cached(kind, ref, lambda cached: backend.fetch_file(
+        ref.repo_id, path, repo_type=REPO_TYPE[kind], revision=ref.revision, local_files_only=cached))
+
+
+def _online_or_cached(kind: str, ref: RepoRef,
+                      get: Callable[[bool], Revision]) -> tuple[Revision, str | None]:
+    """`get(False)` (online); when the store is unreachable, `get(True)` (the cache) and a note."""
+    rev = ref.revision or "main"
     try:
-        return backend.snapshot_download(ref.repo_id, repo_type=repo_type, revision=ref.revision,
-                                         allow_patterns=allow, local_files_only=False), None
+        return get(False), None
     except NotFound as exc:
         raise StorageError(f"Hub repo {ref.repo_id}: {exc}") from None
     except Unreachable as exc:
         why = str(exc)
     try:
-        snap = backend.snapshot_download(ref.repo_id, repo_type=repo_type, revision=ref.revision,
-                                         allow_patterns=allow, local_files_only=True)
+        snap = get(True)
     except NotCached:
         raise StorageError(
             f"cannot fetch {kind} from Hub repo {ref.repo_id} at revision {rev}: the Hub is unreachable "
@@ -178,7 +193,7 @@ def push(kind: str, folder: str | os.PathLike, spec: str, *, revision: str | Non
         raise StorageError(f"{kind} folder {src} not found")
     files = [f for f in list_files(src) if matches(f, include)]
     where = f"{kind} folder {src}"
-    check_policy(files, where)
+    check_policy(files, where, kind)
     check_layout(src, kind, files, where)
     backend = backend or default_backend()
     with tempfile.TemporaryDirectory(prefix="cir-hub-") as tmp:
@@ -217,7 +232,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m cir_core.hub", description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog="kinds: methods (a folder of <method>/config.json + model.safetensors), "
-                                 "backbone (a local-dir: folder), embeddings (an EmbeddingCache root). "
+                                 "backbone (a local-dir: folder), embeddings (an EmbeddingCache root), "
+                                 "gallery (a folder of frames or a manifest: frames, thumbnails and an index "
+                                 "per --backbone; the app opens it with --gallery hf:org/name@rev). "
                                  "Revision env vars: " + ", ".join(REVISION_ENV.values()) + ". "
                                  "CIR_LOCAL_HUB=DIR uses a folder instead of the Hub.")
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -236,7 +253,32 @@ def build_parser() -> argparse.ArgumentParser:
     for x in (p, q):
         x.add_argument("--include", action="append", help="only files matching this glob (repeatable)")
         x.add_argument("--local-hub", help="a folder standing in for the Hub (same as CIR_LOCAL_HUB)")
+    g = p.add_argument_group("push gallery (FOLDER: a folder of frames, or a JSONL/CSV manifest with a "
+                             "'path' column and the gallery's own columns)")
+    g.add_argument("--backbone", action="append", default=[], help="embed with this open_clip backbone "
+                   "(repeatable; as the app's --backbone); resumable, in --work")
+    g.add_argument("--pretrained", action="append", default=[], help="its pretrained tag or weights file "
+                   "(none, or one per --backbone, in order)")
+    g.add_argument("--index", action="append", default=[], help="an index folder already built from the "
+                   "same source by `python -m cir_core.index build` (repeatable)")
+    g.add_argument("--work", help="where the embeddings and the staged repo are kept (default: SRC.hub)")
+    g.add_argument("--thumb-size", type=int, default=160, help="thumbnail side in pixels (default 160)")
+    g.add_argument("--batch-size", type=int, default=64, help="images per forward pass")
+    g.add_argument("--device", help="cpu or cuda (default: cuda when available)")
     return ap
+
+
+def _push_gallery(args: argparse.Namespace, backend: Store | None):
+    from .hub_gallery import push_gallery
+
+    pre = list(args.pretrained)
+    if pre and len(pre) != len(args.backbone):
+        raise StorageError(f"give --pretrained once per --backbone ({len(args.backbone)}), or not at all; "
+                           f"got {len(pre)}")
+    backbones = list(zip(args.backbone, pre or [None] * len(args.backbone)))
+    return push_gallery(args.folder, args.spec, backbones=backbones, indexes=args.index, work=args.work,
+                        thumb_size=args.thumb_size, tag=args.tag, message=args.message, backend=backend,
+                        batch_size=args.batch_size, device=args.device)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -245,8 +287,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     backend = FolderStore(args.local_hub, Path(args.local_hub) / ".cache") if args.local_hub else None
     try:
         if args.cmd == "push":
-            done = push(args.kind, args.folder, args.spec, revision=args.revision, tag=args.tag,
-                        include=args.include, message=args.message, backend=backend, progress=True)
+            done = _push_gallery(args, backend) if args.kind == "gallery" else \
+                push(args.kind, args.folder, args.spec, revision=args.revision, tag=args.tag,
+                     include=args.include, message=args.message, backend=backend, progress=True)
             print(f"pushed {len(done.files)} files + {MANIFEST} to {done.ref}: commit {done.commit}"
                   + (f", tagged {done.tag}" if done.tag else ""), file=sys.stderr)
             print(done.commit)
@@ -255,7 +298,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                        backend=backend)
             print(f"verified {len(got.files)} files of {got.ref} (commit {got.commit})", file=sys.stderr)
             print(got.folder)
-    except StorageError as exc:
+    except CIRError as exc:  # StorageError, and a gallery's GalleryError / BackboneError
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 0

@@ -14,7 +14,8 @@ from it (`apply_offline_default`) before anything reads that variable.
 | `--checkpoints` | `CIR_CHECKPOINTS` | `assets/methods` (a folder of `<method>/`, or a Hub repo id `org/name[@rev]`) |
 | `--checkpoint M=DIR` | | one method's checkpoint folder, over `--checkpoints` (repeatable) |
 | (in the spec: `@rev`) | `CIR_CHECKPOINTS_REVISION`, `CIR_BACKBONE_REVISION` | the revision a Hub spec without `@rev` is pinned to |
-| `--gallery` | `CIR_GALLERY` | `world` (or an image folder, a JSONL/CSV manifest, an index folder, `movienet:ROOT`) |
+| `--gallery` | `CIR_GALLERY` | `world` (or an image folder, a JSONL/CSV manifest, an index folder, `movienet:ROOT`, a Hub gallery `hf:org/name[@rev]`) |
+| (in the spec: `@rev`) | `CIR_GALLERY_REVISION` | the revision an `hf:` gallery without `@rev` is pinned to |
 | `--world-queries` | `CIR_WORLD_QUERIES` | 1000 (the world gallery holds ~8 images per query) |
 | `--methods` | `CIR_METHODS` | the consumer's default (the app: every method registered as a column, then the baseline) |
 | `--device` | `CIR_DEVICE` | `cpu` |
@@ -50,7 +51,7 @@ class EngineConfig:
     def uses_hub(self) -> bool:
         """Whether anything here must come from the Hugging Face Hub (then stay online)."""
         b = self.backbone or ""
-        return (b.startswith("hf-hub:") or is_hub_repo_id(self.checkpoints)
+        return (b.startswith("hf-hub:") or is_hub_repo_id(self.checkpoints) or self.gallery.startswith("hf:")
                 or (self.pretrained is not None and not Path(self.pretrained).expanduser().exists()
                     and not b.startswith("local-dir:")))
 
@@ -87,8 +88,9 @@ def add_engine_args(ap: argparse.ArgumentParser, gallery: bool = True,
                    help="load METHOD from DIR instead (repeatable; ablations)")
     if gallery:
         g.add_argument("--gallery", help="'world' (the generated test benchmark), an image folder, a "
-                       "JSONL/CSV manifest, an index folder (python -m cir_core.index build) or "
-                       "movienet:ROOT [CIR_GALLERY]")
+                       "JSONL/CSV manifest, an index folder (python -m cir_core.index build), "
+                       "movienet:ROOT, or a Hub gallery hf:org/name[@rev] (python -m cir_core.hub push "
+                       "gallery) [CIR_GALLERY; CIR_GALLERY_REVISION]")
         g.add_argument("--world-queries", type=int, help="size of the world benchmark: queries; the gallery "
                        "holds ~8 images each [CIR_WORLD_QUERIES] (default 1000)")
     g.add_argument("--methods", nargs="+", help=f"method names, space- or comma-separated [CIR_METHODS]; "

@@ -10,6 +10,7 @@ import numpy as np
 from ..encoder import Encoder
 from ..errors import GalleryError
 from ..gallery import EmbeddingCache, Gallery, GalleryItem
+from ..hub_gallery import is_hub_gallery, open_hub_gallery
 from ..index.prebuilt import is_prebuilt, open_prebuilt
 from ..memo import TextMemo
 from ..methods import extra_methods, shown_methods
@@ -56,10 +57,12 @@ def open_gallery(spec: str, world_queries: int, image_size: int,
                        "manifest file")
 
 
-def load_engine(cfg: EngineConfig, progress_cb: Callable[[int, int], None] | None = None) -> "Engine":
+def load_engine(cfg: EngineConfig, progress_cb: Callable[..., None] | None = None) -> "Engine":
     """Build the engine the app runs on. `progress_cb(done, total)` follows the gallery embedding
-    (only items not in the cache are encoded: a restart encodes nothing). An index folder from
-    `python -m cir_core.index build` as the gallery is used as it is: nothing encoded or indexed."""
+    (only items not in the cache are encoded: a restart encodes nothing), or `progress_cb(done,
+    total, desc)` a Hub gallery's download (bytes). An index folder from `python -m cir_core.index
+    build` as the gallery is used as it is: nothing encoded or indexed; so is a Hub gallery from
+    `python -m cir_core.hub push gallery` (`hf:org/name@rev`)."""
     from ..backbone import load_backbone
     from ..paths import SHIPPED_EMBEDDINGS, cache_dir
 
@@ -75,7 +78,12 @@ def load_engine(cfg: EngineConfig, progress_cb: Callable[[int, int], None] | Non
                          "Build it with `python -m training.build_assets --only backbone`.")
     backbone = load_backbone(spec, cfg.pretrained, cfg.device)
     index = None
-    if is_prebuilt(cfg.gallery):  # `python -m cir_core.index build`'s folder: nothing to encode
+    if is_hub_gallery(cfg.gallery):  # `python -m cir_core.hub push gallery`'s repo: thumbnails + index
+        hub = open_hub_gallery(cfg.gallery, backbone, progress_cb=progress_cb)
+        gallery, bench, emb, index, norms = hub.gallery, None, hub.prebuilt.embeddings, hub.prebuilt.index, \
+            hub.prebuilt.norms
+        notes += [hub.note] if hub.note else []
+    elif is_prebuilt(cfg.gallery):  # `python -m cir_core.index build`'s folder: nothing to encode
         pre = open_prebuilt(cfg.gallery)
         pre.check_backbone(backbone)
         gallery, bench, emb, index, norms = pre.gallery, None, pre.embeddings, pre.index, pre.norms
