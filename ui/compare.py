@@ -55,6 +55,14 @@ MAX_SEARCH = 500
 # One Compare request encodes and searches (CPU-bound, torch/faiss use their own threads): two at
 # a time keep one core for everything else (the Annotate tab must stay responsive).
 COMPARE_CONCURRENCY = 2
+BUSY_HEADROOM = 8  # with batching: events past the engine's limit that it answers "busy" at once
+
+
+def compare_concurrency(cfg: AppConfig) -> int:
+    """Compare events Gradio runs at once. With batching the engine's queue runs every forward on
+    one thread and admits `max_requests`, so Gradio lets them (and a few more, told they are busy)
+    through; without it, two."""
+    return cfg.max_requests + BUSY_HEADROOM if cfg.batching else COMPARE_CONCURRENCY
 
 
 def build(holder: EngineHolder, cfg: AppConfig) -> CompareTab:
@@ -68,7 +76,7 @@ def build(holder: EngineHolder, cfg: AppConfig) -> CompareTab:
             _edit_panel(c, optional)
     _results_panel(c, names, optional)
     _wire_reference(holder, c)
-    _wire_compare(holder, c, names, optional)
+    _wire_compare(holder, c, names, optional, compare_concurrency(cfg))
     return CompareTab(c.ref_id, c.upload, c.edit, c.k, c.scoring, c.own_lambda, c.lam,
                       [c.browser, c.page_label, c.rows_state, c.page_state, c.examples, c.example_ids,
                        c.ref_id, c.edit, c.preview, c.ref_info], lambda engine: _load(engine))
@@ -239,7 +247,8 @@ def _index(evt: Any) -> int:
     return i if isinstance(i, int) and not isinstance(i, bool) else -1
 
 
-def _wire_compare(holder: EngineHolder, c: SimpleNamespace, names: list[str], optional: list[str]) -> None:
+def _wire_compare(holder: EngineHolder, c: SimpleNamespace, names: list[str], optional: list[str],
+                  concurrency: int) -> None:
     """The Compare button (and Enter in the edit box), the extra columns, and the JSON endpoint
     `/compare`."""
     every = names + optional
@@ -271,10 +280,10 @@ def _wire_compare(holder: EngineHolder, c: SimpleNamespace, names: list[str], op
                c.details_json, *c.opt_cols]
     # The button's event feeds ~35 components; programs use the JSON endpoint below instead.
     c.run.click(on_compare, inputs, outputs, api_name="compare_view", api_visibility="undocumented",
-                concurrency_limit=COMPARE_CONCURRENCY, concurrency_id="compare")
+                concurrency_limit=concurrency, concurrency_id="compare")
     # every event of a group needs the limit: Gradio keeps the lowest one (the default is 1)
     c.edit.submit(on_compare, inputs, outputs, api_visibility="private",
-                  concurrency_limit=COMPARE_CONCURRENCY, concurrency_id="compare")
+                  concurrency_limit=concurrency, concurrency_id="compare")
 
     def compare(reference_id: str = "", edit: str = "", k: int = 8, scoring: str = "cosine",
                 lam: float | None = None, reference_image: FileData | None = None, methods: str = "") -> dict:
@@ -292,7 +301,7 @@ def _wire_compare(holder: EngineHolder, c: SimpleNamespace, names: list[str], op
         return compare_api(engine, text_in(reference_id, MAX_ID), text_in(edit, MAX_TEXT_CHARS + 1),
                            int_in(k, 8, 1, MAX_K), text_in(scoring, 20), lam_v, path, text_in(methods, 2000))
 
-    gr.api(compare, api_name="compare", concurrency_limit=COMPARE_CONCURRENCY, concurrency_id="compare")
+    gr.api(compare, api_name="compare", concurrency_limit=concurrency, concurrency_id="compare")
 
 
 def view_updates(view: CompareView, k: int) -> list[Any]:

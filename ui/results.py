@@ -51,9 +51,10 @@ def compare_view(engine: Engine, ref_id: str | None, upload: str | None, edit: s
     scoring = "chord" if str(scoring).lower().startswith("chord") else "cosine"
     try:
         check_edit(edit)  # an empty edit is reported before an upload is encoded
-        ref = resolve_reference(engine, ref_id, upload)
-        res = engine.compare(ref, edit or "", k=int(k), scoring=scoring,
-                             lam=None if own_lambda else float(lam), methods=names)
+        with engine.admit():  # busy: said at once, before an upload is encoded
+            ref = resolve_reference(engine, ref_id, upload)
+            res = engine.compare(ref, edit or "", k=int(k), scoring=scoring,
+                                 lam=None if own_lambda else float(lam), methods=names)
     except CIRError as exc:
         return CompareView(status=f"⚠ {md_text(exc)}", columns=empty_headers(names), error=str(exc))
     t0 = time.perf_counter()
@@ -127,8 +128,9 @@ def compare_api(engine: Engine, reference_id: str | None, edit: str | None, k: i
         unknown = [m for m in names or [] if m not in list_methods()]
         if unknown:
             raise InputError(f"unknown method {unknown[0]!r}; registered: {', '.join(list_methods())}")
-        ref = resolve_reference(engine, reference_id, upload)
-        return engine.compare(ref, edit or "", k=int(k), scoring=str(scoring).lower(), lam=lam,
-                              methods=names).to_dict()
+        with engine.admit():  # busy: said at once, before an upload is encoded
+            ref = resolve_reference(engine, reference_id, upload)
+            return engine.compare(ref, edit or "", k=int(k), scoring=str(scoring).lower(), lam=lam,
+                                  methods=names).to_dict()
     except CIRError as exc:
         return {"error": str(exc)}

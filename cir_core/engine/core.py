@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, ContextManager, Iterable, Sequence
 
 import numpy as np
 
+from ..batching import Admission, BatchedEncoder, BatchQueue
 from ..encoder import Encoder
 from ..errors import GalleryError
 from ..gallery import EmbeddingCache, Gallery, GalleryItem
@@ -17,7 +18,7 @@ from ..methods import extra_methods, shown_methods
 from ..paths import DEFAULT_BACKBONE, DEFAULT_BACKBONE_DIR, DEFAULT_CHECKPOINTS
 from ..search.index import Index
 from ..search.searcher import Searcher
-from ..settings import EngineConfig
+from ..settings import MAX_REQUESTS, EngineConfig
 from . import pipeline
 from .checkpoints import CheckpointSource, resolve_checkpoints
 from .gallery_view import GalleryView
@@ -103,21 +104,30 @@ def load_engine(cfg: EngineConfig, progress_cb: Callable[..., None] | None = Non
     if getattr(ckpts, "note", None):  # e.g. "offline: using the cached snapshot of org/name ..."
         notes.append(ckpts.note)
     return Engine(backbone, gallery, emb, bench=bench, checkpoints=ckpts, methods=names,
-                  notes=notes, n_examples=cfg.examples, index=index, feature_norms=norms)
+                  notes=notes, n_examples=cfg.examples, index=index, feature_norms=norms,
+                  batch_wait_ms=cfg.batch_wait_ms if cfg.batching else None, max_requests=cfg.max_requests)
 
 
 class Engine:
     """One backbone, one gallery and the methods, in parts: `view` (the gallery, its embeddings
     and what a request reads of it), `searcher` (how it is searched, decided once), `methods` (built
     lazily on `memo`, the backbone with remembered text encodes). `compare` runs one request
-    through `pipeline`."""
+    through `pipeline`, admitted by `admission` (at most `max_requests` at once, else `Busy`).
+
+    With `batch_wait_ms` (None: off), concurrent requests share their tower work: texts, uploaded
+    images and every method's compositions go through one `BatchQueue` (`batch`), which waits at
+    most that long for the other requests in flight to join a batch."""
 
     def __init__(self, backbone: Encoder, gallery: Gallery, embeddings: np.ndarray, *, bench: Any = None,
                  checkpoints: CheckpointSource | None = None, methods: Sequence[str] | None = None,
                  notes: Iterable[str] = (), n_examples: int = 6, index_kind: str = "auto",
-                 index: Index | None = None, feature_norms: np.ndarray | None = None):
+                 index: Index | None = None, feature_norms: np.ndarray | None = None,
+                 batch_wait_ms: float | None = None, max_requests: int = MAX_REQUESTS):
         self.backbone = backbone
-        memo = TextMemo(backbone)
+        self.admission = Admission(max_requests)
+        self.batch = None if batch_wait_ms is None else BatchQueue(
+            batch_wait_ms / 1000, company=lambda: self.admission.active)
+        memo = TextMemo(backbone if self.batch is None else BatchedEncoder(backbone, self.batch))
         self.view = GalleryView(gallery, embeddings, memo, feature_norms=feature_norms, bench=bench,
                                 n_examples=n_examples)
         if index is not None and (index.ntotal, index.dim) != self.view.embeddings.shape:
@@ -125,7 +135,7 @@ class Engine:
                                f"embeddings {self.view.embeddings.shape} of gallery {gallery.name!r}")
         self.searcher = Searcher.for_gallery(self.view.embeddings, index=index, kind=index_kind)
         self.methods = MethodSet(memo, checkpoints or CheckpointSource(None, DEFAULT_CHECKPOINTS),
-                                 shown_methods(methods))
+                                 shown_methods(methods), self.batch)
         self.notes = list(notes)
 
     @property
@@ -148,6 +158,13 @@ class Engine:
                 lam: float | None = None, methods: Sequence[str] | None = None,
                 progression: bool = True, variant: str = "empty") -> CompareResult:
         """Every method's top-k for (reference, edit) and the per-sentence progression
-        (`pipeline.compare`). `lam`: Chord's λ for every method; None: each method's own."""
-        return pipeline.compare(self.view, self.methods, self.searcher, reference, edit, k, scoring, lam,
-                                methods, progression, variant)
+        (`pipeline.compare`). `lam`: Chord's λ for every method; None: each method's own.
+        Raises `Busy` when `max_requests` are in flight already."""
+        with self.admit():
+                return pipeline.compare(self.view, self.methods, self.searcher, reference, edit, k, scoring, lam,
+                                    methods, progression, variant)
+
+    def admit(self) -> ContextManager[None]:
+        """Count the caller as a request in flight (re-entrant), or raise `Busy`: what a server
+        wraps around a request's upload encode and `compare` together."""
+        return self.admission.enter()
