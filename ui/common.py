@@ -44,13 +44,15 @@ class EngineHolder:
             if self.engine is None and self.error is None:
                 from cir_core.engine import load_engine
 
-                def cb(done: int, total: int) -> None:
+                def cb(done: int, total: int, desc: str | None = None) -> None:
                     # Encoding a user's gallery can take hours: not under app.py's start-up pause
                     # of the collector (the start's objects are frozen first, not swept).
-                    if total and not gc.isenabled():
+                    if total and not gc.isenabled() and desc is None:
                         gc.freeze()
                         gc.enable()
-                    if progress is not None and total:
+                    if progress is not None and total and desc is not None:  # a Hub gallery's download
+                        progress((done, total), desc=f"Downloading {desc} (cached for later starts)", unit="bytes")
+                    elif progress is not None and total:
                         progress((done, total), desc="Embedding the gallery (first run only; cached "
                                  "for later starts)", unit="images")
 

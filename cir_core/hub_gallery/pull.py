@@ -65,7 +65,10 @@ class _Remote:
                                    "unreachable: connect once to download it") from None
         else:
             snap, _ = fetch_file("gallery", self.ref, name, self.backend)
-        return verify_file(snap.path, name, self.listed, self.where)
+        try:
+            return verify_file(snap.path, name, self.listed, self.where)
+        except ManifestMismatch as exc:  # a commit's files never change: only a bad download does
+            raise ManifestMismatch(f"{exc} (cached at {snap.path / name}: delete it to download it again)") from None
 
 
 class HubImages:

@@ -97,12 +97,12 @@ def stage(src: str, indexes: Sequence[Path], out: Path, repo: str, thumb_size: i
     names = dict(zip((it.id for it in items), file_names(items)))
     position = {it.id: k for k, it in enumerate(items)}
     digest = {it.id: f"sha256:{sha256_file(it.path)}" for it in items}
+    columns_of = {it.id: {k: v for k, v in it.meta.items() if k != "fingerprint"} for it in items}
     shutil.rmtree(out, ignore_errors=True)
     (out / FRAMES).mkdir(parents=True)
     for it in items:
         _link(Path(it.path), out / FRAMES / names[it.id])
-    _jsonl(out / METADATA, [{"file_name": names[it.id], "id": it.id,
-                             **{k: v for k, v in it.meta.items() if k != "fingerprint"}} for it in items])
+    _jsonl(out / METADATA, [{"file_name": names[it.id], "id": it.id, **columns_of[it.id]} for it in items])
     shards = write_thumbs([it.path for it in items], out, thumb_size, progress=progress)
     backbones = {}
     for folder, meta, rows in built:
@@ -115,8 +115,9 @@ def stage(src: str, indexes: Sequence[Path], out: Path, repo: str, thumb_size: i
                 raise GalleryError(f"index folder {str(folder)!r} has no {name}: rebuild it (format 2 has {NORMS_FILE})")
             _link(folder / name, dst / name)
         # the pusher's local paths (in `path` and the fingerprints) stay home
-        _jsonl(dst / GALLERY_FILE, [{**r, "path": f"{FRAMES}/{names[str(r['id'])]}", "fingerprint": digest[str(r["id"])],
-                                     FRAME_KEY: position[str(r["id"])]} for r in rows])
+        # the columns as the source has them now (the index folder may predate an edited caption)
+        _jsonl(dst / GALLERY_FILE, [{"id": i, "path": f"{FRAMES}/{names[i]}", **columns_of[i], "fingerprint": digest[i],
+                                     FRAME_KEY: position[i]} for i in (str(r["id"]) for r in rows)])
         atomic_write(dst / BUILD_FILE, lambda f, m=meta: json.dump({**m, "source": f"hf:{repo}"}, f, indent=1), False)
         backbones[slug] = {"backbone": meta["backbone"], "dim": int(meta["dim"]), "n": int(meta["n"]),
                            "kind": meta["kind"]}
