@@ -2,7 +2,8 @@
 so the real `huggingface_hub` client (HF_ENDPOINT pointed here) downloads into its real cache
 layout (blobs/, snapshots/<sha>/ symlinks, refs/). It answers the two calls `HFStore` makes:
 `repo_info` (GET /api/<type>s/<repo>/revision/<rev>) and a file (HEAD/GET
-/<type>s/<repo>/resolve/<rev>/<path>, with X-Repo-Commit and ETag). Every file request is logged."""
+/<type>s/<repo>/resolve/<rev>/<path>, with X-Repo-Commit and ETag). Every file request is logged.
+`write_frames` makes the folder of frames the Hub gallery tests push."""
 from __future__ import annotations
 
 import json
@@ -12,6 +13,23 @@ from pathlib import Path
 from urllib.parse import unquote
 
 from cir_core.fileio import sha256_file
+
+
+def write_frames(root: Path, n: int) -> Path:
+    """A manifest of `n` JPEG frames (200 x 150, two folders) with the gallery's own columns, as a
+    researcher's folder of frames would be; returns the manifest's path."""
+    from cir_core.world import build_benchmark
+
+    bench = build_benchmark("test", max(1, n // 6 + 1))
+    rows = []
+    for i, it in enumerate(bench.items[:n]):
+        rel = f"film{i % 2}/shot_{i:04d}.jpg"
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        it.image(200).resize((200, 150)).save(root / rel, quality=90)
+        rows.append({"path": rel, "id": rel, "character": it.scene.character.name, "caption": f"frame {i}",
+                     "box": [1, 2, 30, 40]})
+    (root / "frames.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return root / "frames.jsonl"
 
 
 class FakeHub:

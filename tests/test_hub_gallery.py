@@ -23,19 +23,9 @@ N = 30
 @pytest.fixture(scope="module")
 def source(tmp_path_factory):
     """A manifest of N JPEG frames (two folders, 200 x 150) with the gallery's own columns."""
-    from cir_core.world import build_benchmark
+    from _fake_hub import write_frames
 
-    root = tmp_path_factory.mktemp("frames")
-    bench = build_benchmark("test", 5)
-    rows = []
-    for i, it in enumerate(bench.items[:N]):
-        rel = f"film{i % 2}/shot_{i:04d}.jpg"
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        it.image(200).resize((200, 150)).save(root / rel, quality=90)
-        rows.append({"path": rel, "id": rel, "character": it.scene.character.name, "caption": f"frame {i}",
-                     "box": [1, 2, 30, 40]})
-    (root / "frames.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return root / "frames.jsonl"
+    return write_frames(tmp_path_factory.mktemp("frames"), N)
 
 
 @pytest.fixture(scope="module")
