@@ -223,3 +223,29 @@ def test_real_huggingface_hub_client_and_cache_layout(source, index, hub, tmp_pa
                              progress=False)
     assert again.note.startswith("offline: using the cached snapshot of org/frames at revision v1")
     assert again.gallery.load_image(7, 300).size == (200, 150)
+
+
+def test_frames_to_a_space_as_documented(source, tmp_path, monkeypatch, capsys):
+    """docs/SPACES.md, "A gallery of your own frames": push gallery, push methods, the Space's
+    variables, then the app's engine from them (the shipped backbone and checkpoints stand in for
+    ViT-L-14 and its methods: no real weights here)."""
+    from cir_core.engine import load_engine
+    from cir_core.paths import DEFAULT_BACKBONE, DEFAULT_CHECKPOINTS
+    from ui.settings import from_args
+
+    local = str(tmp_path / "hub")
+    assert hub_main(["push", "gallery", str(source.parent), "my-org/my-frames", "--backbone", DEFAULT_BACKBONE,
+                     "--tag", "v1", "--local-hub", local, "--device", "cpu"]) == 0
+    gallery = capsys.readouterr().out.strip().splitlines()[-1]
+    assert hub_main(["push", "methods", str(DEFAULT_CHECKPOINTS), "my-org/cir-methods", "--tag", "v1",
+                     "--local-hub", local]) == 0
+    methods = capsys.readouterr().out.strip().splitlines()[-1]
+    env = {"CIR_GALLERY": f"hf:my-org/my-frames@{gallery}", "CIR_CHECKPOINTS": f"my-org/cir-methods@{methods}"}
+    monkeypatch.setenv("CIR_LOCAL_HUB", local)
+    cfg = from_args([], env)
+    assert cfg.uses_hub()  # so the app stays online for it
+    eng = load_engine(cfg)
+    res = eng.compare(eng.view.reference_from_id("film1/shot_0003.jpg"), "Make the square blue. Add a star.", k=4)
+    assert [m.name for m in res.methods] == ["pact", "dice", "pace", "compose-only", "sum"]
+    assert all(m.ok and len(m.hits) == 4 for m in res.methods), [m.error for m in res.methods]
+    assert len(eng.view) == N and len(res.progression.steps) == 2
