@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import gc
 import html
+import logging
 import math
 import re
 import threading
@@ -77,12 +78,17 @@ class EngineHolder:
 
     def warm_up(self) -> threading.Thread:
         """Start building the engine now, in the background (the app's first page load then
-        finds it ready or waits for it); failures are kept for `get` to report."""
+        finds it ready or waits for it), then answer one request with it (`Engine.warm_up`);
+        failures are kept for `get` to report."""
         def build() -> None:
             try:
-                self.get()
+                engine = self.get()
             except CIRError:
-                pass  # remembered in self.error; the page shows it
+                return  # remembered in self.error; the page shows it
+            try:
+                engine.warm_up()
+            except Exception:  # noqa: BLE001 - the visitors' requests will say what is wrong
+                logging.getLogger(__name__).exception("the warm-up request failed")
 
         t = threading.Thread(target=build, name="engine-warm-up", daemon=True)
         t.start()

@@ -2,6 +2,8 @@
 `load_engine` builds one from the app's settings, `open_gallery` opens a gallery by name."""
 from __future__ import annotations
 
+import logging
+import threading
 from pathlib import Path
 from typing import Any, Callable, ContextManager, Iterable, Sequence
 
@@ -26,6 +28,7 @@ from .method_set import MethodSet
 from .results import CompareResult, Reference
 
 
+log = logging.getLogger(__name__)
 SHOWCASE = 6  # demo queries (cir_core.world.data.showcase_queries) in the app's world gallery
 
 
@@ -105,7 +108,8 @@ def load_engine(cfg: EngineConfig, progress_cb: Callable[..., None] | None = Non
         notes.append(ckpts.note)
     return Engine(backbone, gallery, emb, bench=bench, checkpoints=ckpts, methods=names,
                   notes=notes, n_examples=cfg.examples, index=index, feature_norms=norms,
-                  batch_wait_ms=cfg.batch_wait_ms if cfg.batching else None, max_requests=cfg.max_requests)
+                  batch_wait_ms=cfg.batch_wait_ms if cfg.batching else None, max_requests=cfg.max_requests,
+                  filter_in_background=True)
 
 
 class Engine:
@@ -116,13 +120,15 @@ class Engine:
 
     With `batch_wait_ms` (None: off), concurrent requests share their tower work: texts, uploaded
     images and every method's compositions go through one `BatchQueue` (`batch`), which waits at
-    most that long for the other requests in flight to join a batch."""
+    most that long for the other requests in flight to join a batch. `filter_in_background`: the
+    searcher's int8 filter is built in a thread after construction (the app's start)."""
 
     def __init__(self, backbone: Encoder, gallery: Gallery, embeddings: np.ndarray, *, bench: Any = None,
                  checkpoints: CheckpointSource | None = None, methods: Sequence[str] | None = None,
                  notes: Iterable[str] = (), n_examples: int = 6, index_kind: str = "auto",
                  index: Index | None = None, feature_norms: np.ndarray | None = None,
-                 batch_wait_ms: float | None = None, max_requests: int = MAX_REQUESTS):
+                 batch_wait_ms: float | None = None, max_requests: int = MAX_REQUESTS,
+                 filter_in_background: bool = False):
         self.backbone = backbone
         self.admission = Admission(max_requests)
         self.batch = None if batch_wait_ms is None else BatchQueue(
@@ -133,10 +139,21 @@ class Engine:
         if index is not None and (index.ntotal, index.dim) != self.view.embeddings.shape:
             raise GalleryError(f"prebuilt index ({index.ntotal} x {index.dim}) does not match the "
                                f"embeddings {self.view.embeddings.shape} of gallery {gallery.name!r}")
-        self.searcher = Searcher.for_gallery(self.view.embeddings, index=index, kind=index_kind)
+        self.searcher = Searcher.for_gallery(self.view.embeddings, index=index, kind=index_kind,
+                                             prefilter=not filter_in_background)
+        if filter_in_background and self.searcher.index is None:
+            # 5-10 s for 100k x 768 rows on 2 cores: built after the start, not before the first
+            # answer; until then the exact float32 search answers (the same ids).
+            threading.Thread(target=self._build_filter, name="cir-int8-filter", daemon=True).start()
         self.methods = MethodSet(memo, checkpoints or CheckpointSource(None, DEFAULT_CHECKPOINTS),
                                  shown_methods(methods), self.batch)
         self.notes = list(notes)
+
+    def _build_filter(self) -> None:
+        try:
+            self.searcher = self.searcher.with_prefilter()  # one assignment: a request sees either
+        except Exception:  # noqa: BLE001 - the exact search goes on answering
+            log.exception("the int8 filter could not be built; searching without it")
 
     @property
     def memo(self) -> TextMemo:
@@ -163,6 +180,12 @@ class Engine:
         with self.admit():
                 return pipeline.compare(self.view, self.methods, self.searcher, reference, edit, k, scoring, lam,
                                     methods, progression, variant)
+
+    def warm_up(self) -> None:
+        """Answer one request and discard it, so the first visitor does not pay for what is built
+        on first use: the methods, PACT's merged LoRA tower (seconds for ViT-L-14), cold kernels."""
+        if len(self.view) > 1:
+            self.compare(self.view.reference_from_row(0), "Make it blue.", k=1)
 
     def admit(self) -> ContextManager[None]:
         """Count the caller as a request in flight (re-entrant), or raise `Busy`: what a server
