@@ -172,7 +172,8 @@ def _read_manifest(path: Path) -> list[tuple[int, dict[str, Any]]]:
     return rows
 
 
-def _safe_name(name: str) -> str:
+def safe_name(name: str) -> str:
+    """A file-system-safe, collision-free name for `name` (sanitised, plus a hash of the original)."""
     # Sanitising can merge names ('a/b', 'a_b'); the hash suffix keeps their caches apart.
     clean = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._")[:60] or "gallery"
     return f"{clean}-{hashlib.sha1(name.encode()).hexdigest()[:8]}"
@@ -193,7 +194,7 @@ class EmbeddingCache:
         self.shipped = Path(shipped) if shipped else None
 
     def folder(self, gallery: Gallery, backbone: Encoder) -> Path:
-        return self.root / hashlib.sha1(backbone.id.encode()).hexdigest()[:16] / _safe_name(gallery.name)
+        return self.root / hashlib.sha1(backbone.id.encode()).hexdigest()[:16] / safe_name(gallery.name)
 
     def embed(
         self,
@@ -298,7 +299,7 @@ class EmbeddingCache:
 
 def shipped_name(gallery: Gallery) -> str:
     """The file name a gallery's shipped embeddings go under."""
-    return f"{_safe_name(gallery.name)}.npz"
+    return f"{safe_name(gallery.name)}.npz"
 
 
 def write_shipped(path: str | os.PathLike, keys: Sequence[str], emb: np.ndarray, norms: np.ndarray,

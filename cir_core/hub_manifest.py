@@ -1,6 +1,7 @@
 """What may travel through the Hub and how it is checked: the file policy (safetensors, JSON and
-pickle-free .npy only), the `cir_manifest.json` written on push (every file with its sha256) and
-verified on pull, and the per-kind layout checks (methods, backbone, embeddings)."""
+pickle-free .npy only; a gallery adds its frames, JSONL tables and FAISS index), the
+`cir_manifest.json` written on push (every file with its sha256) and verified on pull, and the
+per-kind layout checks (methods, backbone, embeddings, gallery)."""
 from __future__ import annotations
 
 import json
@@ -14,12 +15,15 @@ from .storage import StorageError, matches
 
 MANIFEST = "cir_manifest.json"
 FORMAT = "cir-hub-manifest/1"
-KINDS = ("methods", "backbone", "embeddings")
+KINDS = ("methods", "backbone", "embeddings", "gallery")
 # .npy is allowed because np.load(allow_pickle=False) refuses object arrays; .npz is not (zip of
 # arbitrary members). Everything else that can hold a pickle is named in the refusal.
 ALLOWED_SUFFIXES = (".json", ".safetensors", ".npy", ".md", ".txt")
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt", ".joblib", ".npz")
 IGNORED = (".gitattributes",)  # the Hub adds it to every repo; it is never loaded
+# A gallery (cir_core.hub_gallery) also carries its frames (decoded by PIL behind the bomb guard,
+# never unpickled), JSONL tables and the FAISS index of an approximate index folder.
+GALLERY_SUFFIXES = (".jsonl", ".faiss", ".jpg", ".jpeg", ".png", ".webp", ".bmp")
 
 
 
@@ -34,17 +38,18 @@ def list_files(folder: Path) -> list[str]:
     return out
 
 
-def check_policy(files: Iterable[str], where: str) -> None:
-    """Refuse pickle-capable and unknown file types, naming each."""
+def check_policy(files: Iterable[str], where: str, kind: str | None = None) -> None:
+    """Refuse pickle-capable and unknown file types (for `kind`), naming each."""
     files = list(files)
     pickles = [f for f in files if f.lower().endswith(PICKLE_SUFFIXES)]
     if pickles:
         raise StorageError(f"{where}: refusing pickle-capable file(s) {', '.join(pickles[:5])}: only "
                        "safetensors weights travel through the Hub (convert with safetensors.torch.save_file)")
-    odd = [f for f in files if not f.lower().endswith(ALLOWED_SUFFIXES)]
+    allowed = ALLOWED_SUFFIXES + (GALLERY_SUFFIXES if kind == "gallery" else ())
+    odd = [f for f in files if not f.lower().endswith(allowed)]
     if odd:
         raise StorageError(f"{where}: unexpected file type(s) {', '.join(odd[:5])} "
-                       f"(allowed: {', '.join(ALLOWED_SUFFIXES)})")
+                       f"(allowed: {', '.join(allowed)})")
 
 
 def build_manifest(folder: Path, kind: str, files: list[str], git_commit: str | None) -> dict[str, Any]:
@@ -55,18 +60,17 @@ def build_manifest(folder: Path, kind: str, files: list[str], git_commit: str | 
                       for f in files}}
 
 
-def verify_snapshot(folder: Path, kind: str, where: str,
-                    patterns: list[str] | None = None) -> list[str]:
-    """Check a downloaded snapshot against its manifest; returns the verified files.
+class ManifestMismatch(StorageError):
+    """A file that is not listed in the manifest, or whose sha256 differs from it."""
 
-    Every file present must be listed with the same sha256 (a changed or an extra file is
-    refused), and every listed file that `patterns` asked for must be present."""
-    mpath = folder / MANIFEST
-    if not mpath.is_file():
+
+def read_manifest(path: Path, kind: str, where: str) -> dict[str, dict[str, Any]]:
+    """The files a `kind` manifest lists (name -> {sha256, size}); StorageError when it is not one."""
+    if not path.is_file():
         raise StorageError(f"{where}: no {MANIFEST} in the repo, so its files cannot be verified "
                        "(publish with `python -m cir_core.hub push`, which writes it)")
     try:
-        manifest = json.loads(mpath.read_text(encoding="utf-8"))
+        manifest = json.loads(path.read_text(encoding="utf-8"))
     except ValueError:
         manifest = None
     listed = manifest.get("files") if isinstance(manifest, dict) else None
@@ -74,8 +78,29 @@ def verify_snapshot(folder: Path, kind: str, where: str,
         raise StorageError(f"{where}: {MANIFEST} is not a {FORMAT} manifest")
     if manifest.get("kind") != kind:
         raise StorageError(f"{where}: the repo holds {manifest.get('kind')!r}, not {kind!r}")
+    return listed
+
+
+def verify_file(folder: Path, name: str, listed: dict[str, dict[str, Any]], where: str) -> Path:
+    """`folder / name`, once its sha256 matches the manifest's entry; StorageError otherwise."""
+    entry = listed.get(name)
+    if not isinstance(entry, dict):
+        raise ManifestMismatch(f"{where}: file {name} is not in the manifest (tampered?)")
+    if sha256_file(folder / name) != entry.get("sha256"):
+        raise ManifestMismatch(f"{where}: {name} does not match the sha256 in {MANIFEST} "
+                       "(tampered or corrupt download); refusing to use it")
+    return folder / name
+
+
+def verify_snapshot(folder: Path, kind: str, where: str,
+                    patterns: list[str] | None = None) -> list[str]:
+    """Check a downloaded snapshot against its manifest; returns the verified files.
+
+    Every file present must be listed with the same sha256 (a changed or an extra file is
+    refused), and every listed file that `patterns` asked for must be present."""
+    listed = read_manifest(folder / MANIFEST, kind, where)
     present = [f for f in list_files(folder) if f not in IGNORED]
-    check_policy(present, where)
+    check_policy(present, where, kind)
     extra = [f for f in present if f not in listed]
     if extra:
         raise StorageError(f"{where}: file(s) not in the manifest: {', '.join(extra[:5])} (tampered?)")
@@ -83,9 +108,7 @@ def verify_snapshot(folder: Path, kind: str, where: str,
     if missing:
         raise StorageError(f"{where}: file(s) listed in the manifest but missing: {', '.join(missing[:5])}")
     for f in present:
-        if sha256_file(folder / f) != listed[f].get("sha256"):
-            raise StorageError(f"{where}: {f} does not match the sha256 in {MANIFEST} "
-                           "(tampered or corrupt download); refusing to use it")
+        verify_file(folder, f, listed, where)
     return present
 
 
@@ -115,7 +138,7 @@ def check_layout(folder: Path, kind: str, files: list[str], where: str) -> None:
         raise StorageError(f"unknown kind {kind!r} (one of {', '.join(KINDS)})")
     if not files:
         raise StorageError(f"{where}: no files to check")
-    check_policy(files, where)
+    check_policy(files, where, kind)
     for f in files:
         if f.endswith(".safetensors"):
             _check_safetensors(folder / f, where)
@@ -143,6 +166,10 @@ def check_layout(folder: Path, kind: str, files: list[str], where: str) -> None:
             raise StorageError(f"{where}: open_clip_config.json has no model_cfg")
         if not any(f.endswith(".safetensors") and "/" not in f for f in files):
             raise StorageError(f"{where}: no .safetensors weights beside open_clip_config.json")
+    elif kind == "gallery":
+        from .hub_gallery.layout import check_gallery_layout
+
+        check_gallery_layout(folder, files, where)
     else:
         _check_embeddings(folder, files, where)
 

@@ -14,11 +14,15 @@ from it (`apply_offline_default`) before anything reads that variable.
 | `--checkpoints` | `CIR_CHECKPOINTS` | `assets/methods` (a folder of `<method>/`, or a Hub repo id `org/name[@rev]`) |
 | `--checkpoint M=DIR` | | one method's checkpoint folder, over `--checkpoints` (repeatable) |
 | (in the spec: `@rev`) | `CIR_CHECKPOINTS_REVISION`, `CIR_BACKBONE_REVISION` | the revision a Hub spec without `@rev` is pinned to |
-| `--gallery` | `CIR_GALLERY` | `world` (or an image folder, a JSONL/CSV manifest, an index folder, `movienet:ROOT`) |
+| `--gallery` | `CIR_GALLERY` | `world` (or an image folder, a JSONL/CSV manifest, an index folder, `movienet:ROOT`, a Hub gallery `hf:org/name[@rev]`) |
+| (in the spec: `@rev`) | `CIR_GALLERY_REVISION` | the revision an `hf:` gallery without `@rev` is pinned to |
 | `--world-queries` | `CIR_WORLD_QUERIES` | 1000 (the world gallery holds ~8 images per query) |
 | `--methods` | `CIR_METHODS` | the consumer's default (the app: every method registered as a column, then the baseline) |
 | `--device` | `CIR_DEVICE` | `cpu` |
 | `--cache-dir` | `CIR_CACHE_DIR` | `~/.cache/cir-workbench` (gallery embeddings) |
+| `--batching` | `CIR_BATCHING` | on: concurrent requests share their text, upload and method forwards (`cir_core.batching`) |
+| `--batch-wait-ms` | `CIR_BATCH_WAIT_MS` | 5: the longest a request waits for others in flight to join its batch |
+| `--max-requests` | `CIR_MAX_REQUESTS` | 32: requests answered at once; the next is told "busy, N ahead of you" |
 """
 from __future__ import annotations
 
@@ -29,7 +33,10 @@ from pathlib import Path
 from typing import Any, Mapping, TypeVar
 
 from .errors import InputError
+
 E = TypeVar("E", bound="EngineConfig")
+MAX_REQUESTS = 32  # compare requests in flight at once; the next one is told it is busy
+TRUE, FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off", "")
 
 
 @dataclass
@@ -46,11 +53,14 @@ class EngineConfig:
     device: str = "cpu"
     cache_dir: str | None = None
     examples: int = 6
+    batching: bool = True
+    batch_wait_ms: float = 5.0
+    max_requests: int = MAX_REQUESTS
 
     def uses_hub(self) -> bool:
         """Whether anything here must come from the Hugging Face Hub (then stay online)."""
         b = self.backbone or ""
-        return (b.startswith("hf-hub:") or is_hub_repo_id(self.checkpoints)
+        return (b.startswith("hf-hub:") or is_hub_repo_id(self.checkpoints) or self.gallery.startswith("hf:")
                 or (self.pretrained is not None and not Path(self.pretrained).expanduser().exists()
                     and not b.startswith("local-dir:")))
 
@@ -70,7 +80,8 @@ def is_hub_repo_id(spec: str | None) -> bool:
 
 ENGINE_ENV = {"backbone": "CIR_BACKBONE", "pretrained": "CIR_PRETRAINED", "checkpoints": "CIR_CHECKPOINTS",
               "gallery": "CIR_GALLERY", "world_queries": "CIR_WORLD_QUERIES", "methods": "CIR_METHODS",
-              "device": "CIR_DEVICE", "cache_dir": "CIR_CACHE_DIR"}
+              "device": "CIR_DEVICE", "cache_dir": "CIR_CACHE_DIR", "batching": "CIR_BATCHING",
+              "batch_wait_ms": "CIR_BATCH_WAIT_MS", "max_requests": "CIR_MAX_REQUESTS"}
 
 
 def add_engine_args(ap: argparse.ArgumentParser, gallery: bool = True,
@@ -87,14 +98,21 @@ def add_engine_args(ap: argparse.ArgumentParser, gallery: bool = True,
                    help="load METHOD from DIR instead (repeatable; ablations)")
     if gallery:
         g.add_argument("--gallery", help="'world' (the generated test benchmark), an image folder, a "
-                       "JSONL/CSV manifest, an index folder (python -m cir_core.index build) or "
-                       "movienet:ROOT [CIR_GALLERY]")
+                       "JSONL/CSV manifest, an index folder (python -m cir_core.index build), "
+                       "movienet:ROOT, or a Hub gallery hf:org/name[@rev] (python -m cir_core.hub push "
+                       "gallery) [CIR_GALLERY; CIR_GALLERY_REVISION]")
         g.add_argument("--world-queries", type=int, help="size of the world benchmark: queries; the gallery "
                        "holds ~8 images each [CIR_WORLD_QUERIES] (default 1000)")
     g.add_argument("--methods", nargs="+", help=f"method names, space- or comma-separated [CIR_METHODS]; "
                    f"default: {methods_help}")
     g.add_argument("--device", help="cpu or cuda [CIR_DEVICE]")
     g.add_argument("--cache-dir", help="gallery embedding cache [CIR_CACHE_DIR]")
+    g.add_argument("--batching", help="on/off: concurrent requests share their text, upload and method "
+                   "forwards in batches [CIR_BATCHING] (default on)")
+    g.add_argument("--batch-wait-ms", help="the longest a request waits for the others in flight to join "
+                   "its batch [CIR_BATCH_WAIT_MS] (default 5)")
+    g.add_argument("--max-requests", help="requests answered at once; the next is told it is busy "
+                   f"[CIR_MAX_REQUESTS] (default {MAX_REQUESTS})")
     return ap
 
 
@@ -145,12 +163,38 @@ def _parse(name: str, var: str, value: Any) -> Any:
         if not names:
             raise InputError(f"{var}/--methods names no method: {value!r}")
         return names
-    if name in ("world_queries", "port"):
+    flag = f"{var}/--{name.replace('_', '-')}"
+    if name in ("world_queries", "port", "max_requests"):
         try:
-            return int(value)
+            n = int(value)
         except ValueError:
-            raise InputError(f"{var}/--{name.replace('_', '-')} must be an integer, got {value!r}")
+            raise InputError(f"{flag} must be an integer, got {value!r}") from None
+        if name == "max_requests" and n < 1:
+            raise InputError(f"{flag} must be >= 1, got {n}")
+        return n
+    if name == "batch_wait_ms":
+        try:
+            ms = float(value)
+        except ValueError:
+            ms = float("nan")
+        if not 0 <= ms <= 1000:
+            raise InputError(f"{flag} must be a number of milliseconds in 0..1000, got {value!r}")
+        return ms
+    if name == "batching":
+        return parse_flag(value, flag)
     return value
+
+
+def parse_flag(value: object, name: str) -> bool:
+    """An on/off setting from a flag (True) or a variable ('1', 'true', 'yes', 'on' / '0', ...)."""
+    if isinstance(value, bool):
+        return value
+    v = str(value).strip().lower()
+    if v in TRUE:
+        return True
+    if v in FALSE:
+        return False
+    raise InputError(f"{name} must be 1/0, true/false, yes/no or on/off, got {value!r}")
 
 
 def _pin_revisions(cfg: EngineConfig, env: Mapping[str, str]) -> None:

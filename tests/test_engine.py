@@ -1,6 +1,8 @@
 """cir_core.engine: one compare request, shared encodes, marks, progression, failures per method."""
 import json
 
+import threading
+
 import numpy as np
 import pytest
 from PIL import Image
@@ -318,3 +320,10 @@ def test_the_int8_filter_is_built_for_large_exact_galleries_only():
         assert Engine.from_embeddings(bb, g[:2000]).searcher.kind == "exact"  # the rule would never take it
         hnsw = Engine.from_embeddings(bb, g, index_kind="hnsw").searcher
         assert hnsw.kind == "approximate" and hnsw.prefilter is None
+        # the app's start: the filter comes after, in a thread; the exact search answers meanwhile
+        late = Engine.from_embeddings(bb, g, filter_in_background=True)
+        first = late.compare(late.view.reference_from_row(7), "Add a star.", k=5, methods=["sum"], progression=False)
+        assert [h.row for h in first.methods[0].hits] == want.ids[0].tolist()
+        for t in [t for t in threading.enumerate() if t.name == "cir-int8-filter"]:
+            t.join()
+        assert late.searcher.kind == "exact+int8" and late.searcher.prefilter.n == len(g)

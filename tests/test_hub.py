@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
-from cir_core.hub import main, parse_spec, pull, push
+from cir_core.hub import parse_spec, pull, push
+from cir_core.hub.__main__ import main
 from cir_core.storage import FolderStore, HFStore, StorageError
 from cir_core.hub_manifest import MANIFEST
 

@@ -129,10 +129,15 @@ def launch_kwargs(cfg: AppConfig | None = None) -> dict:
 
     cfg = cfg or AppConfig()
     exit_cleanly_on_sigterm()
+    from .compare import compare_concurrency
+
     trust_proxies(parse_proxies(cfg.trusted_proxies))
     kw = {"server_name": cfg.host, "server_port": cfg.port, "theme": theme(), "css": CSS,
           "max_file_size": MAX_UPLOAD, "footer_links": ["api", "settings"],
-          "head": HOTKEY_JS + PREVIEW_KEYS_JS}
+          "head": HOTKEY_JS + PREVIEW_KEYS_JS,
+          # Gradio's 40 worker threads by default: the Compare events it lets through at once
+          # (with batching they mostly wait on the engine's queue) must not starve the other tabs
+          "max_threads": max(40, compare_concurrency(cfg) + 16)}
     if cfg.annotators:
         from .signin import signin_kwargs
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import gc
 import html
+import logging
 import math
 import re
 import threading
@@ -44,13 +45,15 @@ class EngineHolder:
             if self.engine is None and self.error is None:
                 from cir_core.engine import load_engine
 
-                def cb(done: int, total: int) -> None:
+                def cb(done: int, total: int, desc: str | None = None) -> None:
                     # Encoding a user's gallery can take hours: not under app.py's start-up pause
                     # of the collector (the start's objects are frozen first, not swept).
-                    if total and not gc.isenabled():
+                    if total and not gc.isenabled() and desc is None:
                         gc.freeze()
                         gc.enable()
-                    if progress is not None and total:
+                    if progress is not None and total and desc is not None:  # a Hub gallery's download
+                        progress((done, total), desc=f"Downloading {desc} (cached for later starts)", unit="bytes")
+                    elif progress is not None and total:
                         progress((done, total), desc="Embedding the gallery (first run only; cached "
                                  "for later starts)", unit="images")
 
@@ -75,12 +78,17 @@ class EngineHolder:
 
     def warm_up(self) -> threading.Thread:
         """Start building the engine now, in the background (the app's first page load then
-        finds it ready or waits for it); failures are kept for `get` to report."""
+        finds it ready or waits for it), then answer one request with it (`Engine.warm_up`);
+        failures are kept for `get` to report."""
         def build() -> None:
             try:
-                self.get()
+                engine = self.get()
             except CIRError:
-                pass  # remembered in self.error; the page shows it
+                return  # remembered in self.error; the page shows it
+            try:
+                engine.warm_up()
+            except Exception:  # noqa: BLE001 - the visitors' requests will say what is wrong
+                logging.getLogger(__name__).exception("the warm-up request failed")
 
         t = threading.Thread(target=build, name="engine-warm-up", daemon=True)
         t.start()

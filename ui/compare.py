@@ -77,6 +77,14 @@ COUNTER_JS = f"""(t) => {{
 # One Compare request encodes and searches (CPU-bound, torch/faiss use their own threads): two at
 # a time keep one core for everything else (the Annotate tab must stay responsive).
 COMPARE_CONCURRENCY = 2
+BUSY_HEADROOM = 8  # with batching: events past the engine's limit that it answers "busy" at once
+
+
+def compare_concurrency(cfg: AppConfig) -> int:
+    """Compare events Gradio runs at once. With batching the engine's queue runs every forward on
+    one thread and admits `max_requests`, so Gradio lets them (and a few more, told they are busy)
+    through; without it, two."""
+    return cfg.max_requests + BUSY_HEADROOM if cfg.batching else COMPARE_CONCURRENCY
 
 
 def build(holder: EngineHolder, cfg: AppConfig) -> CompareTab:
@@ -91,7 +99,7 @@ def build(holder: EngineHolder, cfg: AppConfig) -> CompareTab:
     _results_panel(c, names, optional)
     preview_box(c)
     _wire_reference(holder, c)
-    _wire_compare(holder, c, names, optional)
+    _wire_compare(holder, c, names, optional, compare_concurrency(cfg))
     wire_preview(holder, c, [g.elem_id for g in c.col_gals] + [f"step-{i + 1}" for i in range(len(c.step_gals))],
                  [*c.col_gals, *c.step_gals])
     return CompareTab(c.ref_id, c.upload, c.edit, c.k, c.scoring, c.own_lambda, c.lam,
@@ -269,7 +277,8 @@ def _wire_reference(holder: EngineHolder, c: SimpleNamespace) -> None:
                         api_visibility="private")
 
 
-def _wire_compare(holder: EngineHolder, c: SimpleNamespace, names: list[str], optional: list[str]) -> None:
+def _wire_compare(holder: EngineHolder, c: SimpleNamespace, names: list[str], optional: list[str],
+                  concurrency: int) -> None:
     """The Compare button (and Shift+Enter in the edit box), the extra columns, the permalink and
     the JSON endpoint `/compare`."""
     every = names + optional
@@ -307,11 +316,11 @@ def _wire_compare(holder: EngineHolder, c: SimpleNamespace, names: list[str], op
                c.details_json, *c.opt_cols, c.picks, c.csv, c.permalink]
     # The button's event feeds ~40 components; programs use the JSON endpoint below instead.
     c.run.click(on_compare, inputs, outputs, api_name="compare_view", api_visibility="undocumented",
-                concurrency_limit=COMPARE_CONCURRENCY, concurrency_id="compare").then(
+                concurrency_limit=concurrency, concurrency_id="compare").then(
                     None, [c.permalink], [c.permalink], js=LINK_JS, api_visibility="private")
     # every event of a group needs the limit: Gradio keeps the lowest one (the default is 1)
     c.edit.submit(on_compare, inputs, outputs, api_visibility="private",
-                  concurrency_limit=COMPARE_CONCURRENCY, concurrency_id="compare").then(
+                  concurrency_limit=concurrency, concurrency_id="compare").then(
                       None, [c.permalink], [c.permalink], js=LINK_JS, api_visibility="private")
     c.edit.change(None, [c.edit], [c.counter], js=COUNTER_JS, api_visibility="private")  # in the browser: no request per key
 
@@ -334,7 +343,7 @@ def _wire_compare(holder: EngineHolder, c: SimpleNamespace, names: list[str], op
                            text_in(scoring, 20), lam_v, path, text_in(methods, 2000),
                            notes=[n for n in (k_note, lam_note) if n])
 
-    gr.api(compare, api_name="compare", concurrency_limit=COMPARE_CONCURRENCY, concurrency_id="compare")
+    gr.api(compare, api_name="compare", concurrency_limit=concurrency, concurrency_id="compare")
 
 
 def view_updates(view: CompareView, k: int) -> list[Any]:

@@ -79,9 +79,10 @@ def compare_view(engine: Engine, ref_id: str | None, upload: str | None, edit: s
     try:
         edit, cut = clip_edit(edit or "")
         check_edit(edit)  # an empty edit is reported before an upload is encoded
-        ref = resolve_reference(engine, ref_id, upload)
-        res = engine.compare(ref, edit, k=int(k), scoring=scoring,
-                             lam=None if own_lambda else float(lam), methods=names)
+        with engine.admit():  # busy: said at once, before an upload is encoded
+            ref = resolve_reference(engine, ref_id, upload)
+            res = engine.compare(ref, edit, k=int(k), scoring=scoring,
+                                 lam=None if own_lambda else float(lam), methods=names)
     except CIRError as exc:
         return CompareView(status=f"⚠ {md_text(exc)}", columns=empty_headers(names), error=str(exc))
     add_notes(res, [*(notes or []), *([cut] if cut else [])], int(k))
@@ -233,8 +234,9 @@ def compare_api(engine: Engine, reference_id: str | None, edit: str | None, k: i
         if unknown:
             raise InputError(f"unknown method {unknown[0]!r}; registered: {', '.join(list_methods())}")
         edit, cut = clip_edit(edit or "")
-        ref = resolve_reference(engine, reference_id, upload)
-        res = engine.compare(ref, edit, k=int(k), scoring=str(scoring).lower(), lam=lam, methods=names)
+        with engine.admit():  # busy: said at once, before an upload is encoded
+            ref = resolve_reference(engine, reference_id, upload)
+            res = engine.compare(ref, edit, k=int(k), scoring=str(scoring).lower(), lam=lam, methods=names)
     except CIRError as exc:
         return {"error": str(exc)}
     add_notes(res, [*(notes or []), *([cut] if cut else [])], int(k))

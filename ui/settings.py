@@ -23,12 +23,11 @@ from typing import Mapping, Sequence
 
 from cir_core import settings as engine_settings
 from cir_core.errors import InputError
-from cir_core.settings import ENGINE_ENV, EngineConfig, add_engine_args, settings_from
+from cir_core.settings import ENGINE_ENV, EngineConfig, add_engine_args, parse_flag, settings_from
 
 APP_ENV = {**ENGINE_ENV, "db": "CIR_DB", "annotators": "CIR_ANNOTATORS", "db_repo": "CIR_DB_REPO",
            "annotation_only": "CIR_ANNOTATION_ONLY", "trusted_proxies": "CIR_TRUSTED_PROXIES",
            "host": "CIR_HOST", "port": "CIR_PORT"}
-TRUE, FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off", "")
 
 
 @dataclass
@@ -84,18 +83,6 @@ def from_args(argv: Sequence[str] | None = None, env: Mapping[str, str] | None =
         return cfg
     except InputError as exc:
         raise SystemExit(f"error: {exc}") from None
-
-
-def parse_flag(value: object, name: str) -> bool:
-    """An on/off setting from a flag (True) or a variable ('1', 'true', 'yes', 'on' / '0', ...)."""
-    if isinstance(value, bool):
-        return value
-    v = str(value).strip().lower()
-    if v in TRUE:
-        return True
-    if v in FALSE:
-        return False
-    raise InputError(f"{name} must be 1/0, true/false, yes/no or on/off, got {value!r}")
 
 
 def parse_proxies(value: str | None) -> list[str]:

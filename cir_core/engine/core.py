@@ -2,21 +2,25 @@
 `load_engine` builds one from the app's settings, `open_gallery` opens a gallery by name."""
 from __future__ import annotations
 
+import logging
+import threading
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, ContextManager, Iterable, Sequence
 
 import numpy as np
 
+from ..batching import Admission, BatchedEncoder, BatchQueue
 from ..encoder import Encoder
 from ..errors import GalleryError
 from ..gallery import EmbeddingCache, Gallery, GalleryItem
+from ..hub_gallery import is_hub_gallery, open_hub_gallery
 from ..index.prebuilt import is_prebuilt, open_prebuilt
 from ..memo import TextMemo
 from ..methods import extra_methods, shown_methods
 from ..paths import DEFAULT_BACKBONE, DEFAULT_BACKBONE_DIR, DEFAULT_CHECKPOINTS
 from ..search.index import Index
 from ..search.searcher import Searcher
-from ..settings import EngineConfig
+from ..settings import MAX_REQUESTS, EngineConfig
 from . import pipeline
 from .checkpoints import CheckpointSource, resolve_checkpoints
 from .gallery_view import GalleryView
@@ -24,6 +28,7 @@ from .method_set import MethodSet
 from .results import CompareResult, Reference
 
 
+log = logging.getLogger(__name__)
 SHOWCASE = 6  # demo queries (cir_core.world.data.showcase_queries) in the app's world gallery
 
 
@@ -62,10 +67,12 @@ def open_gallery(spec: str, world_queries: int, image_size: int,
                        "folder nor a manifest file")
 
 
-def load_engine(cfg: EngineConfig, progress_cb: Callable[[int, int], None] | None = None) -> "Engine":
+def load_engine(cfg: EngineConfig, progress_cb: Callable[..., None] | None = None) -> "Engine":
     """Build the engine the app runs on. `progress_cb(done, total)` follows the gallery embedding
-    (only items not in the cache are encoded: a restart encodes nothing). An index folder from
-    `python -m cir_core.index build` as the gallery is used as it is: nothing encoded or indexed."""
+    (only items not in the cache are encoded: a restart encodes nothing), or `progress_cb(done,
+    total, desc)` a Hub gallery's download (bytes). An index folder from `python -m cir_core.index
+    build` as the gallery is used as it is: nothing encoded or indexed; so is a Hub gallery from
+    `python -m cir_core.hub push gallery` (`hf:org/name@rev`)."""
     from ..backbone import load_backbone
     from ..paths import SHIPPED_EMBEDDINGS, cache_dir
 
@@ -81,7 +88,12 @@ def load_engine(cfg: EngineConfig, progress_cb: Callable[[int, int], None] | Non
                          "Build it with `python -m training.build_assets --only backbone`.")
     backbone = load_backbone(spec, cfg.pretrained, cfg.device)
     index = None
-    if is_prebuilt(cfg.gallery):  # `python -m cir_core.index build`'s folder: nothing to encode
+    if is_hub_gallery(cfg.gallery):  # `python -m cir_core.hub push gallery`'s repo: thumbnails + index
+        hub = open_hub_gallery(cfg.gallery, backbone, progress_cb=progress_cb)
+        gallery, bench, emb, index, norms = hub.gallery, None, hub.prebuilt.embeddings, hub.prebuilt.index, \
+            hub.prebuilt.norms
+        notes += [hub.note] if hub.note else []
+    elif is_prebuilt(cfg.gallery):  # `python -m cir_core.index build`'s folder: nothing to encode
         pre = open_prebuilt(cfg.gallery)
         pre.check_backbone(backbone)
         gallery, bench, emb, index, norms = pre.gallery, None, pre.embeddings, pre.index, pre.norms
@@ -101,30 +113,53 @@ def load_engine(cfg: EngineConfig, progress_cb: Callable[[int, int], None] | Non
     if getattr(ckpts, "note", None):  # e.g. "offline: using the cached snapshot of org/name ..."
         notes.append(ckpts.note)
     return Engine(backbone, gallery, emb, bench=bench, checkpoints=ckpts, methods=names,
-                  notes=notes, n_examples=cfg.examples, index=index, feature_norms=norms)
+                  notes=notes, n_examples=cfg.examples, index=index, feature_norms=norms,
+                  batch_wait_ms=cfg.batch_wait_ms if cfg.batching else None, max_requests=cfg.max_requests,
+                  filter_in_background=True)
 
 
 class Engine:
     """One backbone, one gallery and the methods, in parts: `view` (the gallery, its embeddings
     and what a request reads of it), `searcher` (how it is searched, decided once), `methods` (built
     lazily on `memo`, the backbone with remembered text encodes). `compare` runs one request
-    through `pipeline`."""
+    through `pipeline`, admitted by `admission` (at most `max_requests` at once, else `Busy`).
+
+    With `batch_wait_ms` (None: off), concurrent requests share their tower work: texts, uploaded
+    images and every method's compositions go through one `BatchQueue` (`batch`), which waits at
+    most that long for the other requests in flight to join a batch. `filter_in_background`: the
+    searcher's int8 filter is built in a thread after construction (the app's start)."""
 
     def __init__(self, backbone: Encoder, gallery: Gallery, embeddings: np.ndarray, *, bench: Any = None,
                  checkpoints: CheckpointSource | None = None, methods: Sequence[str] | None = None,
                  notes: Iterable[str] = (), n_examples: int = 6, index_kind: str = "auto",
-                 index: Index | None = None, feature_norms: np.ndarray | None = None):
+                 index: Index | None = None, feature_norms: np.ndarray | None = None,
+                 batch_wait_ms: float | None = None, max_requests: int = MAX_REQUESTS,
+                 filter_in_background: bool = False):
         self.backbone = backbone
-        memo = TextMemo(backbone)
+        self.admission = Admission(max_requests)
+        self.batch = None if batch_wait_ms is None else BatchQueue(
+            batch_wait_ms / 1000, company=lambda: self.admission.active)
+        memo = TextMemo(backbone if self.batch is None else BatchedEncoder(backbone, self.batch))
         self.view = GalleryView(gallery, embeddings, memo, feature_norms=feature_norms, bench=bench,
                                 n_examples=n_examples)
         if index is not None and (index.ntotal, index.dim) != self.view.embeddings.shape:
             raise GalleryError(f"prebuilt index ({index.ntotal} x {index.dim}) does not match the "
                                f"embeddings {self.view.embeddings.shape} of gallery {gallery.name!r}")
-        self.searcher = Searcher.for_gallery(self.view.embeddings, index=index, kind=index_kind)
+        self.searcher = Searcher.for_gallery(self.view.embeddings, index=index, kind=index_kind,
+                                             prefilter=not filter_in_background)
+        if filter_in_background and self.searcher.index is None:
+            # 5-10 s for 100k x 768 rows on 2 cores: built after the start, not before the first
+            # answer; until then the exact float32 search answers (the same ids).
+            threading.Thread(target=self._build_filter, name="cir-int8-filter", daemon=True).start()
         self.methods = MethodSet(memo, checkpoints or CheckpointSource(None, DEFAULT_CHECKPOINTS),
-                                 shown_methods(methods))
+                                 shown_methods(methods), self.batch)
         self.notes = list(notes)
+
+    def _build_filter(self) -> None:
+        try:
+            self.searcher = self.searcher.with_prefilter()  # one assignment: a request sees either
+        except Exception:  # noqa: BLE001 - the exact search goes on answering
+            log.exception("the int8 filter could not be built; searching without it")
 
     @property
     def memo(self) -> TextMemo:
@@ -146,6 +181,19 @@ class Engine:
                 lam: float | None = None, methods: Sequence[str] | None = None,
                 progression: bool = True, variant: str = "empty") -> CompareResult:
         """Every method's top-k for (reference, edit) and the per-sentence progression
-        (`pipeline.compare`). `lam`: Chord's λ for every method; None: each method's own."""
-        return pipeline.compare(self.view, self.methods, self.searcher, reference, edit, k, scoring, lam,
-                                methods, progression, variant)
+        (`pipeline.compare`). `lam`: Chord's λ for every method; None: each method's own.
+        Raises `Busy` when `max_requests` are in flight already."""
+        with self.admit():
+                return pipeline.compare(self.view, self.methods, self.searcher, reference, edit, k, scoring, lam,
+                                    methods, progression, variant)
+
+    def warm_up(self) -> None:
+        """Answer one request and discard it, so the first visitor does not pay for what is built
+        on first use: the methods, PACT's merged LoRA tower (seconds for ViT-L-14), cold kernels."""
+        if len(self.view) > 1:
+            self.compare(self.view.reference_from_row(0), "Make it blue.", k=1)
+
+    def admit(self) -> ContextManager[None]:
+        """Count the caller as a request in flight (re-entrant), or raise `Busy`: what a server
+        wraps around a request's upload encode and `compare` together."""
+        return self.admission.enter()

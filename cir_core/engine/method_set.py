@@ -12,6 +12,8 @@ import numpy as np
 from ..errors import CheckpointError, CIRError
 from ..memo import LRU, TextMemo
 from ..methods import Method, create_method, get_method_class, list_methods, method_label, split_baseline
+from ..batching import BatchQueue
+from .batched import BatchedMethod
 from .checkpoints import CheckpointSource
 
 log = logging.getLogger(__name__)
@@ -22,8 +24,10 @@ class MethodSet:
     """The app's methods: `columns` shown side by side then `baseline`, built on `memo` (the
     backbone with remembered text encodes) from `checkpoints`."""
 
-    def __init__(self, memo: TextMemo, checkpoints: CheckpointSource, names: Sequence[str]):
-        self.memo, self.checkpoints = memo, checkpoints
+    def __init__(self, memo: TextMemo, checkpoints: CheckpointSource, names: Sequence[str],
+                 queue: BatchQueue | None = None):
+        """`queue`: batch the methods' compositions across concurrent requests (`BatchedMethod`)."""
+        self.memo, self.checkpoints, self.queue = memo, checkpoints, queue
         columns, self.baseline = split_baseline(list(names))
         self.columns = tuple(columns)
         self._built: dict[str, Method | CIRError] = {}
@@ -52,7 +56,7 @@ class MethodSet:
             ckpt = self.checkpoints.folder_for(name) if get_method_class(name).needs_checkpoint else None
             if ckpt is not None and not ckpt.exists():
                 raise CheckpointError(f"{method_label(name)}: no checkpoint at {ckpt}")
-            return create_method(name, self.memo, ckpt)
+            return self._batched(create_method(name, self.memo, ckpt))
         except CIRError as exc:
             return exc
         except Exception as exc:  # a broken checkpoint or method must not take the app down
@@ -63,7 +67,10 @@ class MethodSet:
         """Use an already built method under `name` (e.g. one at random init, for benchmarks);
         build it on `self.memo` so it shares the request's text encodes."""
         with self._lock:
-            self._built[name] = method
+            self._built[name] = self._batched(method)
+
+    def _batched(self, method: Method) -> Method:
+        return method if self.queue is None else BatchedMethod(method, self.queue)  # type: ignore[return-value]
 
     def status(self, names: Sequence[str] | None = None) -> dict[str, str | None]:
         """name -> None when it works, else the message saying why not."""

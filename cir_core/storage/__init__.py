@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .base import NotCached, NotFound, Revision, StorageError, Store, Unreachable, matches
+from .base import NotCached, NotFound, Revision, StorageError, Store, Unreachable, is_plain_path, matches
 from .folder import FolderStore
 from .hf import HFStore
 
 __all__ = ["StorageError", "NotFound", "Unreachable", "NotCached", "Revision", "Store", "HFStore",
-           "FolderStore", "matches", "store_for"]
+           "FolderStore", "matches", "is_plain_path", "store_for"]
 
 
 def store_for(spec: str, token: str | None = None) -> "Store":

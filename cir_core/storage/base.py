@@ -53,6 +53,11 @@ class Store(Protocol):
                           allow_patterns: Sequence[str] | None, local_files_only: bool) -> Revision:
         """The files of `revision` (branch, tag or sha; None: main) matching `allow_patterns`."""
 
+    def fetch_file(self, repo_id: str, path: str, *, repo_type: str, revision: str | None,
+                   local_files_only: bool) -> Revision:
+        """One file of `revision` (branch, tag or sha; None: main), without listing the repo:
+        the snapshot folder holding it (`Revision.path / path`) and the commit it resolved to."""
+
     def commit(self, repo_id: str, adds: Mapping[str, Path], deletes: Sequence[str], *, repo_type: str,
                message: str) -> None:
         """Add/replace `adds` (repo path -> local file) and delete `deletes` on main, as ONE change
@@ -68,3 +73,9 @@ class Store(Protocol):
 def matches(path: str, patterns: Sequence[str] | None) -> bool:
     """`huggingface_hub`'s rule: no patterns means everything; `*` also crosses '/'."""
     return patterns is None or any(fnmatch(path, p) for p in patterns)
+
+
+def is_plain_path(path: str) -> bool:
+    """A plain relative POSIX path inside a repo: no '..' or '.' part, no root, no backslash."""
+    return (bool(path) and "\\" not in path and not path.startswith("/")
+            and all(p not in ("", ".", "..") for p in path.split("/")))

@@ -4,11 +4,12 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import threading
 from pathlib import Path
 from typing import Mapping, Sequence
 
 from ..fileio import sha256_file
-from .base import NotCached, NotFound, Revision, StorageError, Unreachable, matches
+from .base import NotCached, NotFound, Revision, StorageError, Unreachable, is_plain_path, matches
 
 
 def _tree_digest(files: dict[str, str], parent: str) -> str:
@@ -111,6 +112,38 @@ class FolderStore:
         _copy_tree(repo / "commits" / sha, snap, allow_patterns)
         (cache / "refs" / rev).parent.mkdir(parents=True, exist_ok=True)
         (cache / "refs" / rev).write_text(sha)
+        return Revision(snap, sha)
+
+    def fetch_file(self, repo_id: str, path: str, *, repo_type: str, revision: str | None,
+                   local_files_only: bool) -> Revision:
+        rev, cache = revision or "main", self._cache(repo_id, repo_type)
+        if not is_plain_path(path):
+            raise StorageError(f"{repo_id}@{rev}: refusing file name {path!r} (not a plain relative path)")
+        if local_files_only:
+            ref = cache / "refs" / rev
+            sha = ref.read_text().strip() if ref.is_file() else rev
+            if not (cache / "snapshots" / sha / path).is_file():
+                raise NotCached(f"{repo_id}@{rev}: {path} is not in the local cache {cache}")
+            return Revision(cache / "snapshots" / sha, sha)
+        if not self.online:
+            raise Unreachable(f"{repo_id}@{rev}: the local hub is set offline")
+        repo = self._repo(repo_id, repo_type)
+        sha = self._ref(repo, rev) if repo.is_dir() else None
+        if sha is None:
+            raise NotFound(f"{repo_id}@{rev}: no such " + ("revision (branch, tag or commit)" if repo.is_dir()
+                                                          else f"repository in {self.root}"))
+        src, snap = repo / "commits" / sha / path, cache / "snapshots" / sha
+        if not src.is_file():
+            raise NotFound(f"{repo_id}@{rev}: no file {path!r} at commit {sha[:12]}")
+        dst = snap / path
+        if not dst.is_file():  # concurrent fetches of one file: each writes its own temp, one wins
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            tmp = dst.with_name(f".{dst.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+            shutil.copyfile(src, tmp)
+            os.replace(tmp, dst)
+        if rev != sha:
+            (cache / "refs" / rev).parent.mkdir(parents=True, exist_ok=True)
+            (cache / "refs" / rev).write_text(sha)
         return Revision(snap, sha)
 
     # -- single files on main (the annotation DB's snapshots) -------------------------------------

@@ -1,10 +1,13 @@
 """`HFStore`: the Hugging Face Hub through `huggingface_hub`, as a `Store`."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from .base import NotCached, NotFound, Revision, StorageError, Unreachable
+
+_SHA = re.compile(r"[0-9a-f]{40}")
 
 
 class HFStore:
@@ -61,6 +64,29 @@ class HFStore:
                                      token=self.token)
         return Revision(Path(path), Path(path).name)  # the cache keeps snapshots/<sha>/
 
+
+    def fetch_file(self, repo_id: str, path: str, *, repo_type: str, revision: str | None,
+                   local_files_only: bool) -> Revision:
+        from huggingface_hub import errors, hf_hub_download
+
+        with _translated(repo_id, revision):
+            if not local_files_only and not _SHA.fullmatch(revision or ""):
+                # Asked online first, as in snapshot_download: hf_hub_download would fall back to
+                # the cache silently when the Hub is unreachable. The download itself then names
+                # the branch or tag, so the cache records it (refs/<rev>) for an offline start.
+                self._api().repo_info(repo_id, repo_type=repo_type, revision=revision)
+            # a commit sha whose file is cached is answered from the cache with no request at all
+            try:
+                got = Path(hf_hub_download(repo_id, path, repo_type=repo_type, revision=revision or "main",
+                                           cache_dir=self.cache_dir, token=self.token,
+                                           local_files_only=local_files_only))
+            except errors.LocalEntryNotFoundError as exc:
+                if local_files_only:
+                    raise
+                # online, this means the file's request failed and the cache has no copy
+                raise Unreachable(f"{repo_id}@{revision}: {path}: {str(exc).splitlines()[0]}") from None
+        snap = got.parents[len(path.split("/")) - 1]  # .../snapshots/<sha>/<path>
+        return Revision(snap, snap.name)
 
     # -- single files on main (the annotation DB's snapshots) -------------------------------------
     def _check_online(self, repo_id: str) -> None:

@@ -3,40 +3,40 @@ them back, pinned to a revision and verified against a sha256 manifest.
 
     python -m cir_core.hub push methods assets/methods org/cir-methods --tag v1
     python -m cir_core.hub pull methods org/cir-methods@v1 --out ckpts
+    python -m cir_core.hub push gallery frames/ org/my-frames --backbone ViT-L-14 --pretrained openai
 
+(the command line is `__main__.py`; a gallery's own push and pull are `cir_core.hub_gallery`).
 A spec is `org/name` or `hf-hub:org/name`, optionally `@revision` (branch, tag or commit sha);
 `--revision` or `CIR_<KIND>_REVISION` pins it otherwise. When the Hub cannot be reached, a pull
 uses the cached snapshot of that revision and says so; tests run against `FolderStore`.
 """
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import re
 import shutil
-import sys
 import tempfile
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
-from .fileio import atomic_write_path
-from .storage import FolderStore, HFStore, NotCached, NotFound, Revision, StorageError, Store, Unreachable, matches
-from .hub_manifest import (KINDS, MANIFEST, build_manifest, check_layout, check_policy, list_files,
+from ..fileio import atomic_write_path
+from ..storage import FolderStore, HFStore, NotCached, NotFound, Revision, StorageError, Store, Unreachable, matches
+from ..hub_manifest import (KINDS, MANIFEST, build_manifest, check_layout, check_policy, list_files,
                            verify_snapshot)
 
 log = logging.getLogger(__name__)
 
-REPO_TYPE = {"methods": "model", "backbone": "model", "embeddings": "dataset"}
+REPO_TYPE = {"methods": "model", "backbone": "model", "embeddings": "dataset", "gallery": "dataset"}
 REVISION_ENV = {"methods": "CIR_CHECKPOINTS_REVISION", "backbone": "CIR_BACKBONE_REVISION",
-                "embeddings": "CIR_EMBEDDINGS_REVISION"}
+                "embeddings": "CIR_EMBEDDINGS_REVISION", "gallery": "CIR_GALLERY_REVISION"}
 _NAME = r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?"
 _REPO_RE = re.compile(rf"^{_NAME}/{_NAME}$")
 _SHA_RE = re.compile(r"^[0-9a-f]{40}$")
 
-__all__ = ["RepoRef", "parse_spec", "push", "pull", "fetch", "default_backend", "REVISION_ENV", "main"]
+__all__ = ["RepoRef", "parse_spec", "push", "pull", "fetch", "fetch_file", "default_backend", "REVISION_ENV"]
 
 
 @dataclass(frozen=True)
@@ -97,18 +97,32 @@ def fetch(kind: str, ref: RepoRef, backend: Store | None = None,
     """The snapshot of `ref`: online, else the cached one with a note saying so. StorageError with
     the fix when neither works."""
     backend = backend or default_backend()
-    repo_type, rev = REPO_TYPE[kind], ref.revision or "main"
     allow = sorted({*patterns, MANIFEST}) if patterns else None
+    return _online_or_cached(kind, ref, lambda cached: backend.snapshot_download(
+        ref.repo_id, repo_type=REPO_TYPE[kind], revision=ref.revision, allow_patterns=allow,
+        local_files_only=cached))
+
+
+def fetch_file(kind: str, ref: RepoRef, path: str, backend: Store | None = None) -> tuple[Revision, str | None]:
+    """One file of `ref` (`Revision.path / path`), online, else from the cache with a note, as
+    `fetch`; pass a commit sha as the revision to read one consistent snapshot file by file."""
+    backend = backend or default_backend()
+    return _online_or_cached(kind, ref, lambda cached: backend.fetch_file(
+        ref.repo_id, path, repo_type=REPO_TYPE[kind], revision=ref.revision, local_files_only=cached))
+
+
+def _online_or_cached(kind: str, ref: RepoRef,
+                      get: Callable[[bool], Revision]) -> tuple[Revision, str | None]:
+    """`get(False)` (online); when the store is unreachable, `get(True)` (the cache) and a note."""
+    rev = ref.revision or "main"
     try:
-        return backend.snapshot_download(ref.repo_id, repo_type=repo_type, revision=ref.revision,
-                                         allow_patterns=allow, local_files_only=False), None
+        return get(False), None
     except NotFound as exc:
         raise StorageError(f"Hub repo {ref.repo_id}: {exc}") from None
     except Unreachable as exc:
         why = str(exc)
     try:
-        snap = backend.snapshot_download(ref.repo_id, repo_type=repo_type, revision=ref.revision,
-                                         allow_patterns=allow, local_files_only=True)
+        snap = get(True)
     except NotCached:
         raise StorageError(
             f"cannot fetch {kind} from Hub repo {ref.repo_id} at revision {rev}: the Hub is unreachable "
@@ -168,7 +182,7 @@ def push(kind: str, folder: str | os.PathLike, spec: str, *, revision: str | Non
     the branch of `spec` (`@branch` or `revision`; default main), then `tag` it if asked. Checks
     everything before uploading anything."""
     _check_kind(kind)
-    from .config import git_commit
+    from ..config import git_commit
 
     ref = parse_spec(spec, revision)
     branch = ref.revision or "main"
@@ -179,7 +193,7 @@ def push(kind: str, folder: str | os.PathLike, spec: str, *, revision: str | Non
         raise StorageError(f"{kind} folder {src} not found")
     files = [f for f in list_files(src) if matches(f, include)]
     where = f"{kind} folder {src}"
-    check_policy(files, where)
+    check_policy(files, where, kind)
     check_layout(src, kind, files, where)
     backend = backend or default_backend()
     with tempfile.TemporaryDirectory(prefix="cir-hub-") as tmp:
@@ -209,58 +223,6 @@ def _check_kind(kind: str) -> None:
 def _progress(items: list[str], on: bool, desc: str):
     if not on:
         return items
-    from .progress import bar
+    from ..progress import bar
 
     return bar(items, desc=desc, unit="file")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m cir_core.hub", description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter,
-                                 epilog="kinds: methods (a folder of <method>/config.json + model.safetensors), "
-                                 "backbone (a local-dir: folder), embeddings (an EmbeddingCache root). "
-                                 "Revision env vars: " + ", ".join(REVISION_ENV.values()) + ". "
-                                 "CIR_LOCAL_HUB=DIR uses a folder instead of the Hub.")
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    p = sub.add_parser("push", help="upload a folder with its manifest as one commit")
-    p.add_argument("kind", choices=KINDS)
-    p.add_argument("folder")
-    p.add_argument("spec", help="org/name[@branch]")
-    p.add_argument("--revision", help="branch to commit to (default main)")
-    p.add_argument("--tag", help="tag the new commit (e.g. v1) so pulls can pin it")
-    p.add_argument("--message", help="commit message")
-    q = sub.add_parser("pull", help="download a revision, verify it, optionally copy it out")
-    q.add_argument("kind", choices=KINDS)
-    q.add_argument("spec", help="org/name[@branch|tag|sha]")
-    q.add_argument("--revision", help="branch, tag or commit sha (or CIR_<KIND>_REVISION)")
-    q.add_argument("--out", help="copy the verified files here (default: print the cache folder)")
-    for x in (p, q):
-        x.add_argument("--include", action="append", help="only files matching this glob (repeatable)")
-        x.add_argument("--local-hub", help="a folder standing in for the Hub (same as CIR_LOCAL_HUB)")
-    return ap
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(message)s")
-    backend = FolderStore(args.local_hub, Path(args.local_hub) / ".cache") if args.local_hub else None
-    try:
-        if args.cmd == "push":
-            done = push(args.kind, args.folder, args.spec, revision=args.revision, tag=args.tag,
-                        include=args.include, message=args.message, backend=backend, progress=True)
-            print(f"pushed {len(done.files)} files + {MANIFEST} to {done.ref}: commit {done.commit}"
-                  + (f", tagged {done.tag}" if done.tag else ""), file=sys.stderr)
-            print(done.commit)
-        else:
-            got = pull(args.kind, args.spec, args.out, revision=args.revision, patterns=args.include,
-                       backend=backend)
-            print(f"verified {len(got.files)} files of {got.ref} (commit {got.commit})", file=sys.stderr)
-            print(got.folder)
-    except StorageError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
