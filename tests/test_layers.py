@@ -26,12 +26,33 @@ def modules() -> dict[str, Path]:
     return out
 
 
+def dynamic_imports(node: ast.Call, name: str, is_pkg: bool, known: set[str]) -> list[str]:
+    """What an `importlib.import_module(...)` call imports: a module named by a constant, or, for an
+    f-string on `__name__` / `__package__` (a package importing each of its modules by name, as the
+    method, benchmark and trainer registries do), every module of that package."""
+    func = node.func
+    called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    if called != "import_module" or not node.args:
+        return []
+    arg = node.args[0]
+    if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+        return [arg.value]
+    head = arg.values[0] if isinstance(arg, ast.JoinedStr) and arg.values else None
+    if isinstance(head, ast.FormattedValue) and getattr(head.value, "id", "") in ("__name__", "__package__"):
+        pkg = name if is_pkg or head.value.id == "__name__" else name.rpartition(".")[0]
+        return [m for m in known if m.rpartition(".")[0] == pkg]
+    return []
+
+
 def imports(name: str, path: Path, known: set[str]) -> set[str]:
-    """The project modules `name` imports anywhere in its file (lazy imports included)."""
+    """The project modules `name` imports anywhere in its file (lazy imports and
+    `importlib.import_module` included)."""
     is_pkg = path.name == "__init__.py"
     found = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
+        if isinstance(node, ast.Call):
+            targets = dynamic_imports(node, name, is_pkg, known)
+        elif isinstance(node, ast.Import):
             targets = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
@@ -96,6 +117,13 @@ def test_the_graph_sees_the_project():
 
 def test_no_import_cycles():
     assert cycles(graph()) == []
+
+
+def test_the_graph_follows_import_module():
+    """The registries import their packages' modules by name: the graph sees those arrows."""
+    g = graph()
+    assert {"cir_core.methods.pact", "cir_core.methods.lincir"} <= g["cir_core.methods"]
+    assert {"cir_core.benchmarks.cirr", "cir_core.benchmarks.world"} <= g["cir_core.benchmarks"]
 
 
 def test_a_cycle_would_be_found():

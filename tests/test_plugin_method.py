@@ -11,7 +11,8 @@ import pytest
 from cir_core.methods import Method, default_columns, extra_methods, register_method, unregister_method
 from cir_core.methods.base import normalise
 from cir_core.methods.refs import Refs
-from training.registry import Trainer, get_trainer, list_trainers, register_trainer, unregister_trainer
+from training.registry import Trainer, register_trainer, unregister_trainer
+from training.trainers import get_trainer, list_trainers
 
 TRAINED = []  # what the toy trainer was asked to do
 
@@ -44,9 +45,9 @@ def toy():
         unregister_trainer("toy")
 
 
-def test_the_trainer_registry_and_build_assets_see_it(toy, capsys):
+def test_the_trainer_catalogue_and_build_assets_see_it(toy, capsys):
     from training import build_assets
-    from training.registry import main as registry_main
+    from training.trainers import main as registry_main
 
     assert "toy" in list_trainers() and get_trainer("toy").method == "toy"
     registry_main([])

@@ -6,7 +6,7 @@ import pytest
 
 from cir_core.errors import CheckpointError
 from training.loop import run, saved_step
-from training.registry import get_trainer, list_trainers
+from training.trainers import get_trainer, list_trainers
 from training.task import CachedHeadTask, MethodSettings, MethodTask
 from training.train_dice import DEFAULTS, DiCETask
 
@@ -20,6 +20,18 @@ def test_every_method_trainer_is_a_method_task():
         t = get_trainer(name)
         assert issubclass(t.task_class(), MethodTask), name
         assert isinstance(__import__(t.module, fromlist=["DEFAULTS"]).DEFAULTS, MethodSettings), name
+
+
+def test_the_catalogue_imports_every_module_that_registers_a_trainer():
+    """training.trainers imports the trainer modules by name: one left out would vanish from
+    build_assets and the GPU smoke check without a word."""
+    from pathlib import Path
+
+    import training.trainers as catalogue
+    here = Path(catalogue.__file__).parent
+    registering = {p.stem for p in here.glob("*.py")
+                   if "register_trainer(" in p.read_text(encoding="utf-8") and p.stem != "registry"}
+    assert registering and registering <= set(vars(catalogue)), sorted(registering - set(vars(catalogue)))
 
 
 def test_a_run_stopped_early_exports_nothing(head_cfg, tiny_backbone, tmp_path, capsys):

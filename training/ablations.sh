@@ -8,9 +8,9 @@ PY=${PY:-.venv/bin/python}
 export HF_HUB_OFFLINE=1
 A=runs/ablations
 mkdir -p "$A"
-# The trainers' modules and shipped recipes come from the trainer registry (training/registry.py).
-PACT_MODULE=$($PY -m training.registry module pact) PACT_CONFIG=$($PY -m training.registry config pact)
-DICE_MODULE=$($PY -m training.registry module dice) DICE_CONFIG=$($PY -m training.registry config dice)
+# The trainers' modules and shipped recipes come from the trainer catalogue (training/trainers.py).
+PACT_MODULE=$($PY -m training.trainers module pact) PACT_CONFIG=$($PY -m training.trainers config pact)
+DICE_MODULE=$($PY -m training.trainers module dice) DICE_CONFIG=$($PY -m training.trainers config dice)
 pact() {  # name objective [extra overrides]
   local name=$1 obj=$2; shift 2
   $PY -m "$PACT_MODULE" --config "$PACT_CONFIG" objective="$obj" \

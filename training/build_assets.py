@@ -2,7 +2,7 @@
 
     python -m training.build_assets [--only backbone,...] [--fresh]
 
-The steps are `training.registry`'s trainers, in order: the tiny open_clip backbone trained on
+The steps are `training.trainers`' trainers, in order: the tiny open_clip backbone trained on
 the world → assets/backbone/cir-tiny-vit/; the embed cache (frozen embeddings of 20k training
 queries, not shipped, that DiCE, PACE and PACT's targets train on); then every method →
 assets/methods/<name>/ (config.json + model.safetensors), each with its Chord λ chosen on val.
@@ -18,7 +18,7 @@ import argparse
 import shutil
 from pathlib import Path
 
-from .registry import get_trainer, list_trainers
+from .trainers import get_trainer, list_trainers
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -48,7 +48,8 @@ import torch
 
 from . import task as method_task
 from .loop import config_from_args, run
-from .registry import Trainer, get_trainer, list_trainers
+from .registry import Trainer
+from .trainers import get_trainer, list_trainers
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -34,9 +34,9 @@ want=$(sha256sum "$SRC/open_clip_model.safetensors" | cut -d' ' -f1)
 if [ "$(cat "$MARK" 2>/dev/null)" != "$want" ]; then
   aside="runs/before-rebuild-$(date +%Y%m%d-%H%M%S)"
   mkdir -p "$aside"
-  dirs=$($PY -c "from training.registry import list_trainers, get_trainer as g
+  dirs=$($PY -c "from training.trainers import list_trainers, get_trainer as g
 print(' '.join(g(n).run_dir for n in list_trainers() if g(n).method and g(n).run_dir))")
-  [ -n "$dirs" ] || { echo "no method run folders listed by the trainer registry" >&2; exit 1; }
+  [ -n "$dirs" ] || { echo "no method run folders listed by the trainer catalogue" >&2; exit 1; }
   for d in $dirs runs/seeds "$OUT/variants"; do
     if [ -e "$d" ]; then mv "$d" "$aside/$(echo "$d" | tr / _)"; fi
   done

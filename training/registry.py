@@ -1,20 +1,12 @@
-"""The trainers by name: what `build_assets`, `gpu_smoke` and `ablations.sh` read.
-
-    python -m training.registry                 # the table
-    python -m training.registry config dice     # the shipped recipe's path (ablations.sh)
-
-An entry says which module trains it (`python -m MODULE --config CONFIG`), which registered method
-its checkpoint is (`cir_core.methods`), its paper-scale config for the GPU smoke check, its
-`TrainTask` class and the data its batches read (so the smoke check can stand synthetic data in).
-Each trainer module registers its own entries (`register_trainer(Trainer(...))` at import); the
-registry imports every module of the `training` package once, on first use, so a new trainer is
-one file and a config: nothing else changes.
+"""The trainer entry type and the register: each trainer module registers its own entries
+(`register_trainer(Trainer(...))` at import). This module imports no trainer; the catalogue that
+imports them all, lists them and prints the table is `training.trainers`
+(`python -m training.trainers`), so that the tools that read the list (`build_assets`,
+`gpu_smoke`) sit above the trainers instead of in a circle with them.
 """
 from __future__ import annotations
 
-import argparse
 import importlib
-import pkgutil
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -46,7 +38,6 @@ class Trainer:
 
 
 _TRAINERS: dict[str, Trainer] = {}
-_discovered = False
 
 
 def register_trainer(t: Trainer) -> Trainer:
@@ -61,53 +52,7 @@ def unregister_trainer(name: str) -> None:
     _TRAINERS.pop(name, None)
 
 
-def _discover() -> None:
-    """Import every module of the training package once: each registers its own trainers."""
-    global _discovered
-    if _discovered:
-        return
-    _discovered = True
-    package = importlib.import_module(__package__)
-    for m in sorted(m.name for m in pkgutil.iter_modules(package.__path__)):
-        importlib.import_module(f"{__package__}.{m}")
-
-
-def list_trainers() -> list[str]:
-    """Trainer names in build order: by stage, then in registration order."""
-    _discover()
-    order = list(_TRAINERS)
-    return sorted(order, key=lambda n: (_TRAINERS[n].stage, order.index(n)))
-
-
-def get_trainer(name: str) -> Trainer:
-    _discover()
-    if name not in _TRAINERS:
-        raise KeyError(f"unknown trainer {name!r}; registered: {', '.join(_TRAINERS)}")
-    return _TRAINERS[name]
-
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("what", nargs="?", choices=("list", "module", "config", "gpu-config", "method"), default="list")
-    ap.add_argument("name", nargs="?")
-    a = ap.parse_args(argv)
-    # Under `python -m training.registry` this file runs as __main__; the trainers register in
-    # the module `training.registry`, so ask that one.
-    reg = importlib.import_module("training.registry")
-    if a.what == "list":
-        for n in reg.list_trainers():
-            t = reg.get_trainer(n)
-            print(f"{n:14} {t.module:26} {t.config or '-':40} method={t.method or '-'}")
-        return 0
-    if not a.name:
-        ap.error(f"{a.what} needs a trainer name")
-    t = reg.get_trainer(a.name)
-    value = {"module": t.module, "config": t.config, "gpu-config": t.gpu_config, "method": t.method}[a.what]
-    if value is None:
-        ap.error(f"trainer {a.name!r} has no {a.what}")
-    print(value)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+def registered() -> dict[str, Trainer]:
+    """The entries registered so far, by name, in registration order (import
+    `training.trainers` first for all of them)."""
+    return dict(_TRAINERS)
