@@ -15,7 +15,6 @@ import numpy as np
 import open_clip
 import torch
 from PIL import Image
-from tqdm.auto import tqdm
 
 from cir_core.backbone_id import QUICKGELU, activation
 from cir_core.checkpoint import check_fit, read_state_file, shapes_of, state_dict_in, write_weights
@@ -24,6 +23,7 @@ from cir_core.fileio import atomic_write
 from cir_core.imageio import load_image
 from cir_core.paths import DEFAULT_BACKBONE as DEFAULT_MODEL
 from cir_core.paths import DEFAULT_BACKBONE_DIR
+from cir_core.progress import bar as progress_bar
 from cir_core.spaces_compat import gpu
 from cir_core.text_tower import encode_tokens
 
@@ -147,8 +147,8 @@ class Backbone:
         # The text path trims trailing padding (exact for causal towers, and cheaper).
         encode = self.model.encode_image if kind == "images" else partial(encode_tokens, self.model)
         prepare = self.image_tensor if kind == "images" else self.tokenize
-        with torch.inference_mode(), tqdm(total=len(items), disable=not progress, unit=kind[:-1],
-                                          desc=f"encoding {kind}") as bar:
+        with torch.inference_mode(), progress_bar(total=len(items), disable=not progress, unit=kind[:-1],
+                                                  desc=f"encoding {kind}") as bar:
             for start in range(0, len(items), max(1, batch_size)):
                 chunk = items[start:start + max(1, batch_size)]
                 feats = encode(prepare(chunk)).float()

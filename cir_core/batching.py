@@ -20,6 +20,7 @@ from typing import Any, Callable, Hashable, Iterator, Sequence
 import numpy as np
 
 from .errors import CIRError
+from .encoder import Encoder
 
 MAX_WAIT_S = 0.005
 MAX_ITEMS = 64  # rows in one forward: a bigger batch only adds latency for the first in it
@@ -171,7 +172,7 @@ class BatchedEncoder:
     """A backbone whose `encode_texts` and `encode_images` go through a `BatchQueue` (lanes
     "texts" and "images"); every other attribute is the backbone's."""
 
-    def __init__(self, backbone: Any, queue: BatchQueue):
+    def __init__(self, backbone: Encoder, queue: BatchQueue):
         object.__setattr__(self, "_backbone", backbone)
         object.__setattr__(self, "_queue", queue)
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from cir_core.backbone_id import activation
+from cir_core.encoder import Encoder
 from cir_core.errors import CheckpointError
 from cir_core.fileio import atomic_write, atomic_write_path
 
@@ -240,7 +241,7 @@ def read_checkpoint(folder: Path) -> Checkpoint:
     return Checkpoint.from_json(data, str(path))
 
 
-def load_checkpoint(folder: Path, methods: Sequence[str], backbone: Any, need: Mapping[str, Any]) -> Checkpoint:
+def load_checkpoint(folder: Path, methods: Sequence[str], backbone: Encoder, need: Mapping[str, Any]) -> Checkpoint:
     """A checkpoint folder's description, checked before any weight is read: written by one of
     `methods`, equal to `need` on each key (embedding dimension, token width: CheckpointError
     naming both values) and made under the backbone's activation (QuickGELU or GELU); another

@@ -21,3 +21,12 @@ class Encoder(Protocol):
 
     def encode_texts(self, texts: Sequence[str], batch_size: int = 256, progress: bool = False) -> np.ndarray:
         """(N, dim) embeddings."""
+
+
+@runtime_checkable
+class Towers(Encoder, Protocol):
+    """An `Encoder` whose text tower a method runs itself (PACT's LoRA copy, the peers' pseudo-word
+    in the prompt): the open_clip model and its tokenizer."""
+
+    model: Any  # an open_clip CLIP: `token_embedding`, `transformer`, `encode_image`, ...
+    tokenizer: Any  # open_clip's tokenizer (texts -> token ids)

@@ -5,6 +5,7 @@ import csv
 import hashlib
 import json
 import os
+import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
@@ -40,33 +41,64 @@ def read_table(path: Path, error: type[Exception]) -> tuple[list[tuple[int, dict
     return rows, list(reader.fieldnames or [])
 
 
-def atomic_write_path(path: Path, write: Callable[[Path], None]) -> None:
-    """`write(tmp)` writes a unique temp file beside `path` (for writers that take a path:
-    safetensors, FAISS, a numpy memmap, a file copy); it is flushed to disk and renamed onto
-    `path` with os.replace, so readers see the old or the new file, whole. A write that fails
-    leaves no temp file behind."""
+def atomic_write_path(path: Path, write: Callable[[Path], None], durable: bool = True) -> None:
+    """`write(tmp)` writes a temp file beside `path`, unique to this call (for writers that take
+    a path: safetensors, FAISS, a numpy memmap, a file copy); it is flushed to disk (`durable`;
+    False for caches that a crash may lose) and renamed onto `path` with os.replace, so readers
+    see the old or the new file, whole, even with several threads writing the same path. A write
+    that fails leaves no temp file behind."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    tmp = Path(name)
     try:
         write(tmp)
-        fd = os.open(tmp, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        if durable:
+            fsync_path(tmp)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
 
 
-def atomic_write(path: Path, write: Callable[[Any], None], binary: bool) -> None:
-    """`write(f)` fills an open file (binary or UTF-8 text) that replaces `path` whole
-    (`atomic_write_path`'s temp file + os.replace)."""
+def atomic_write(path: Path, write: Callable[[Any], None], binary: bool, durable: bool = True,
+                 newline: str | None = None) -> None:
+    """`write(f)` fills an open file (binary or UTF-8 text; `newline` as `open`'s, "" for the
+    csv module) that replaces `path` whole (`atomic_write_path`'s temp file + os.replace)."""
 
     def to(tmp: Path) -> None:
-        with open(tmp, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8"})) as f:
+        text = {} if binary else {"encoding": "utf-8", "newline": newline}
+        with open(tmp, "wb" if binary else "w", **text) as f:
             write(f)
 
-    atomic_write_path(path, to)
+    atomic_write_path(path, to, durable)
+
+
+def fsync_path(path: Path) -> None:
+    """Flush a written file's data to disk."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+# A text cell a spreadsheet would run as a formula (OWASP's list: = + - @, tab, carriage return)
+# is written with a leading apostrophe, and so is one that starts with an apostrophe, so the rule
+# is reversible: a reader drops exactly one leading apostrophe (`csv_uncell`).
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "'")
+
+
+def csv_cell(value: Any) -> Any:
+    """A CSV cell: None empty; text a spreadsheet would run as a formula behind an apostrophe."""
+    if value is None:
+        return ""
+    if isinstance(value, str) and value.startswith(FORMULA_START):
+        return "'" + value
+    return value
+
+
+def csv_uncell(text: str) -> str:
+    """What `csv_cell` wrote for a text cell, read back exactly."""
+    return text[1:] if text.startswith("'") else text
 

@@ -24,6 +24,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from cir_core.errors import CIRError, InputError
+from cir_core.fileio import atomic_write, csv_cell, csv_uncell
 from db.models import Annotator, Judgment, Query, QuerySet, Task
 from db.results import short_read
 
@@ -36,10 +37,6 @@ FIELDS: tuple[str, ...] = (
 # was, nothing about pooling or gold — no task id, no gold answers (db/pooling.py, docs/ANNOTATION.md).
 OWN_FIELDS: tuple[str, ...] = tuple(f for f in FIELDS if f not in ("task_id", "gold_identity", "gold_edit"))
 INT_FIELDS = frozenset({"task_id", "time_spent_ms", "shown_position"})
-# A text cell a spreadsheet would run as a formula (OWASP's list: = + - @, tab, carriage return)
-# is written with a leading apostrophe, and so is one that starts with an apostrophe, so the rule
-# is reversible: read_csv drops exactly one leading apostrophe.
-FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "'")
 SALT_ENV = "CIR_PSEUDONYM_SALT"
 
 
@@ -104,33 +101,15 @@ def _export_rows(session: Session, stmt: Any, annotator: str | None,
     return rows
 
 
-def _atomic_write(path: Path, write: Any) -> None:
-    # A crash halfway leaves the old file (or none), never a truncated export.
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8", newline="") as f:
-        write(f)
-    os.replace(tmp, path)
-
-
-def _cell(value: Any) -> Any:
-    """A CSV cell: None empty; text a spreadsheet would run as a formula behind an apostrophe."""
-    if value is None:
-        return ""
-    if isinstance(value, str) and value.startswith(FORMULA_START):
-        return "'" + value
-    return value
-
-
 def write_csv(rows: list[dict[str, Any]], path: str | Path, fields: tuple[str, ...] = FIELDS) -> None:
     """CSV with a header (`fields`: FIELDS or OWN_FIELDS); the csv module quotes commas, quotes
-    and newlines; None -> empty; formula-like text escaped (FORMULA_START)."""
+    and newlines; None -> empty; formula-like text escaped (`cir_core.fileio.csv_cell`); written whole or not at all."""
     def write(f: Any) -> None:
         w = csv.DictWriter(f, fieldnames=fields, lineterminator="\r\n")
         w.writeheader()
         for r in rows:
-            w.writerow({k: _cell(r[k]) for k in fields})
-    _atomic_write(Path(path), write)
+            w.writerow({k: csv_cell(r[k]) for k in fields})
+    atomic_write(Path(path), write, binary=False, newline="")
 
 
 def write_jsonl(rows: list[dict[str, Any]], path: str | Path, fields: tuple[str, ...] = FIELDS) -> None:
@@ -138,7 +117,7 @@ def write_jsonl(rows: list[dict[str, Any]], path: str | Path, fields: tuple[str,
     def write(f: Any) -> None:
         for r in rows:
             f.write(json.dumps({k: r[k] for k in fields}, ensure_ascii=False) + "\n")
-    _atomic_write(Path(path), write)
+    atomic_write(Path(path), write, binary=False, newline="")
 
 
 def read_csv(path: str | Path) -> list[dict[str, Any]]:
@@ -148,7 +127,7 @@ def read_csv(path: str | Path) -> list[dict[str, Any]]:
         reader = csv.DictReader(f)
         if tuple(reader.fieldnames or ()) not in (FIELDS, OWN_FIELDS):
             raise InputError(f"{path}: not a judgments export (header {reader.fieldnames})")
-        return [{k: (None if v == "" else int(v) if k in INT_FIELDS else v[1:] if v.startswith("'") else v)
+        return [{k: (None if v == "" else int(v) if k in INT_FIELDS else csv_uncell(v))
                  for k, v in r.items()} for r in reader]
 
 

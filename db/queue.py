@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import hashlib
 import random
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Optional
@@ -34,6 +32,7 @@ from typing import Any, Optional
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from cir_core.memo import LRU
 from db.judgments import upsert_judgment
 from db.models import Annotator, Assignment, Judgment, Query, QuerySet, Task, utcnow
 
@@ -175,42 +174,23 @@ class _SetCache:
     MAX = 256
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._tasks: OrderedDict[tuple, tuple[list[tuple[int, int, bool, str]], frozenset[int]]] = OrderedDict()
-        self._orders: OrderedDict[tuple, list[int]] = OrderedDict()
+        self._tasks: LRU[tuple, tuple[list[tuple[int, int, bool, str]], frozenset[int]]] = LRU(self.MAX)
+        self._orders: LRU[tuple, list[int]] = LRU(self.MAX)
 
     @staticmethod
     def _key(session: Session, qs: QuerySet) -> tuple:
         return (str(session.get_bind().url), qs.id, qs.name, str(qs.created_at))
 
-    def _get(self, cache: OrderedDict, key: tuple) -> Any:
-        with self._lock:
-            hit = cache.get(key)
-            if hit is not None:
-                cache.move_to_end(key)
-            return hit
-
-    def _put(self, cache: OrderedDict, key: tuple, value: Any) -> Any:
-        with self._lock:
-            cache[key] = value
-            while len(cache) > self.MAX:
-                cache.popitem(last=False)
-        return value
-
     def tasks(self, session: Session, qs: QuerySet) -> tuple[list[tuple[int, int, bool, str]], frozenset[int]]:
         key = self._key(session, qs)
-        hit = self._get(self._tasks, key)
-        if hit is None:
+        def make() -> tuple[list[tuple[int, int, bool, str]], frozenset[int]]:
             rows = _task_ids(session, qs)
-            hit = self._put(self._tasks, key, (rows, frozenset(t for t, _, g, _ in rows if g)))
-        return hit
+            return rows, frozenset(t for t, _, g, _ in rows if g)
+        return self._tasks.get_or_make(key, make)
 
     def order(self, session: Session, annotator: Annotator, qs: QuerySet) -> list[int]:
         key = (*self._key(session, qs), annotator.name)
-        hit = self._get(self._orders, key)
-        if hit is None:
-            hit = self._put(self._orders, key, _order(annotator, qs, self.tasks(session, qs)[0]))
-        return hit
+        return self._orders.get_or_make(key, lambda: _order(annotator, qs, self.tasks(session, qs)[0]))
 
 
 SET_CACHE = _SetCache()

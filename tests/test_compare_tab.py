@@ -69,6 +69,17 @@ def test_the_topk_csv_holds_every_method_and_step(engine, tmp_path):
     assert {r["step"] for r in rows if r["step"]} == {str(i + 1) for i in range(len(view.steps))}
 
 
+def test_an_edit_that_reads_as_a_formula_is_written_as_text(engine, tmp_path):
+    """A spreadsheet would run a cell starting with = (issue 27's rule, shared with db/export)."""
+    q, row = long_query(engine)
+    edit = "=HYPERLINK(\"http://x\") make it red"
+    view = compare_view(engine, engine.view.item_id(row), None, edit, k=2, csv_dir=tmp_path)
+    with open(view.csv, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    assert rows and all(r["edit"] == "'" + edit for r in rows)
+    assert all(not r["score"].startswith("'") for r in rows)  # numbers stay numbers
+
+
 def test_captions_carry_the_item_id_and_the_progressions_moves(engine):
     q, row = long_query(engine)
     view = compare_view(engine, engine.view.item_id(row), None, q.text, k=5)

@@ -7,7 +7,6 @@ import html
 import logging
 import os
 import queue as _queue
-import tempfile
 import threading
 import urllib.parse
 import weakref
@@ -15,6 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import gradio as gr
+
+from cir_core.fileio import atomic_write
 
 log = logging.getLogger(__name__)
 
@@ -83,10 +84,8 @@ class ItemImages:
             except Exception:
                 return None
             out.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(suffix=".part", dir=out.parent)
-            with os.fdopen(fd, "wb") as f:
-                img.save(f, format="JPEG", quality=92)
-            os.replace(tmp, out)  # atomic: a concurrent reader sees the whole file or none
+            # whole or not at all for a concurrent reader; a cache, so no fsync
+            atomic_write(out, lambda f: img.save(f, format="JPEG", quality=92), binary=True, durable=False)
         with self._lock:
             memo = self._memo.setdefault(engine, {})
             if len(memo) > self.max_memo:

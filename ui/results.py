@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from cir_core.engine import MAX_STEPS, MAX_TEXT_CHARS, CompareResult, check_edit
 from cir_core.methods import list_methods, method_label
 from cir_core.errors import CIRError, InputError
+from cir_core.fileio import csv_cell
 from cir_core.backbone_id import is_world_backbone
 from cir_core.search import DEFAULT_LAMBDA
 
@@ -147,6 +148,7 @@ def csv_name() -> str:
 
 CSV_FIELDS = ["method", "label", "step", "rank", "item_id", "score", "is_target", "character",
               "same_character", "reference", "edit", "scoring"]
+CSV_TEXT = frozenset({"label", "item_id", "character", "reference", "edit"})  # text from users or manifests
 
 
 def write_topk_csv(res: CompareResult, path: Path) -> Path:
@@ -166,7 +168,9 @@ def write_topk_csv(res: CompareResult, path: Path) -> Path:
     with open(path, "w", newline="", encoding="utf-8") as f:
         w = csv.DictWriter(f, fieldnames=CSV_FIELDS, lineterminator="\r\n")
         w.writeheader()
-        w.writerows(rows)
+        # the edit is the user's text and ids come from a user's manifest: none runs as a formula
+        # (numbers are left as they are: a negative score is not one)
+        w.writerows({k: csv_cell(v) if k in CSV_TEXT else v for k, v in r.items()} for r in rows)
     return path
 
 

@@ -24,6 +24,7 @@ from ..imageio import load_image
 from ..index.prebuilt import Prebuilt, open_prebuilt
 from ..storage import NotCached, Store, StorageError, is_plain_path
 from .layout import FRAME_KEY, GALLERY_JSON, parse_info, startup_files
+from ..encoder import Encoder
 from .thumbs import ThumbPack
 
 log = logging.getLogger(__name__)
@@ -105,7 +106,7 @@ class HubImages:
         return load_image(path)
 
 
-def open_hub_gallery(spec: str, backbone: Any, progress_cb: Callable[..., None] | None = None,
+def open_hub_gallery(spec: str, backbone: Encoder, progress_cb: Callable[..., None] | None = None,
                      backend: Store | None = None, env: Mapping[str, str] | None = None,
                      progress: bool = True) -> HubGallery:
     """Pull what the app needs of `hf:org/name[@rev]` (revision: `@rev` > CIR_GALLERY_REVISION >
@@ -137,7 +138,7 @@ def open_hub_gallery(spec: str, backbone: Any, progress_cb: Callable[..., None] 
     return HubGallery(remote.ref, info, gallery, pre, note)
 
 
-def pick_backbone(info: dict[str, Any], backbone: Any, where: str) -> str:
+def pick_backbone(info: dict[str, Any], backbone: Encoder, where: str) -> str:
     """The index folder embedded with `backbone`; GalleryError naming both when there is none."""
     for slug, entry in info["backbones"].items():
         if entry["backbone"] == backbone.id and int(entry.get("dim", -1)) == int(backbone.dim):
@@ -151,14 +152,14 @@ def pick_backbone(info: dict[str, Any], backbone: Any, where: str) -> str:
 def _download(remote: _Remote, files: list[str], desc: str, progress_cb: Callable[..., None] | None,
               progress: bool) -> None:
     """Fetch and verify `files`, with a console bar and `progress_cb(done, total, desc)` in bytes."""
-    from tqdm.auto import tqdm
+    from ..progress import bar as progress_bar
 
     missing = [f for f in files if f not in remote.listed]
     if missing:
         raise StorageError(f"{remote.where}: the manifest lists no {', '.join(missing[:5])}")
     total = sum(int(remote.listed[f].get("size", 0)) for f in files)
     done = 0
-    with tqdm(total=total, unit="B", unit_scale=True, desc=desc, disable=not progress) as bar:
+    with progress_bar(total=total, unit="B", unit_scale=True, desc=desc, disable=not progress) as bar:
         for f in files:
             remote.get(f)
             size = int(remote.listed[f].get("size", 0))

@@ -34,13 +34,13 @@ def write_thumbs(paths: Sequence[str], out: Path, size: int, per_shard: int = PE
                  workers: int = 2, progress: bool = False) -> int:
     """Thumbnails of `paths` (in order) into `out/thumbs/`; returns the number of shards. Frames
     are decoded by `workers` threads (PIL releases the GIL while it decodes and resizes)."""
-    from tqdm.auto import tqdm
+    from ..progress import bar as progress_bar
 
     (out / OFFSETS).parent.mkdir(parents=True, exist_ok=True)
     offsets = np.zeros((len(paths), 2), np.int64)
     n_shards = -(-len(paths) // per_shard)
     with ThreadPoolExecutor(max(1, workers)) as pool, \
-            tqdm(total=len(paths), unit="thumb", desc="thumbnails", disable=not progress) as bar:
+            progress_bar(total=len(paths), unit="thumb", desc="thumbnails", disable=not progress) as bar:
         for s in range(n_shards):
             rows = range(s * per_shard, min(len(paths), (s + 1) * per_shard))
             blobs = []

@@ -25,6 +25,7 @@ from cir_core.errors import CheckpointError, InputError
 from cir_core.search.scoring import DEFAULT_LAMBDA
 
 from .refs import RefInput, Refs, as_refs
+from ..encoder import Encoder
 
 if TYPE_CHECKING:
     from torch import nn
@@ -144,7 +145,7 @@ class Method(ABC):
     # (read under `--protocol authors`; e.g. {"fashioniq": "pic2word"})
     authors_protocols: ClassVar[dict[str, str]] = {}
 
-    def __init__(self, backbone: Any, config: dict | None = None):
+    def __init__(self, backbone: Encoder, config: dict | None = None):
         """`config`: `arch` (fields of `config_cls`) and `chord_lambda`, both optional."""
         self.backbone = backbone
         self.config = dict(config or {})
@@ -211,7 +212,7 @@ class Method(ABC):
         return None
 
     @classmethod
-    def checkpoint_needs(cls, backbone: Any) -> dict[str, Any]:
+    def checkpoint_needs(cls, backbone: Encoder) -> dict[str, Any]:
         """What a checkpoint must have been made for on `backbone` (checked before any weight)."""
         return {"embed_dim": backbone.dim}
 
@@ -244,7 +245,7 @@ class Method(ABC):
         return Path(folder)
 
     @classmethod
-    def from_checkpoint(cls, backbone: Any, folder: str | Path) -> "Method":
+    def from_checkpoint(cls, backbone: Encoder, folder: str | Path) -> "Method":
         """Load a checkpoint folder; CheckpointError (one line) if it is missing, unreadable, for
         another method, another embedding dimension / token width or activation (checked before
         the weights), or its tensors do not fit (file, key and shapes named)."""

@@ -31,6 +31,7 @@ from cir_core.errors import CheckpointError, CIRError, InputError
 from .base import get_method_class
 from .pseudoword import token_width
 from .textinv import TextInversionMethod
+from ..encoder import Towers
 
 PICKLE_HINT = ("pass --allow-pickle to read it with torch.load(weights_only=True), "
                "or convert it to .safetensors first")
@@ -43,7 +44,7 @@ def mapper_state(path: Path, cls: type[TextInversionMethod], allow_pickle: bool)
     return state_dict_in(obj, cls.source_key, str(path), f" for {cls.name} (layout: {cls.source_file})")
 
 
-def convert(method: str, source: str | Path, out: str | Path, backbone: Any, allow_pickle: bool = False,
+def convert(method: str, source: str | Path, out: str | Path, backbone: Towers, allow_pickle: bool = False,
             chord_lambda: float | None = None, input_scale: float | None = None) -> Path:
     """Write `out` (config.json + model.safetensors) from the authors' checkpoint `source`, for
     `backbone`. `input_scale` None: φ reads each reference's raw image feature, as the authors'

@@ -3,19 +3,20 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Iterable, Iterator
 
 from cir_core.errors import CheckpointError, CIRError
 from cir_core.paths import DEFAULT_CHECKPOINTS
 
 from .base import Method, get_method_class
+from ..encoder import Encoder
 
 def default_checkpoint(name: str) -> Path:
     """Where the shipped checkpoint of method `name` lives."""
     return DEFAULT_CHECKPOINTS / name
 
 
-def create_method(name: str, backbone: Any, checkpoint: str | Path | None = None) -> Method:
+def create_method(name: str, backbone: Encoder, checkpoint: str | Path | None = None) -> Method:
     """Instantiate method `name` on `backbone`. Trained methods load `checkpoint` (a folder with
     config.json + model.safetensors; default: the shipped one) and refuse one made for another
     embedding dimension."""
@@ -28,7 +29,7 @@ def create_method(name: str, backbone: Any, checkpoint: str | Path | None = None
     return cls.from_checkpoint(backbone, folder)
 
 
-def create_methods(names: Iterable[str], backbone: Any, checkpoints: dict[str, str] | None,
+def create_methods(names: Iterable[str], backbone: Encoder, checkpoints: dict[str, str] | None,
                    skipped: dict[str, str]) -> Iterator[tuple[str, Method]]:
     """(name, method) for every name that builds. One that does not (a missing or mismatched
     checkpoint) goes to `skipped` with its reason and to stderr, loudly, so one method cannot

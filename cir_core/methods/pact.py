@@ -17,6 +17,7 @@ from .base import Method, normalise, register_method
 from .pact_model import PACTComposer, PACTConfig
 from .pseudoword import EMPTY_PROMPT, PROMPT, edit_prompt, token_width
 from .refs import RefInput, Refs
+from ..encoder import Towers
 
 
 @register_method
@@ -32,7 +33,7 @@ class PACT(Method):
     weights_label = "φ + LoRA"
     batch_size = 256
 
-    def __init__(self, backbone: Any, config: dict | None = None,
+    def __init__(self, backbone: Towers, config: dict | None = None,
                  composer: PACTComposer | None = None):
         """`config["arch"]` holds PACTConfig fields; `composer` (a trainer's) is used as is."""
         super().__init__(backbone, config)
@@ -76,7 +77,7 @@ class PACT(Method):
         return self.composer  # its state dict is φ + LoRA only (pact_model)
 
     @classmethod
-    def checkpoint_needs(cls, backbone: Any) -> dict[str, Any]:
+    def checkpoint_needs(cls, backbone: Towers) -> dict[str, Any]:
         return {"embed_dim": backbone.dim, "token_width": token_width(backbone.model)}
 
     def checkpoint_extra(self) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from cir_core.text_tower import supports_token_embeddings, trim
 
 from .lora import add_lora, is_lora_key
 from .pseudoword import EMPTY_PROMPT, PLACEHOLDER, PseudoWord, edit_prompt
+from ..encoder import Towers
 
 _TOWER_PARTS = ("token_embedding", "positional_embedding", "transformer", "ln_final",
                 "text_projection", "attn_mask")
@@ -73,7 +74,7 @@ class TextTower(nn.Module):
 class PACTComposer(nn.Module):
     """q = f_T^LoRA(prompt with φ(v_r) at `$`), unnormalised."""
 
-    def __init__(self, backbone: Any, cfg: PACTConfig):
+    def __init__(self, backbone: Towers, cfg: PACTConfig):
         super().__init__()
         self.cfg = cfg
         self.tokenizer = backbone.tokenizer

@@ -29,6 +29,7 @@ from cir_core.errors import BackboneError
 from .base import Method, normalise
 from .pseudoword import EMPTY_PROMPT, PLACEHOLDER, PROMPT, PseudoWord, fill, token_width
 from .refs import RefInput, Refs
+from ..encoder import Towers
 
 
 # -- φ as SEARLE publishes it (LinCIR's models.Phi is a copy of it) -----------------------------
@@ -88,7 +89,7 @@ class TextInversionMethod(Method):
     source_file: ClassVar[str] = ""  # where that layout comes from (docs and error messages)
     batch_size = 256
 
-    def __init__(self, backbone: Any, config: dict | None = None, mapper: nn.Module | None = None):
+    def __init__(self, backbone: Towers, config: dict | None = None, mapper: nn.Module | None = None):
         super().__init__(backbone, config)
         self.text = PseudoWord(backbone.tokenizer, backbone.model, self.placeholder, self.replace)
         self.mapper = mapper if mapper is not None else self.build_mapper(backbone.dim, self.text.width, self.arch)
@@ -152,7 +153,7 @@ class TextInversionMethod(Method):
         return self.mapper
 
     @classmethod
-    def checkpoint_needs(cls, backbone: Any) -> dict[str, Any]:
+    def checkpoint_needs(cls, backbone: Towers) -> dict[str, Any]:
         return {"embed_dim": backbone.dim, "token_width": token_width(backbone.model)}
 
     def checkpoint_extra(self) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from torch import nn
 from cir_core.memo import TextMemo
 
 from .base import Method
+from ..encoder import Encoder
 
 
 class GatedMLP(nn.Module):
@@ -42,7 +43,7 @@ class TrainedMethod(Method):
     weights_label = "network"
     TEXT_MEMO = 4096  # text embeddings kept (the app and validation repeat texts)
 
-    def __init__(self, backbone: Any, config: dict | None = None, module: nn.Module | None = None):
+    def __init__(self, backbone: Encoder, config: dict | None = None, module: nn.Module | None = None):
         super().__init__(backbone, config)
         self.module = (module if module is not None else self.build_module(backbone.dim, self.arch))
         self.module.to(getattr(backbone, "device", "cpu")).eval()

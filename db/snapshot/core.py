@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from cir_core.errors import CIRError
-from cir_core.fileio import sha256_file
+from cir_core.fileio import atomic_write, fsync_path, sha256_file
 
 # Lexicographic order == time order, which pruning relies on; microseconds keep two snapshots in
 # one second (a scheduled one, then the final one at shutdown) from colliding.
@@ -97,19 +97,9 @@ def alembic_version(conn: sqlite3.Connection) -> str | None:
     return row[0] if row else None
 
 
-def fsync_file(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
-    """Write JSON via a temp file + rename, so readers never see half a file."""
-    tmp = path.with_name(f".{path.name}.part")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    """JSON written whole or not at all (`cir_core.fileio.atomic_write`)."""
+    atomic_write(path, lambda f: f.write(json.dumps(data, indent=2, sort_keys=True) + "\n"), binary=False)
 
 
 def snapshot(db_path: str | Path, out_dir: str | Path) -> Snapshot:
@@ -156,7 +146,7 @@ def snapshot(db_path: str | Path, out_dir: str | Path) -> Snapshot:
         if problems:
             raise SnapshotIntegrityError(
                 f"snapshot of {db_path} failed integrity_check: {'; '.join(problems[:5])}")
-        fsync_file(tmp)
+        fsync_path(tmp)
         meta = {
             "name": name,
             "file": f"{name}.sqlite",

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from cir_core.errors import InputError
+from cir_core.fileio import fsync_path
 from cir_core.storage import NotFound
 
 from .core import (
@@ -24,7 +25,6 @@ from .core import (
     Snapshot,
     SnapshotError,
     SnapshotIntegrityError,
-    fsync_file,
     utc_stamp,
     verify_snapshot,
 )
@@ -173,7 +173,7 @@ def restore(db_path: str | Path, remote: Remote, *, force: bool = False) -> Rest
             raise SnapshotIntegrityError(
                 f"refusing {pointer['snapshot']} from {remote.describe()} ({db_path} left as it "
                 f"was): {str(e).replace(str(tmp), 'the download')}") from e
-        fsync_file(tmp)
+        fsync_path(tmp)
         stamp = utc_stamp()
         # A stale -wal next to a new main file would be replayed into it: move the whole family.
         for p in _sqlite_family(db_path):
