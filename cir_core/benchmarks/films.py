@@ -18,12 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from cir_core.methods import Method
-from cir_core.eval.metrics import identity_at_k, progression_summary, map_at_k, set_recall_at_k, subset_ranking, subset_recall
-from cir_core.search.scoring import ScoreOpts
+from cir_core.eval.metrics import identity_at_k, map_at_k, set_recall_at_k, subset_ranking, subset_recall
 from cir_core.world.films.benchmark import SPLIT_FILMS, SPLIT_QUERIES, FilmBenchmark, build_film_benchmark
 
-from .common import TOP, BenchmarkError, BenchmarkResult, Composed, Embedded, rank_queries
+from .common import BenchmarkError
 from .registry import register_benchmark
 from .world import WorldBench
 
@@ -48,30 +46,16 @@ class FilmBench(WorldBench):
                 "subsets": np.asarray(b.subsets), "gt": b.gt_sets(), "edit_ok": b.edit_ok_sets(),
                 "identities": b.identities(), "character": [q.character for q in b.queries]}
 
-    def score(self, method: Method, c: Composed, data: Embedded, opts: ScoreOpts) -> BenchmarkResult:
-        """Metrics and breakdowns of already composed queries (a λ sweep composes once), and the
-        per-sentence progression (best-ranked ground truth) when this benchmark measures it."""
-        g, t = data.emb["gallery"], self.truth
-        got = rank_queries(method, c.q, c.q_empty, g[t["ref"]], g, opts, t["ref"], TOP, t["subsets"])
-        ranked = got.ids
+    def metrics(self, got: Any) -> dict[str, float]:
+        """Set recall over every ground-truth keyframe, subset recall, mAP, identity@k of the
+        query's character and edit@k (the scoring and the result around them are WorldBench's)."""
+        t, ranked = self.truth, got.ids
         sub = subset_ranking(got.at_cols, t["subsets"], t["ref"])
         ids_ = identity_at_k(ranked, t["identities"], t["character"], (1, 5, 10))
         ids_.pop("identity@n")
-        metrics = {**set_recall_at_k(ranked, t["gt"], (1, 5, 10, 50)), **subset_recall(sub, t["target"]),
-                   **map_at_k(ranked, t["gt"], (5, 10, 25, 50)), **ids_,
-                   **set_recall_at_k(ranked, t["edit_ok"], (1, 5, 10), name="edit")}
-        ids = [it.item_id for it in self.films.items]
-        qs = self.films.queries
-        gt = {q.query_id: {"reference_id": ids[r], "target_id": ids[tg], "gt_ids": sorted(ids[j] for j in gs)}
-              for q, r, tg, gs in zip(qs, t["ref"], t["target"], t["gt"])}
-        res = BenchmarkResult(metrics, extra={"breakdown": self.breakdown(ranked)},
-                              top={q.query_id: [ids[j] for j in r] for q, r in zip(qs, ranked)},
-                              aux={"gt": gt, "per_query": self.per_query(ranked), "subset_scores": got.at_cols})
-        if self.progression:
-            ranks = self.progression_ranks(method, g, opts, data.norms.get("gallery"))
-            res.extra["progression"] = {p: progression_summary(*rn) for p, rn in ranks.items()}
-            res.aux["progression_ranks"] = ranks
-        return res
+        return {**set_recall_at_k(ranked, t["gt"], (1, 5, 10, 50)), **subset_recall(sub, t["target"]),
+                **map_at_k(ranked, t["gt"], (5, 10, 25, 50)), **ids_,
+                **set_recall_at_k(ranked, t["edit_ok"], (1, 5, 10), name="edit")}
 
     # -- breakdowns ------------------------------------------------------------------------------
     def per_query(self, ranked: np.ndarray) -> dict[str, np.ndarray]:

@@ -75,17 +75,11 @@ class WorldBench:
         g, t = data.emb["gallery"], self.truth
         got = rank_queries(method, c.q, c.q_empty, g[t["ref"]], g, opts, t["ref"], TOP, t["subsets"])
         ranked = got.ids
-        sub = subset_ranking(got.at_cols, t["subsets"], t["ref"])
-        fits = lambda ks: [k for k in ks if k <= ranked.shape[1]]  # noqa: E731  (a tiny world)
-        metrics = {**recall_at_k(ranked, t["target"], fits((1, 5, 10, 50))), **subset_recall(sub, t["target"]),
-                   **map_at_k(ranked, t["gt"], fits((5, 10, 25, 50))),
-                   "identity@1": identity_at_1(t["identities"][ranked[:, 0]], t["identities"][t["ref"]]),
-                   "edit@1": edit_at_1(ranked, t["edit_ok"])}
         ids = [it.item_id for it in self.world.items]
         queries = self.world.queries
         gt = {q.query_id: {"reference_id": ids[r], "target_id": ids[tg], "gt_ids": sorted(ids[j] for j in gs)}
               for q, r, tg, gs in zip(queries, t["ref"], t["target"], t["gt"])}
-        res = BenchmarkResult(metrics, extra={"breakdown": self.breakdown(ranked)},
+        res = BenchmarkResult(self.metrics(got), extra={"breakdown": self.breakdown(ranked)},
                               top={q.query_id: [ids[j] for j in r] for q, r in zip(queries, ranked)},
                               aux={"gt": gt, "per_query": self.per_query(ranked), "subset_scores": got.at_cols})
         if self.progression:
@@ -93,6 +87,16 @@ class WorldBench:
             res.extra["progression"] = {p: progression_summary(*rn) for p, rn in ranks.items()}
             res.aux["progression_ranks"] = ranks
         return res
+
+    def metrics(self, got: Any) -> dict[str, float]:
+        """The headline metrics of a ranking (`rank_queries`' answer)."""
+        t, ranked = self.truth, got.ids
+        sub = subset_ranking(got.at_cols, t["subsets"], t["ref"])
+        fits = lambda ks: [k for k in ks if k <= ranked.shape[1]]  # noqa: E731  (a tiny world)
+        return {**recall_at_k(ranked, t["target"], fits((1, 5, 10, 50))), **subset_recall(sub, t["target"]),
+                **map_at_k(ranked, t["gt"], fits((5, 10, 25, 50))),
+                "identity@1": identity_at_1(t["identities"][ranked[:, 0]], t["identities"][t["ref"]]),
+                "edit@1": edit_at_1(ranked, t["edit_ok"])}
 
     # -- breakdowns ------------------------------------------------------------------------------
     def per_query(self, ranked: np.ndarray) -> dict[str, np.ndarray]:
