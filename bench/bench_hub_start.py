@@ -62,7 +62,7 @@ def setup(work: Path, n: int) -> list[str]:
     ckpt, hub = work / "vitl14-methods", work / "hub"
     if not (hub / "datasets" / REPO / "refs" / "tags" / "v1").is_file():
         from cir_core.backbone import load_backbone
-        from cir_core.hub_gallery import push_gallery
+        from cir_core.hub.gallery import push_gallery
         from cir_core.methods import default_columns, get_method_class
         from cir_core.storage import FolderStore
 

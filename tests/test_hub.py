@@ -14,7 +14,7 @@ from safetensors.numpy import save_file
 from cir_core.hub import parse_spec, pull, push
 from cir_core.hub.__main__ import main
 from cir_core.storage import FolderStore, HFStore, StorageError
-from cir_core.hub_manifest import MANIFEST
+from cir_core.hub.manifest import MANIFEST
 
 
 def _methods(folder: Path, scale: float = 1.0) -> Path:

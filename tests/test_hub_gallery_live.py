@@ -28,7 +28,7 @@ def test_app_opens_a_hub_gallery_shows_thumbnails_and_opens_a_frame(tmp_path):
     from playwright.sync_api import expect, sync_playwright
 
     from _fake_hub import FakeHub, write_frames
-    from cir_core.hub_gallery import push_gallery
+    from cir_core.hub.gallery import push_gallery
     from cir_core.paths import DEFAULT_BACKBONE
     from cir_core.storage import FolderStore
 

@@ -13,7 +13,7 @@ from ..batching import Admission, BatchedEncoder, BatchQueue
 from ..encoder import Encoder
 from ..errors import GalleryError
 from ..gallery import EmbeddingCache, Gallery, GalleryItem
-from ..hub_gallery import is_hub_gallery, open_hub_gallery
+from ..hub.gallery import is_hub_gallery, open_hub_gallery
 from ..index.prebuilt import is_prebuilt, open_prebuilt
 from ..memo import TextMemo
 from ..methods import extra_methods, shown_methods

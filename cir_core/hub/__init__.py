@@ -5,7 +5,7 @@ them back, pinned to a revision and verified against a sha256 manifest.
     python -m cir_core.hub pull methods org/cir-methods@v1 --out ckpts
     python -m cir_core.hub push gallery frames/ org/my-frames --backbone ViT-L-14 --pretrained openai
 
-(the command line is `__main__.py`; a gallery's own push and pull are `cir_core.hub_gallery`).
+(the command line is `__main__.py`; a gallery's own push and pull are `cir_core.hub.gallery`).
 A spec is `org/name` or `hf-hub:org/name`, optionally `@revision` (branch, tag or commit sha);
 `--revision` or `CIR_<KIND>_REVISION` pins it otherwise. When the Hub cannot be reached, a pull
 uses the cached snapshot of that revision and says so; tests run against `FolderStore`.
@@ -24,7 +24,7 @@ from typing import Callable, Mapping, Sequence
 
 from ..fileio import atomic_write_path
 from ..storage import FolderStore, HFStore, NotCached, NotFound, Revision, StorageError, Store, Unreachable, matches
-from ..hub_manifest import (KINDS, MANIFEST, build_manifest, check_layout, check_policy, list_files,
+from .manifest import (KINDS, MANIFEST, build_manifest, check_layout, check_policy, list_files,
                            verify_snapshot)
 
 log = logging.getLogger(__name__)

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ..errors import CIRError
-from ..hub_manifest import KINDS, MANIFEST
+from .manifest import KINDS, MANIFEST
 from ..storage import FolderStore, StorageError, Store
 from . import REVISION_ENV, pull, push
 from . import __doc__ as _DOC
@@ -55,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _push_gallery(args: argparse.Namespace, backend: Store | None):
-    from ..hub_gallery.push import push_gallery
+    from .gallery.push import push_gallery
 
     pre = list(args.pretrained)
     if pre and len(pre) != len(args.backbone):

@@ -13,11 +13,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..errors import GalleryError
-from ..fileio import atomic_write, sha256_file
-from ..gallery import Gallery, safe_name
-from ..index.prebuilt import BUILD_FILE, EMB_FILE, GALLERY_FILE, INDEX_FILE, NORMS_FILE, SKIPPED_FILE, read_meta
-from ..storage import Store, is_plain_path
+from ...errors import GalleryError
+from ...fileio import atomic_write, sha256_file
+from ...gallery import Gallery, safe_name
+from ...index.prebuilt import BUILD_FILE, EMB_FILE, GALLERY_FILE, INDEX_FILE, NORMS_FILE, SKIPPED_FILE, read_meta
+from ...storage import Store, is_plain_path
 from .layout import CARD, FORMAT, FRAME_KEY, FRAMES, GALLERY_JSON, METADATA, backbone_slug
 from .thumbs import PER_SHARD, write_thumbs
 
@@ -28,7 +28,7 @@ IMAGE_EXTS = (".jpg", ".jpeg", ".png", ".webp", ".bmp")
 def build_indexes(src: str, backbones: Sequence[tuple[str, str | None]], work: Path,
                   progress: bool = True, **build_kw: Any) -> list[Path]:
     """An index folder of `src` per (backbone, pretrained), built (or resumed) under `work`."""
-    from ..index.build import build
+    from ...index.build import build
 
     out = []
     for model, pretrained in backbones:
@@ -86,7 +86,7 @@ def _jsonl(path: Path, rows: Sequence[dict[str, Any]]) -> None:
 def stage(src: str, indexes: Sequence[Path], out: Path, repo: str, thumb_size: int = THUMB_SIZE,
           progress: bool = True) -> dict[str, Any]:
     """Write the repo's files into `out` (emptied first); returns gallery.json's content."""
-    from ..index.build import open_source
+    from ...index.build import open_source
 
     gallery = open_source(src)
     built = [(Path(f), *_index_rows(Path(f), gallery)) for f in indexes]
@@ -150,7 +150,7 @@ def push_gallery(src: str, spec: str, *, backbones: Sequence[tuple[str, str | No
                  backend: Store | None = None, progress: bool = True, **build_kw: Any):
     """Embed `src` with each backbone (or take built `indexes`), stage the repo and push it as one
     commit with its manifest (`cir_core.hub.push`); returns the `Pushed` record."""
-    from ..hub import parse_spec, push
+    from .. import parse_spec, push
 
     ref = parse_spec(spec)
     work = Path(work).expanduser() if work else Path(str(Path(src).expanduser().resolve()) + ".hub")

@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from ..errors import GalleryError, ImageLoadError
-from ..fileio import atomic_write
-from ..imageio import load_image
+from ...errors import GalleryError, ImageLoadError
+from ...fileio import atomic_write
+from ...imageio import load_image
 from .layout import OFFSETS, thumb_shard
 
 PER_SHARD = 8192  # ~40-60 MB of 160 px JPEGs per shard
@@ -34,7 +34,7 @@ def write_thumbs(paths: Sequence[str], out: Path, size: int, per_shard: int = PE
                  workers: int = 2, progress: bool = False) -> int:
     """Thumbnails of `paths` (in order) into `out/thumbs/`; returns the number of shards. Frames
     are decoded by `workers` threads (PIL releases the GIL while it decodes and resizes)."""
-    from ..progress import bar as progress_bar
+    from ...progress import bar as progress_bar
 
     (out / OFFSETS).parent.mkdir(parents=True, exist_ok=True)
     offsets = np.zeros((len(paths), 2), np.int64)

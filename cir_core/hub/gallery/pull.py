@@ -16,15 +16,15 @@ from typing import Any, Callable, Mapping
 
 from PIL import Image
 
-from ..errors import GalleryError
-from ..gallery import Gallery, GalleryItem
-from ..hub import RepoRef, default_backend, fetch_file, parse_spec
-from ..hub_manifest import MANIFEST, ManifestMismatch, check_policy, read_manifest, verify_file
-from ..imageio import load_image
-from ..index.prebuilt import Prebuilt, open_prebuilt
-from ..storage import NotCached, Store, StorageError, is_plain_path
+from ...errors import GalleryError
+from ...gallery import Gallery, GalleryItem
+from .. import RepoRef, default_backend, fetch_file, parse_spec
+from ..manifest import MANIFEST, ManifestMismatch, check_policy, read_manifest, verify_file
+from ...imageio import load_image
+from ...index.prebuilt import Prebuilt, open_prebuilt
+from ...storage import NotCached, Store, StorageError, is_plain_path
 from .layout import FRAME_KEY, GALLERY_JSON, parse_info, startup_files
-from ..encoder import Encoder
+from ...encoder import Encoder
 from .thumbs import ThumbPack
 
 log = logging.getLogger(__name__)
@@ -152,7 +152,7 @@ def pick_backbone(info: dict[str, Any], backbone: Encoder, where: str) -> str:
 def _download(remote: _Remote, files: list[str], desc: str, progress_cb: Callable[..., None] | None,
               progress: bool) -> None:
     """Fetch and verify `files`, with a console bar and `progress_cb(done, total, desc)` in bytes."""
-    from ..progress import bar as progress_bar
+    from ...progress import bar as progress_bar
 
     missing = [f for f in files if f not in remote.listed]
     if missing:

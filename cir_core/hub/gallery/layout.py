@@ -12,7 +12,7 @@
                                  `cir_frame` the row of metadata.jsonl),
                                  embeddings.npy, norms.npy, index.faiss (approximate ones only),
                                  skipped.jsonl
-    cir_manifest.json            sha256 of every file (cir_core.hub_manifest)
+    cir_manifest.json            sha256 of every file (cir_core.hub.manifest)
 
 Thumbnails are packed into a few shards (a Hub repo should stay under ~100k files and 10k per
 folder); they and one backbone's index are what the app downloads at start-up.
@@ -23,9 +23,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..gallery import safe_name
-from ..index.prebuilt import BUILD_FILE, EMB_FILE, GALLERY_FILE, INDEX_FILE, NORMS_FILE, SKIPPED_FILE
-from ..storage import StorageError, is_plain_path
+from ...gallery import safe_name
+from ...index.prebuilt import BUILD_FILE, EMB_FILE, GALLERY_FILE, INDEX_FILE, NORMS_FILE, SKIPPED_FILE
+from ...storage import StorageError, is_plain_path
 
 FORMAT = "cir-gallery/1"
 GALLERY_JSON, CARD = "gallery.json", "README.md"

@@ -10,8 +10,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable
 
-from .fileio import sha256_file
-from .storage import StorageError, matches
+from ..fileio import sha256_file
+from ..storage import StorageError, matches
 
 MANIFEST = "cir_manifest.json"
 FORMAT = "cir-hub-manifest/1"
@@ -21,7 +21,7 @@ KINDS = ("methods", "backbone", "embeddings", "gallery")
 ALLOWED_SUFFIXES = (".json", ".safetensors", ".npy", ".md", ".txt")
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt", ".joblib", ".npz")
 IGNORED = (".gitattributes",)  # the Hub adds it to every repo; it is never loaded
-# A gallery (cir_core.hub_gallery) also carries its frames (decoded by PIL behind the bomb guard,
+# A gallery (cir_core.hub.gallery) also carries its frames (decoded by PIL behind the bomb guard,
 # never unpickled), JSONL tables and the FAISS index of an approximate index folder.
 GALLERY_SUFFIXES = (".jsonl", ".faiss", ".jpg", ".jpeg", ".png", ".webp", ".bmp")
 
@@ -167,7 +167,7 @@ def check_layout(folder: Path, kind: str, files: list[str], where: str) -> None:
         if not any(f.endswith(".safetensors") and "/" not in f for f in files):
             raise StorageError(f"{where}: no .safetensors weights beside open_clip_config.json")
     elif kind == "gallery":
-        from .hub_gallery.layout import check_gallery_layout
+        from .gallery.layout import check_gallery_layout
 
         check_gallery_layout(folder, files, where)
     else:
