@@ -149,3 +149,15 @@ def test_the_trainer_tunes_the_tower_and_keeps_phi(tiny_backbone, tmp_path):
 def test_triplets_come_from_the_training_stream():
     a, b = text_triplets(6, 0), text_triplets(6, 1)
     assert a == text_triplets(6, 0) and a != b
+
+
+def test_offered_as_optional_columns_and_built_after_their_peers():
+    from cir_core.methods import extra_methods
+    from training.registry import get_trainer, list_trainers
+
+    assert {"rtd-lincir", "rtd-pic2word", "rtd-searle"} <= set(extra_methods())
+    order = list_trainers()
+    for peer in PEERS:
+        t = get_trainer(f"rtd-{peer}")
+        assert t.method == f"rtd-{peer}" and order.index(peer) < order.index(t.name)
+        assert json.loads(open(t.config).read())["base"] == peer
