@@ -19,11 +19,12 @@ from pathlib import Path
 
 import pytest
 
+from cir_core.methods import extra_methods
 from test_walkthrough import CHROMIUM, CHROMIUM_ARGS, ROOT, _free_port, start_app, wait_for_server
 
 EDIT = "Make the square blue. Move the character to the left."
 WIDTHS = (390, 1024, 1440, 1920)
-OPTIONAL = ("text-only", "image-only", "lincir", "pic2word", "searle")
+OPTIONAL = tuple(extra_methods())  # every optional column the registry offers (the peers, RTD, CIReVL, ...)
 DEFAULT = ("pact", "dice", "pace", "compose-only", "sum")
 
 pytestmark = [
@@ -158,7 +159,7 @@ def test_a_permalink_reopens_the_same_result_in_a_fresh_browser(app, playwright,
     page.locator("#k-slider input[type=number]").fill("6")
     page.locator("#k-slider input[type=number]").press("Enter")
     page.get_by_role("radio", name="Chord").check()
-    page.locator("#extra-methods label", has_text="Pic2Word").click()
+    page.locator("#extra-methods label", has_text=re.compile(r"^\s*Pic2Word\s*$")).click()
     _compare(page, DEFAULT + ("pic2word",), k=6)
     link = page.locator("#permalink input, #permalink textarea").first
     expect(link).to_have_value(page.url, timeout=10_000)  # the address bar holds it too

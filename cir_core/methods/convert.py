@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from cir_core.checkpoint import read_state_file, shapes_of, state_dict_in
+from cir_core.checkpoint import Checkpoint, read_state_file, shapes_of, state_dict_in
 from cir_core.errors import CheckpointError, CIRError, InputError
 
 from .base import get_method_class
@@ -45,16 +45,33 @@ def mapper_state(path: Path, cls: type[TextInversionMethod], allow_pickle: bool)
 
 
 def convert(method: str, source: str | Path, out: str | Path, backbone: Towers, allow_pickle: bool = False,
-            chord_lambda: float | None = None, input_scale: float | None = None) -> Path:
+            chord_lambda: float | None = None, input_scale: float | None = None,
+            base: str | Path | None = None) -> Path:
     """Write `out` (config.json + model.safetensors) from the authors' checkpoint `source`, for
     `backbone`. `input_scale` None: φ reads each reference's raw image feature, as the authors'
     code does; a number: φ reads input_scale · v_r. `chord_lambda` None keeps the default (no val
-    search here)."""
+    search here). A method with its own release format (`convert_release`: RTD's text encoder)
+    converts itself; `base` is then the checkpoint it builds on (RTD: the peer's φ)."""
+    cls = get_method_class(method)
+    release = getattr(cls, "convert_release", None)
+    if release is not None:
+        return release(Path(source), Path(out), backbone, allow_pickle, chord_lambda, input_scale, base)
+    m = base_from_release(method, Path(source), backbone, allow_pickle, input_scale)
+    if chord_lambda is not None:
+        m.chord_lambda = float(chord_lambda)
+    return m.save(out, metrics={})
+
+
+def base_from_release(method: str, source: Path, backbone: Any, allow_pickle: bool = False,
+                      input_scale: float | None = None) -> TextInversionMethod:
+    """The textual-inversion method `method` with φ from `source`: a checkpoint folder of this
+    project, or the authors' file (its `checkpoint.extra["converted_from"]` then says which)."""
     cls = get_method_class(method)
     if not (isinstance(cls, type) and issubclass(cls, TextInversionMethod)):
         raise InputError(f"{method!r} is not a textual-inversion method; convert takes "
-                         "pic2word, searle or lincir")
-    source = Path(source)
+                         f"{', '.join(convertible())}")
+    if source.is_dir():
+        return cls.from_checkpoint(backbone, source)  # type: ignore[return-value]
     state = mapper_state(source, cls, allow_pickle)
     shapes = shapes_of(state)
     arch = cls.arch_from_state(shapes, cls.config_cls())
@@ -68,23 +85,28 @@ def convert(method: str, source: str | Path, out: str | Path, backbone: Towers, 
                               f"token width {width})") from None
     arch.raw_input = input_scale is None
     arch.input_scale = 1.0 if input_scale is None else float(input_scale)
-    config: dict[str, Any] = {"arch": arch.to_dict()}
-    if chord_lambda is not None:
-        config["chord_lambda"] = float(chord_lambda)
-    m = cls(backbone, config)
+    m = cls(backbone, {"arch": arch.to_dict()})
     m.mapper.load_state_dict({k: v.float() for k, v in state.items()}, strict=True)
     digest = hashlib.sha256(source.read_bytes()).hexdigest()
-    return m.save(out, metrics={}, converted_from={
+    m.checkpoint = Checkpoint(m.name, backbone.id, int(backbone.dim), extra={"converted_from": {
         "file": source.name, "sha256": digest, "layout": cls.source_file,
         "phi_input": "raw image features, each image's own norm (the authors' inference)" if input_scale is None
-        else f"input_scale {float(input_scale):g} x the unit reference embedding (given)"})
+        else f"input_scale {float(input_scale):g} x the unit reference embedding (given)"}})
+    return m
+
+
+def convertible() -> list[str]:
+    """The registered methods the converter takes: the textual-inversion ones (and their RTD)."""
+    from .base import list_methods
+
+    return [n for n in list_methods() if issubclass(get_method_class(n), TextInversionMethod)]
 
 
 def main(argv: list[str] | None = None) -> int:
     from cir_core.paths import DEFAULT_BACKBONE
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("method", choices=("pic2word", "searle", "lincir"))
+    ap.add_argument("method", choices=convertible())
     ap.add_argument("source", type=Path, help="the authors' checkpoint (.pt / .pth / .safetensors)")
     ap.add_argument("out", type=Path, help="the checkpoint folder to write")
     ap.add_argument("--backbone", default=DEFAULT_BACKBONE, help="open_clip model or local-dir: folder")
@@ -96,13 +118,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--input-scale", type=float, default=None,
                     help="φ's input = this × the unit reference embedding, one scale for every image "
                          "(default: each image's raw feature, as the authors' code feeds φ)")
+    ap.add_argument("--base", type=Path, default=None,
+                    help="RTD: the peer's φ it was tuned with (a checkpoint folder or the authors' φ file)")
     args = ap.parse_args(argv)
     try:
         from cir_core.backbone import load_backbone
 
         bb = load_backbone(args.backbone, args.pretrained, device=args.device)
         folder = convert(args.method, args.source, args.out, bb, args.allow_pickle, args.chord_lambda,
-                         args.input_scale)
+                         args.input_scale, args.base)
     except CIRError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
