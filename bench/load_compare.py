@@ -312,6 +312,8 @@ def phase(app: App, fns: dict[str, int], n_clients: int, per_client: int, refs: 
             "engine_ms_p50": stages, "outside_engine_ms_p50": pct(outside, 50),
             "client_cpu_share": round((me1.ru_utime + me1.ru_stime - me0.ru_utime - me0.ru_stime) / (wall * cores), 3),
             "app_cpu_share": round((app.cpu() - app0) / (wall * cores), 3),
+            # robust to the share of the cores the app got on a busy machine: its work per answer
+            "app_cpu_s_per_answer": round((app.cpu() - app0) / max(len(ok), 1), 4),
             "machine_busy_share": round((busy1 - busy0) / max(tot1 - tot0, 1), 3),
             "load_1m": load.summary()}
     return line, got
@@ -424,7 +426,10 @@ def summarise(setup: str, lines: list[dict]) -> list[dict]:
         row = {"bench": "load_compare_summary", "setup": setup, "clients": n, "rounds": len(rounds),
                "throughput_on_over_off": _spread(tp), "p95_on_over_off": _spread(p95),
                **{f"{key}_{'on' if b else 'off'}": _spread([by[r, b][key] for r in rounds if (r, b) in by])
-                  for key in ("throughput_rps", "p50_s", "p95_s") for b in (True, False)}}
+                  for key in ("throughput_rps", "p50_s", "p95_s", "app_cpu_s_per_answer") for b in (True, False)}}
+        cpu = [by[r, False]["app_cpu_s_per_answer"] / by[r, True]["app_cpu_s_per_answer"] for r in rounds
+               if (r, True) in by and (r, False) in by and by[r, True]["app_cpu_s_per_answer"] > 0]
+        row["app_cpu_per_answer_off_over_on"] = _spread(cpu)
         if n == 16 and one:
             p95_on = [by[r, True]["p95_s"] for r in rounds if (r, True) in by]
             row["goal_throughput_2x"] = bool(tp) and statistics.median(tp) >= 2.0
