@@ -440,6 +440,22 @@ def summarise(setup: str, lines: list[dict]) -> list[dict]:
     return out
 
 
+def table(path: str) -> str:
+    """The Markdown table of a results file's summary lines (medians, min-max over the rounds)."""
+    rows = [json.loads(x) for x in Path(path).read_text().splitlines() if x.strip()]
+    out = ["| setup | clients | p50 on / off (s) | p95 on / off (s) | throughput on / off (req/s) | "
+           "throughput on/off | app CPU s per answer on / off |", "|---|---|---|---|---|---|---|"]
+    fmt = lambda d, p=2: f"{d['median']:.{p}f} ({d['min']:.{p}f}–{d['max']:.{p}f})" if d else "—"  # noqa: E731
+    for r in rows:
+        if r.get("bench") != "load_compare_summary":
+            continue
+        out.append(f"| {r['setup']} | {r['clients']} | {fmt(r['p50_s_on'])} / {fmt(r['p50_s_off'])} | "
+                   f"{fmt(r['p95_s_on'])} / {fmt(r['p95_s_off'])} | {fmt(r['throughput_rps_on'], 1)} / "
+                   f"{fmt(r['throughput_rps_off'], 1)} | **{fmt(r['throughput_on_over_off'])}** | "
+                   f"{fmt(r['app_cpu_s_per_answer_on'], 3)} / {fmt(r['app_cpu_s_per_answer_off'], 3)} |")
+    return "\n".join(out)
+
+
 def _spread(xs: list[float]) -> dict:
     if not xs:
         return {}
@@ -461,7 +477,11 @@ def main() -> None:
     ap.add_argument("--out", help="append every JSON line to this file too")
     ap.add_argument("--cache-dir", default=os.environ.get("CIR_CACHE_DIR", str(Path.home() / ".cache" / "cir-workbench")))
     ap.add_argument("app_args", nargs="*", help="after --: extra flags for app.py")
+    ap.add_argument("--table", metavar="JSONL", help="print the Markdown table of a results file and exit")
     args = ap.parse_args()
+    if args.table:
+        print(table(args.table))
+        return
     args.clients = [int(c) for c in args.clients.split(",")]
     Path(args.work).mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
