@@ -64,12 +64,13 @@ class Session:
         r.raise_for_status()
         self.hash = uuid.uuid4().hex[:11]  # a new page after a sign-in
 
-    async def call(self, api: str, *data: Any) -> list:
-        """Run event `api` (a gr.State input is sent as None: the server holds it); its outputs.
-        Raises on any failure (refused connection, a dropped stream, an error reply)."""
+    async def call(self, api: str, *data: Any, state: bool = True) -> list:
+        """Run event `api` (with `state`, its first input is a gr.State, sent as None: the server
+        holds it); its outputs. Raises on any failure (refused connection, a dropped stream, an
+        error reply)."""
         base = self.url + "gradio_api"
         r = await self.http.post(f"{base}/queue/join", json={
-            "data": [None, *data], "event_data": None, "fn_index": self.fns[api.lstrip("/")],
+            "data": [None, *data] if state else list(data), "event_data": None, "fn_index": self.fns[api.lstrip("/")],
             "trigger_id": None, "session_hash": self.hash})
         r.raise_for_status()
         event = r.json().get("event_id")
@@ -89,12 +90,14 @@ class Session:
         await self.http.aclose()
 
 
-async def event_indices(url: str, user: tuple[str, str]) -> dict[str, int]:
-    """api_name -> fn_index of the app's events (from its config, read once, signed in)."""
+async def event_indices(url: str, user: tuple[str, str] | None = None) -> dict[str, int]:
+    """api_name -> fn_index of the app's events (from its config, read once, signed in as `user`
+    where the app has sign-in)."""
     import httpx
 
     async with httpx.AsyncClient(timeout=60.0) as c:
-        (await c.post(url + "login", data={"username": user[0], "password": user[1]})).raise_for_status()
+        if user is not None:
+            (await c.post(url + "login", data={"username": user[0], "password": user[1]})).raise_for_status()
         cfg = (await c.get(url + "config")).json()
     return {d["api_name"]: d["id"] for d in cfg["dependencies"] if d.get("api_name")}
 

@@ -73,19 +73,17 @@ def test_concurrent_compares_equal_sequential_ones(upload, batching):
 
     with ThreadPoolExecutor(len(reqs)) as pool:
         got = list(pool.map(run, reqs))
-    # a text may be encoded in another request's batch: float32 forwards of other batch shapes
-    # differ in the last bits (1.3e-6 seen on a DiCE score under Chord), never in the ids
+    # A text's float32 embedding depends in its last bits on the rows encoded with it (the GEMM's
+    # blocking): batched requests share forwards, and unbatched ones share the text memo, so which
+    # texts were encoded together differs from the sequential run either way (measured: 1.25e-6 on
+    # a DiCE score, unbatched, on a loaded machine).
     atol = 1e-5
     for r, (w_cols, w_prog), (g_cols, g_prog) in zip(reqs, want, got):
         assert w_cols.keys() == g_cols.keys(), r
         for name in w_cols:
             (we, wr, ws, wl), (ge, gr, gs, gl) = w_cols[name], g_cols[name]
             assert we == ge and wl == gl, (r, name)
-            if batching:
-                same_ranking(wr, ws, gr, gs, atol, (r, name))
-            else:
-                assert wr == gr, (r, name)
-                np.testing.assert_allclose(gs, ws, rtol=0, atol=atol, err_msg=f"{r} {name}")
+            same_ranking(wr, ws, gr, gs, atol, (r, name))
         assert (w_prog is None) == (g_prog is None)
         for (ws_, wr, wsc), (gs_, gr, gsc) in zip(w_prog or [], g_prog or []):
             assert ws_ == gs_, r
