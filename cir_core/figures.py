@@ -252,7 +252,7 @@ def build_panels(engine: Engine, entries: Sequence[dict], methods: Sequence[str]
         res = engine.compare(ref, text, k=k, scoring=scoring, lam=lam, methods=methods, progression=False)
         if ref.character:
             title += f" · {ref.character}"
-        ref_img = ref.image if ref.row is None else engine.view.thumbnail(ref.row, thumb)
+        ref_img = ref.image if ref.row is None else engine.view.reference_thumbnail(ref.row, thumb)
         rows: list[tuple[str, list[Cell] | str]] = []
         for m in res.methods:
             if not m.ok:

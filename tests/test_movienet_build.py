@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-from PIL import Image
 
 from cir_core.benchmarks import load_movienet_queryset
 from cir_core.benchmarks.common import BenchmarkError
@@ -16,54 +15,12 @@ from cir_core.benchmarks.movienet.edits import read_edits
 from cir_core.benchmarks.movienet.release import read_release
 from cir_core.world.export import export
 
-RES = [320, 180]
-BIG = [10, 10, 110, 170]
-FILM = "tt0000001"
-
-
-def person(film: str, n: int, shot: int, img: int, pid: str, box: list) -> dict:
-    return {"id": f"{film}_{n:06d}", "frame_idx": None, "resolution": RES, "shot_idx": shot, "img_idx": img,
-            "body": {"type": "detected", "bbox": box}, "pid": pid, "possible_pids": [pid]}
-
-
-def write_film(root: Path, film: str, cast: list[tuple[str, str, str]], boxes: list[tuple], shots: int = 6) -> None:
-    """One film as MovieNet releases it: meta, annotation (cast + scene records), keyframes."""
-    (root / "meta").mkdir(parents=True, exist_ok=True)
-    (root / "annotation").mkdir(exist_ok=True)
-    (root / "meta" / f"{film}.json").write_text(json.dumps({
-        "imdb_id": film, "title": film, "cast": [{"id": p, "name": a, "character": c} for p, a, c in cast]}))
-    ann = {"imdb_id": film, "cast": [person(film, i, *b) for i, b in enumerate(boxes, 1)],
-           "scene": [{"id": f"{film}_0000", "shot": [0, 2], "frame": [0, 100], "place_tag": "deck",
-                      "action_tag": [["run"], ["hug"]]},
-                     {"id": f"{film}_0001", "shot": [3, shots - 1], "frame": [101, 200], "place_tag": None,
-                      "action_tag": None}],
-           "story": None, "cinematic_style": None}
-    (root / "annotation" / f"{film}.json").write_text(json.dumps(ann))
-    kf = root / "keyframes" / film
-    kf.mkdir(parents=True, exist_ok=True)
-    for s in range(shots):
-        for i in range(3):
-            Image.new("RGB", (32, 18), (s * 40 % 255, i * 80, 90)).save(kf / f"shot_{s:04d}_img_{i}.jpg")
+from _movienet_fixtures import BIG, FILM, RES, write_release
 
 
 @pytest.fixture()
 def release(tmp_path: Path) -> Path:
-    root = tmp_path / "release"
-    cast = [("nm0000001", "Leo", "Jack"), ("nm0000002", "Kate", "Rose"), ("nm0000003", "Billy", "Cal")]
-    write_film(root, FILM, cast, [
-        (0, 0, "nm0000001", BIG),                                           # a reference
-        (1, 0, "nm0000002", [0, 0, 20, 30]),                                 # R3: too small
-        (2, 0, "nm0000001", BIG), (2, 0, "nm0000002", [20, 10, 120, 170]),  # R4: overlapping
-        (3, 0, "others", BIG),                                              # R1: not credited
-        (4, 0, "nm0000003", BIG),                                           # R5: Cal's only shot
-        (5, 0, "nm0000001", BIG), (5, 0, "nm0000001", [200, 10, 300, 170]),  # R2: Jack twice
-        (5, 1, "nm0000002", [150, 0, 250, 180]),                            # a reference
-    ])
-    for k, film in enumerate(("tt0000002", "tt0000003")):
-        write_film(root, film, [(f"nm000010{k}", "Ann", "Mary")],
-                   [(s, 1, f"nm000010{k}", [0, 0, 20, 30]) for s in range(4)] + [(4, 1, "others", BIG)],
-                   shots=5)  # no reference there: every credited box is too small
-    return root
+    return write_release(tmp_path / "release")
 
 
 def small(preset: str = "identity-200", **kw):
