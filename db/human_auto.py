@@ -33,6 +33,11 @@ def _num(x: float) -> float | None:
     return None if x is None or not np.isfinite(x) else float(x)
 
 
+def _clean(d: dict[str, Any]) -> dict[str, Any]:
+    """JSON has no NaN: an undefined mean or bound (no queries) becomes None."""
+    return {k: _num(v) if isinstance(v, float) else v for k, v in d.items()}
+
+
 def majority(data: SetData) -> tuple[dict[int, str], Counter]:
     """task id -> the majority human identity ("yes"/"no"), and why other judged tasks have none."""
     votes: dict[int, Counter] = defaultdict(Counter)
@@ -112,10 +117,10 @@ def human_vs_auto(data: SetData, scores: dict[int, dict[str, float]], k: int, n_
             a_rate = auto.mean(1) if len(keep) else np.zeros(0)
             a_any = auto.max(1) if len(keep) else np.zeros(0)
             entry[name] = {"queries": len(keep),
-                           "human": bootstrap_ci(h, n_boot, seed, method=ci).as_dict(),
-                           "auto_rate": bootstrap_ci(a_rate, n_boot, seed, method=ci).as_dict(),
-                           "auto_identity": bootstrap_ci(a_any, n_boot, seed, method=ci).as_dict(),
-                           "human_minus_auto": paired_bootstrap(h, a_rate, n_boot, seed, method=ci).as_dict()}
+                           "human": _clean(bootstrap_ci(h, n_boot, seed, method=ci).as_dict()),
+                           "auto_rate": _clean(bootstrap_ci(a_rate, n_boot, seed, method=ci).as_dict()),
+                           "auto_identity": _clean(bootstrap_ci(a_any, n_boot, seed, method=ci).as_dict()),
+                           "human_minus_auto": _clean(paired_bootstrap(h, a_rate, n_boot, seed, method=ci).as_dict())}
             if name == "at_k":
                 entry["agreement_at_k"] = agreement(data, {covered[i]: tops[covered[i]] for i in keep},
                                                     human, n_boot, seed)
@@ -128,7 +133,7 @@ def human_vs_auto(data: SetData, scores: dict[int, dict[str, float]], k: int, n_
 
 
 def _ci(c: dict) -> str:
-    m = _num(c.get("mean", c.get("diff")))
+    m = c.get("mean", c.get("diff"))
     return "   n/a" if m is None else f"{m:.3f} [{c['lo']:.3f},{c['hi']:.3f}]"
 
 
