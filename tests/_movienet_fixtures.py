@@ -56,3 +56,20 @@ def write_release(root: Path, size: tuple[int, int] = (32, 18)) -> Path:
                    [(s, 1, f"nm000010{k}", [0, 0, 20, 30]) for s in range(4)] + [(4, 1, "others", BIG)],
                    shots=5, size=size)  # no reference there: every credited box is too small
     return root
+
+
+def write_small_set(root: Path, size: tuple[int, int], n_gallery: int, edit: str) -> Path:
+    """`write_release`'s two references built into a set (identity-200 shape, scaled) under
+    root/set, every query with `edit`: the builder's two passes, as a user runs them."""
+    from cir_core.benchmarks.movienet.build import PRESETS, build_set, scaled
+    from cir_core.benchmarks.movienet.edits import read_edits
+
+    rel = write_release(root / "release", size=size)
+    preset = scaled(PRESETS["identity-200"], n_queries=2, n_references=2, n_ref_films=1, n_gallery=n_gallery,
+                    n_gallery_films=3)
+    build_set(rel, root / "set", preset)
+    refs = [json.loads(x) for x in (root / "set" / "references.jsonl").read_text().splitlines()]
+    (root / "edits.jsonl").write_text("".join(json.dumps({"reference_frame": r["id"], "edit": edit}) + "\n"
+                                              for r in refs))
+    build_set(rel, root / "set", preset, edits=read_edits(root / "edits.jsonl"))
+    return root / "set"

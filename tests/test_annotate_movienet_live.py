@@ -4,7 +4,6 @@ builder from hand-written release files; skipped when /usr/bin/chromium is absen
 from __future__ import annotations
 
 import io
-import json
 import os
 from pathlib import Path
 
@@ -12,7 +11,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from _movienet_fixtures import write_release
+from _movienet_fixtures import write_small_set
 from test_app_live import CHROMIUM, CHROMIUM_ARGS, _free_port
 
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"{CHROMIUM} absent")
@@ -28,8 +27,6 @@ def amber_share(png: bytes) -> float:
 @pytest.fixture(scope="module")
 def app(tmp_path_factory):
     from cir_core.benchmarks import load_movienet_queryset
-    from cir_core.benchmarks.movienet.build import PRESETS, build_set, scaled
-    from cir_core.benchmarks.movienet.edits import read_edits
     from cir_core.engine import load_engine
     from db.migrate import init_db
     from db.pooling import movienet_queries, pool_query_set
@@ -38,14 +35,7 @@ def app(tmp_path_factory):
     from ui.settings import AppConfig
 
     root = tmp_path_factory.mktemp("annotate-movienet")
-    rel = write_release(root / "release", size=(320, 180))
-    preset = scaled(PRESETS["identity-200"], n_queries=2, n_references=2, n_ref_films=1, n_gallery=8,
-                    n_gallery_films=3)
-    build_set(rel, root / "set", preset)
-    refs = [json.loads(x) for x in (root / "set" / "references.jsonl").read_text().splitlines()]
-    (root / "edits.jsonl").write_text("".join(json.dumps({"reference_frame": r["id"], "edit": "Put them on a beach."})
-                                              + "\n" for r in refs))
-    build_set(rel, root / "set", preset, edits=read_edits(root / "edits.jsonl"))
+    write_small_set(root, (320, 180), 8, "Put them on a beach.")
     users = root / "users.txt"
     users.write_text("alice:wonderland\n")
     cfg = AppConfig(gallery=f"movienet:{root / 'set'}", backbone="cir-tiny-vit", methods=("sum", "text-only"),

@@ -2,15 +2,13 @@
 figures, never on candidates; "same character" by the reference's credited cast id."""
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 from PIL import Image
 
 from cir_core.character_mark import BOX_RGB, CharacterMark, draw_mark, mark_from
 
-from _movienet_fixtures import write_release
+from _movienet_fixtures import write_small_set
 
 
 def amber(img) -> int:
@@ -32,20 +30,11 @@ def test_the_box_is_drawn_in_the_frames_resolution():
 
 @pytest.fixture(scope="module")
 def engine(tmp_path_factory):
-    from cir_core.benchmarks.movienet.build import PRESETS, build_set, scaled
-    from cir_core.benchmarks.movienet.edits import read_edits
     from cir_core.engine import load_engine
     from cir_core.settings import EngineConfig
 
     root = tmp_path_factory.mktemp("mark")
-    rel = write_release(root / "release", size=(160, 90))
-    preset = scaled(PRESETS["identity-200"], n_queries=2, n_references=2, n_ref_films=1, n_gallery=12,
-                    n_gallery_films=3)
-    build_set(rel, root / "set", preset)
-    refs = [json.loads(x) for x in (root / "set" / "references.jsonl").read_text().splitlines()]
-    (root / "e.jsonl").write_text("".join(json.dumps({"reference_frame": r["id"], "edit": "at night"}) + "\n"
-                                          for r in refs))
-    build_set(rel, root / "set", preset, edits=read_edits(root / "e.jsonl"))
+    write_small_set(root, (160, 90), 12, "at night")
     cfg = EngineConfig(gallery=f"movienet:{root / 'set'}", backbone="cir-tiny-vit", methods=("sum",),
                        cache_dir=str(root / "cache"))
     return load_engine(cfg, progress_cb=None)
