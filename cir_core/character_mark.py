@@ -9,6 +9,7 @@ from typing import Any, Mapping
 
 from PIL import Image, ImageDraw
 
+MIN_SIDE = 256  # pixels: the shorter side a marked picture is drawn at, at least
 BOX_RGB = (255, 200, 0)  # amber: distinct from the green target frame and the blue same-character dot
 
 
@@ -43,11 +44,16 @@ def mark_from(character: Mapping[str, Any] | None, resolution: Any = None) -> Ch
 
 
 def draw_mark(img: Image.Image, mark: CharacterMark | None) -> Image.Image:
-    """A copy of `img` with the character's box (and name, when known) drawn; `img` itself when
-    `mark` is None."""
+    """A copy of `img` with the character's box (and name, when known) drawn, enlarged to
+    MIN_SIDE first when smaller; `img` itself when `mark` is None."""
     if mark is None:
         return img
-    out = img.convert("RGB").copy()
+    out = img.convert("RGB")
+    if min(out.size) < MIN_SIDE:  # a small frame: enlarge first, so the box and name stay legible
+        f = MIN_SIDE / min(out.size)
+        out = out.resize((round(out.width * f), round(out.height * f)), Image.LANCZOS)
+    else:
+        out = out.copy()
     w, h = out.size
     rw, rh = mark.resolution or (w, h)
     sx, sy = w / rw, h / rh
