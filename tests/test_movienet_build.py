@@ -98,6 +98,17 @@ def test_bad_release_files_are_refused_by_file_record_and_key(release, tmp_path,
     assert not out.exists()  # nothing written
 
 
+def test_films_reads_only_those(release, tmp_path):
+    assert set(read_release(release, [FILM, "tt0000002"])) == {FILM, "tt0000002"}
+    s = build_set(release, tmp_path / "set", small(n_gallery=6, n_gallery_films=2), films=[FILM, "tt0000003"])
+    films = {json.loads(x)["film_id"] for x in (tmp_path / "set" / "gallery.jsonl").read_text().splitlines()}
+    assert films == {FILM, "tt0000003"} and s["films_read"] == 2
+    with pytest.raises(BenchmarkError, match="not IMDb ids"):
+        read_release(release, ["Titanic"])
+    with pytest.raises(BenchmarkError, match="tt0000009.json"):
+        read_release(release, ["tt0000009"])
+
+
 def test_bad_edits_and_requests_are_refused(release, tmp_path, capsys):
     out = tmp_path / "set"
     bad = tmp_path / "bad.jsonl"
