@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cir_core.errors import CIRError, InputError
 from db.report import compute_report, format_report
 from db.results import load_set, per_query_values
 from db.service import AnnotationService
@@ -158,7 +159,7 @@ def simulate(db: str | Path, set_name: str, errors: list[float], seed: int = 0, 
         with svc.ReadSession() as s:
             data = load_set(s, set_name)
         if not data.auto_identity:
-            raise SystemExit(f"set {set_name!r} has no automatic identity labels to simulate from "
+            raise InputError(f"set {set_name!r} has no automatic identity labels to simulate from "
                              "(pool it again: pooling stores them)")
         run_campaign(svc, set_name, annotators, data.auto_identity, seed)
         with svc.ReadSession() as s:
@@ -186,7 +187,11 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--error-rates should be comma-separated numbers, got {a.error_rates!r}")
     if not errors or not all(0 <= e < 0.5 for e in errors):
         ap.error("every error rate must be in [0, 0.5)")
-    report, res = simulate(a.db, a.set_name, errors, a.seed, a.bootstrap)
+    try:
+        report, res = simulate(a.db, a.set_name, errors, a.seed, a.bootstrap)
+    except CIRError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     print(format_report(report))
     print(format_checks(res))
     if a.json:
