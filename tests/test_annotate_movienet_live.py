@@ -81,9 +81,11 @@ def test_the_reference_shows_the_characters_box_and_the_candidate_none(app) -> N
             ref, cand = page.locator("#ann-ref").screenshot(), page.locator("#ann-cand").screenshot()
             assert amber_share(ref) > 0.01, "no box on the reference"
             assert amber_share(cand) == 0.0, "a box on the candidate"
+            page.locator("body").click(position={"x": 5, "y": 5})  # focus the page, not a textbox
             page.keyboard.press("1")  # the next pair: still a box on the reference only
+            expect(page.locator("#ann-status")).to_contain_text("Now the edit question", timeout=60_000)
             page.keyboard.press("q")
-            expect(page.locator("#ann-status")).to_contain_text("1 / ", timeout=20_000)
+            expect(page.locator("#ann-status")).to_contain_text("pair #2", timeout=60_000)
             page.wait_for_function("document.querySelector('#ann-cand').complete", timeout=30_000)
             assert amber_share(page.locator("#ann-ref").screenshot()) > 0.01
             assert amber_share(page.locator("#ann-cand").screenshot()) == 0.0
