@@ -42,6 +42,15 @@ MODES = ("FULL", "NORMAL")
 SET = "durability"
 
 
+
+def fs_type(folder: str | Path) -> str:
+    """The filesystem the DB is on (what fsync costs depends on it), not the folder's path."""
+    try:
+        out = subprocess.run(["df", "--output=fstype", str(folder)], capture_output=True, text=True, check=True)
+        return out.stdout.split()[-1]
+    except (OSError, subprocess.CalledProcessError, IndexError):
+        return "an unknown filesystem"
+
 def make_service(path: Path, mode: str, n_tasks: int) -> AnnotationService:
     """A migrated DB holding one set of `n_tasks` tasks (20 per query), opened with `mode`."""
     svc = AnnotationService(path, synchronous=mode)
@@ -134,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
         "What synchronous=FULL costs the saving click (AnnotationService.answer: answer + next claim "
         "+ progress, one transaction), FULL vs NORMAL side by side",
         f"run: {datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC}, python {platform.python_version()}, "
-        f"SQLite {sqlite3.sqlite_version}, {os.cpu_count()} cores shared, DB on {a.dir or REPO}",
+        f"SQLite {sqlite3.sqlite_version}, {os.cpu_count()} cores shared, DB on {fs_type(a.dir or REPO)}",
         f"uptime before: {uptime0}",
         f"uptime after:  {uptime1}",
         f"config: {a.rounds} rounds x {a.clicks} clicks per setting (ABBA order), then "

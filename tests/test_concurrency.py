@@ -73,7 +73,9 @@ def test_concurrent_compares_equal_sequential_ones(upload, batching):
 
     with ThreadPoolExecutor(len(reqs)) as pool:
         got = list(pool.map(run, reqs))
-    atol = 1e-5 if batching else 1e-6
+    # a text may be encoded in another request's batch: float32 forwards of other batch shapes
+    # differ in the last bits (1.3e-6 seen on a DiCE score under Chord), never in the ids
+    atol = 1e-5
     for r, (w_cols, w_prog), (g_cols, g_prog) in zip(reqs, want, got):
         assert w_cols.keys() == g_cols.keys(), r
         for name in w_cols:

@@ -290,11 +290,12 @@ def test_a_killed_processs_export_folders_go_at_the_next_start(tmp_path):
 def test_every_event_of_a_concurrency_group_carries_its_limit(app):
     """Gradio keeps the lowest limit of a shared group and an event without one has 1: Compare's
     "compare" group (button, Enter, /compare) would otherwise run one request at a time."""
-    from ui.compare import COMPARE_CONCURRENCY
+    from ui.compare import compare_concurrency
 
     groups: dict = {}
     for fn in app.fns.values():
         if fn.concurrency_id is not None:
             groups.setdefault(fn.concurrency_id, set()).add(fn.concurrency_limit)
-    assert groups["compare"] == {COMPARE_CONCURRENCY}
+    want = compare_concurrency(AppConfig(world_queries=N_QUERIES))  # batching on: max_requests + headroom
+    assert groups["compare"] == {want} and want > 2
     assert all(len(limits) == 1 for limits in groups.values()), groups

@@ -84,7 +84,8 @@ train_native() {  # the configs' own data (the world's training stream), the sam
   train train_pact pact_tiny.json pact native "${VAL[@]}" "${PACT_ARGS[@]}"
   train train_pact compose_only_tiny.json compose-only native "${VAL[@]}" "${PACT_ARGS[@]}"
   train train_dice dice_tiny.json dice native "${VAL[@]}" "${DICE_ARGS[@]}"
-  train train_pace pace_tiny.json pace native "${PACE_VAL[@]}" "${PACE_ARGS[@]}"
+  # the world alone (no films), as the L-CIRR export holds it: the same training as the rehearsal
+  train train_pace pace_tiny.json pace native data=world:films=0 "${PACE_VAL[@]}" "${PACE_ARGS[@]}"
 }
 NATIVE=${NATIVE_CHECKPOINTS:-}
 if [ -n "$NATIVE" ]; then

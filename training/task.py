@@ -30,7 +30,7 @@ class MethodSettings(LoopConfig):
 
     backbone: str = "local-dir:assets/backbone/cir-tiny-vit"
     pretrained: str | None = None
-    data: str = "world"  # or itt:FILE, cirr:ROOT, fashioniq:ROOT, lcirr:ROOT (training/triplets.py)
+    data: str = "world"  # world + films (world:films=F another share), or itt:FILE, cirr:ROOT, fashioniq:ROOT, lcirr:ROOT (training/triplets.py)
     image_root: str | None = None  # itt: where its image paths start (default: the file's folder)
     n_train: int = 20000  # the world's first n queries; a real source's first n triplets
     data_seed: int = 0
