@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 
 TARGET_COLOUR = "#1a9641"  # the green of the app's ground-truth frame
 SAME_COLOUR = "#2166ac"  # the blue of the same-character dot
+FAIL_COLOUR = "#d7191c"  # a campaign's figure: people judged the character not preserved
 FORMATS = (".png", ".pdf")
 
 
@@ -52,6 +53,7 @@ class Cell:
     score: float | None = None
     target: bool | None = None  # None: ground truth unknown
     same_character: bool | None = None  # None: the reference's character is unknown
+    failed: bool | None = None  # people judged the character not preserved (a campaign's figure): red cross
 
 
 @dataclass
@@ -167,6 +169,11 @@ class _Sheet:
             if self.marks and c.same_character:
                 ax.add_patch(Circle((0.88, 0.88), 0.075, transform=ax.transAxes,
                                     facecolor=SAME_COLOUR, edgecolor="white", linewidth=0.8))
+            if self.marks and c.failed:
+                ax.add_patch(Rectangle((0, 0), 1, 1, transform=ax.transAxes, fill=False,
+                                       edgecolor=FAIL_COLOUR, linewidth=2.4, clip_on=False))
+                ax.text(0.1, 0.86, "✗", transform=ax.transAxes, color="white", fontsize=9, fontweight="bold",
+                        ha="center", va="center", bbox={"boxstyle": "circle,pad=0.15", "fc": FAIL_COLOUR, "ec": "none"})
             if self.scores and c.score is not None:
                 self.text(x + cell / 2, top + cell + 0.02, f"{c.score:.3f}" + (" ✓" if hit else ""),
                           fontsize=5.5, ha="center", va="top", color=TARGET_COLOUR if hit else "#333333")
@@ -252,7 +259,7 @@ def build_panels(engine: Engine, entries: Sequence[dict], methods: Sequence[str]
         res = engine.compare(ref, text, k=k, scoring=scoring, lam=lam, methods=methods, progression=False)
         if ref.character:
             title += f" · {ref.character}"
-        ref_img = ref.image if ref.row is None else engine.view.thumbnail(ref.row, thumb)
+        ref_img = ref.image if ref.row is None else engine.view.reference_thumbnail(ref.row, thumb)
         rows: list[tuple[str, list[Cell] | str]] = []
         for m in res.methods:
             if not m.ok:

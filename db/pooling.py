@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from cir_core.engine import Engine
 
 MAX_POOL_K = 50
+AUTO_IDENTITY = "auto_identity"  # Query.meta key: item id -> the truth's identity label ("yes" / "no")
 
 
 @dataclass
@@ -94,8 +95,12 @@ def pool_query_set(session: Session, engine: Engine, name: str, queries: Sequenc
     tasks: list[tuple[Task, PoolQuery]] = []  # in pooling order: what the seeded gold draw reads
     shuffle = random.SystemRandom().shuffle
     for q, rows in hits:
+        meta = dict(q.meta or {})
+        if q.truth is not None:  # the automatic identity label of every pooled item (never shown)
+            auto = {item: q.truth(item)[0] for item in dict.fromkeys(r[3] for r in rows)}
+            meta[AUTO_IDENTITY] = {i: v for i, v in auto.items() if v is not None}
         query = Query(query_set=qs, external_id=q.external_id, reference_id=q.reference_id,
-                      edit_text=q.edit_text, meta=q.meta or None)
+                      edit_text=q.edit_text, meta=meta or None)
         session.add(query)
         seen: dict[str, Task] = {}
         for method, sc, rank, item, score in rows:

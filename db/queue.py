@@ -55,6 +55,7 @@ class TaskView:
     edit: Optional[str]
     skip_reason: Optional[str]
     comment: Optional[str]
+    character: Optional[dict] = None  # the query's character to follow on the reference (MovieNet: box, name)
 
 
 @dataclass(frozen=True)
@@ -252,11 +253,21 @@ def _mine(session: Session, annotator: Annotator, qs: QuerySet) -> _Mine:
 def _view(session: Session, annotator_id: int, position: int, task_id: int) -> TaskView:
     row = session.execute(
         select(Task.id, Task.item_id, Query.external_id, Query.reference_id, Query.edit_text,
-               Judgment.status, Judgment.identity, Judgment.edit, Judgment.skip_reason, Judgment.comment)
+               Judgment.status, Judgment.identity, Judgment.edit, Judgment.skip_reason, Judgment.comment,
+               Query.meta)
         .join(Query, Task.query_id == Query.id)
         .outerjoin(Judgment, (Judgment.task_id == Task.id) & (Judgment.annotator_id == annotator_id))
         .where(Task.id == task_id)).one()
-    return TaskView(row[0], position, row[2], row[3], row[4], row[1], *row[5:])
+    return TaskView(row[0], position, row[2], row[3], row[4], row[1], *row[5:10], _character(row[10]))
+
+
+def _character(meta: Any) -> dict | None:
+    """What the screen may show of a query's meta: the character's box and name, nothing else
+    (the meta also holds ids the annotator has no use for)."""
+    if not isinstance(meta, dict) or not meta.get("character_box"):
+        return None
+    return {"box": meta["character_box"], "name": meta.get("character_name") or "",
+            "pid": meta.get("character_id")}
 
 
 def first_unanswered(session: Session, annotator: Annotator, qs: QuerySet) -> TaskView | None:

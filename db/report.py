@@ -1,7 +1,8 @@
 """Annotation results per query set: method rates with CIs, comparisons, agreement, gold.
 
 Per method x scoring: identity / edit rates at 1 and at k with query-level bootstrap CIs, paired
-differences between methods, inter-annotator agreement, gold accuracy per annotator.
+differences between methods, inter-annotator agreement, gold accuracy per annotator, and the
+human identity rate beside the automatic identity@k with their agreement (db/human_auto.py).
 Definitions: docs/ANNOTATION.md ("Results") and db/results.py.
 
     python -m db.report --db ann.sqlite [--set NAME] [--k K] [--json OUT] [--plot OUT.png]
@@ -22,6 +23,7 @@ from sqlalchemy.orm import Session
 from cir_core.progress import bar as progress_bar
 
 from cir_core.errors import CIRError, InputError
+from db.human_auto import format_human_auto, human_vs_auto
 from db.agreement import cohen_kappa, equal_count_units, fleiss_kappa, krippendorff_alpha_nominal
 from db.report_plot import report_figure, save_figure
 from db.results import (
@@ -180,6 +182,7 @@ def compute_report(session: Session, query_set_name: str, k: int | None = None,
         "methods": methods, "comparisons": comparisons,
         "agreement": {"identity": _agreement(data, "identity"), "edit": _agreement(data, "edit")},
         "gold": _gold(data),
+        "human_vs_auto": human_vs_auto(data, scores, k, n_boot, seed, ci),
     }
 
 
@@ -217,6 +220,7 @@ def format_report(report: dict[str, Any]) -> str:
         parts = [f"{name}={'n/a' if v['value'] is None else round(v['value'], 3)} "
                  f"(units={v['n_units']})" for name, v in ag.items()]
         lines.append(f"{attr}: " + "  ".join(parts))
+    lines += format_human_auto(r.get("human_vs_auto"), r["k"])
     if r["gold"]:
         lines.append("-- gold accuracy per annotator (correct/n)")
         for g in r["gold"]:

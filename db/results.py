@@ -59,6 +59,8 @@ class SetData:
     task_of: dict[tuple[int, str], int]  # (query_id, item_id) -> task id
     gold: dict[int, tuple[str | None, str | None]]  # task id -> (gold identity, gold edit)
     judgments: list[JudgmentRow] = field(default_factory=list)
+    # task id -> the automatic identity label pooling stored (MovieNet: cast labels; the world: its truth)
+    auto_identity: dict[int, str] = field(default_factory=dict)
 
 
 @contextmanager
@@ -110,6 +112,11 @@ def _load_set(session: Session, name: str) -> SetData:
         task_of[(qid, item)] = tid
         if g_id is not None or g_edit is not None:
             gold[tid] = (g_id, g_edit)
+    auto: dict[int, str] = {}
+    for qid, meta in session.execute(select(Query.id, Query.meta).where(in_set)):
+        for item, label in ((meta or {}).get("auto_identity") or {}).items():
+            if (qid, item) in task_of and label in ("yes", "no"):
+                auto[task_of[(qid, item)]] = label
     judgments = [JudgmentRow(*r) for r in session.execute(
         select(Judgment.task_id, Annotator.name, Judgment.status, Judgment.identity,
                Judgment.edit, Judgment.skip_reason)
@@ -117,7 +124,7 @@ def _load_set(session: Session, name: str) -> SetData:
         .join(Annotator, Judgment.annotator_id == Annotator.id)
         .where(in_set).order_by(Judgment.id))]
     return SetData(qs.name, qs.source, qs.pool_k, qs.overlap, query_ids, dict(rankings),
-                   task_of, gold, judgments)
+                   task_of, gold, judgments, auto)
 
 
 def item_scores(judgments: list[JudgmentRow]) -> dict[int, dict[str, float]]:

@@ -153,8 +153,16 @@ def test_guideline_examples_follow_the_world_truth(cir_engine) -> None:
     assert len(ex) == 1 + 6 and ex[0][1].startswith("Reference")
     labels = [c for _, c in ex[1:]]
     assert sum("the target" in c for c in labels) == 1
-    assert any(c.startswith("Different character · Edit satisfied") for c in labels)
+    assert any(c.startswith("Different character (") and c.endswith("· Edit satisfied") for c in labels)
     assert any("nothing changed" in c for c in labels)
+    # every label names the look the world's gold identity is: body colour and hat
+    from cir_core.world.spec import BODY_COLOURS, HATS
+
+    ref_look = ex[0][1].split("(")[1].split(")")[0]
+    for c in labels:
+        colour, hat = c.split("(")[1].split(")")[0].split(" body, ")
+        assert colour in BODY_COLOURS and hat in HATS
+        assert c.startswith("Same") == (f"{colour} body, {hat}" == ref_look)
     assert annotate.guideline_examples(type("E", (), {"view": type("V", (), {"bench": None})()})()) == []
 
 

@@ -191,3 +191,19 @@ def test_gold_accuracy_waits_for_the_end_of_the_set(walked) -> None:
         st = svc.answer("midway", DEFAULT_SET, st.task.task_id, "yes", "yes")
     text = own_markdown(svc, "midway", DEFAULT_SET)
     assert "5** answered" in text and "identity" not in text and "once you have finished" in text
+
+
+def test_the_full_results_tab_keeps_gold_accuracy_for_the_end_too(walked) -> None:
+    """The full app's Results tab (method rates for a researcher) no longer shows an annotator's
+    gold accuracy live either; once finished it does."""
+    from ui.annotation_results import results_view
+
+    svc, _ = walked
+    holder = type("H", (), {"get": lambda self: svc})()
+    done = results_view(holder, "walker", DEFAULT_SET, None).summary
+    assert "Your gold accuracy**: identity" in done
+    st = svc.open("halfway", DEFAULT_SET)
+    for _ in range(3):
+        st = svc.answer("halfway", DEFAULT_SET, st.task.task_id, "yes", "yes")
+    text = results_view(holder, "halfway", DEFAULT_SET, None).summary
+    assert "Your gold accuracy**" not in text and "once you have finished" in text and "identity @1" in text

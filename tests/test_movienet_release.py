@@ -1,5 +1,5 @@
 """`python -m cir_core.world.export movienet-release`: the film world in MovieNet's release layout,
-read back to the same keyframes, cast and boxes."""
+read back by the MovieNet set builder's release reader to the same keyframes, cast and boxes."""
 from __future__ import annotations
 
 import json
@@ -10,9 +10,8 @@ from PIL import Image
 from cir_core.world.export import export
 from cir_core.world.export.__main__ import main
 from cir_core.world.export.movienet_release import cast_pid
+from cir_core.benchmarks.movienet.release import read_release
 from cir_core.world.films.benchmark import build_film_benchmark
-
-from _movienet_release_reader import read_release
 
 SIZE = 64
 
@@ -35,10 +34,10 @@ def test_reads_back_to_the_same_keyframes_cast_and_boxes(release):
         for it in (x for x in bench.items if x.keyframe.film_id == world.film_id):
             k = it.keyframe
             want = [(cast_pid(w, world), box) for w, box in k.boxes(SIZE)]
-            assert got.boxes[(k.shot, k.img)] == want
-        shots = [s for sc in got.scenes for s in range(sc["shot"][0], sc["shot"][1] + 1)]
+            assert [(p.pid, p.box) for p in got.persons[(k.shot, k.img)]] == [(w, tuple(b)) for w, b in want]
+        shots = [s for sc in got.scenes for s in range(sc.first, sc.last + 1)]
         assert shots == list(range(len(world.story.shots)))
-        assert [sc["place_tag"] for sc in got.scenes] == [[s.place] for s in world.story.scenes]
+        assert [sc.places for sc in got.scenes] == [(s.place,) for s in world.story.scenes]
 
 
 def test_keyframes_are_the_world_renders(release):

@@ -201,6 +201,7 @@ def test_pool_cli_on_a_movienet_set(tmp_path: Path, capsys) -> None:
             i = int(t.item_id.split("/f")[1].split(".")[0])
             want = "yes" if i % 3 == int(q.external_id[1:]) else "no"
             assert t.gold_identity == want
+            assert q.meta["auto_identity"][t.item_id] == want  # every pooled item's cast label, for db.report
     eng.dispose()
 
 

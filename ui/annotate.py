@@ -87,12 +87,15 @@ def _view(engine: Engine, st: QueueState, note: str = "") -> AnnotateView:
     where = f"pair #{t.position}" + ("" if t.status is None else
                                      f" · your answer: **{answer_words(t.status, t.identity, t.edit)}**"
                                      + (" (changing it keeps the old one in the audit log)"))
-    ref, cand = IMAGES.path(engine, t.reference_id), IMAGES.path(engine, t.item_id)
+    ref, cand = IMAGES.path(engine, t.reference_id, t.character), IMAGES.path(engine, t.item_id)
     IMAGES.prefetch(engine, st.upcoming)
     missing = "" if ref is not None and cand is not None else \
         "\n\n⚠ An image of this pair is not in the app's gallery: skip it with reason *other*."
     screen = f"{head} · {where}{missing}"
     edit_md = f"### Edit: “{md_text(t.edit_text, 2000)}”"
+    if t.character:  # a frame of several people: say whom to follow (the box is on the reference only)
+        who = md_text(t.character.get("name")) or "the boxed person"
+        edit_md += f"\n\nThe character: **{who}**, boxed in amber on the reference."
     # "user": whose screen this is. Gradio keys a State by the session hash the request names,
     # not by who is signed in: every handler checks it (`_own_state`).
     state = {"user": st.user, "set": st.query_set, "task": t.task_id, "position": t.position,

@@ -13,22 +13,36 @@ KEYS = {"1": "ann-id-yes", "2": "ann-id-no", "3": "ann-id-cant_tell", "q": "ann-
 GUIDELINES = """
 **For each pair answer two questions** (click, or press the key shown on the button):
 
-1. **Identity** — does the *candidate* show the **same character** as the reference?
-   Judge the person/character, not the pose, position, clothes colour or background.
-   *Can't tell* only when the character is not visible enough to decide.
+1. **Identity** — does the *candidate* show **the reference's character** anywhere in the frame?
+   *Can't tell* only when the candidate is too small, cut off or hidden to decide.
 2. **Edit** — does the candidate satisfy **the edit text** applied to the reference?
    *Satisfied*: every change asked for is there and nothing else asked to stay was changed.
    *Partly*: some of the requested changes are there, or one is there only approximately.
    *Not satisfied*: none of them, or the candidate contradicts the edit.
 
+**Who "the character" is** — what the answers are checked against:
+
+- **MovieNet frames** (and the film world): the person in the **amber box** on the reference, named
+  on the box (the credited cast member). Other people on the reference do not count. The
+  candidate shows the same character when that person is in it, in any shot, pose, outfit or
+  lighting, among any others; candidates carry no box, so look for the person yourself.
+- **The generated world**: a character *is* its **body colour and hat** (24 characters: 6 body
+  colours × 4 hats: top hat, crown, horns, antenna; the name is only a label for that pair). Same
+  body colour *and* same hat → same character, whatever the position, facing, size, background or
+  objects. Any other body colour, or any other hat → a different character.
+
 The two questions are independent: a different character can satisfy the edit (Identity: different,
 Edit: satisfied), and the unchanged reference re-shot fails it (Identity: same, Edit: not satisfied).
 
-Examples (generated world): reference *Ada on a beach with a red square*, edit *"Make the square blue."*
-- Ada, beach, blue square → Same character · Edit satisfied.
-- Ada, beach, red square → Same character · Not satisfied (nothing changed).
-- Bo, beach, blue square → Different character · Edit satisfied.
-- Ada, beach, purple square → Same character · Partly (approximately the asked colour).
+Examples (generated world): reference *Ada — teal body, top hat — on a beach with a red square*,
+edit *"Make the square blue."*
+- teal body, top hat, beach, blue square → Same character · Edit satisfied.
+- teal body, top hat, beach, red square → Same character · Not satisfied (nothing changed).
+- teal body, **crown**, beach, blue square → Different character (another hat) · Edit satisfied.
+- **pink** body, top hat, beach, blue square → Different character (another body colour) · Edit satisfied.
+- teal body, top hat, beach, purple square → Same character · Partly (approximately the asked colour).
+
+The worked examples below are the world's own ground truth, labelled with each figure's look.
 
 **Skip [S]** with a reason when you cannot judge; **Back [B]** revisits your previous answer (changing it
 keeps the old one in the audit log); **Next [N]** returns to your first unanswered pair.
@@ -64,18 +78,25 @@ def guideline_examples(engine: Engine, size: int = 200) -> list[tuple[Any, str]]
     bench = engine.view.bench
     if bench is None or not bench.queries:
         return []
+    from cir_core.world.spec import identity_look
+
     ref, q = bench.reference_idx[0], bench.queries[0]
     ids, ok = bench.identities(), bench.edit_ok_sets()[0]
-    out = [(engine.view.image(ref, size), f"Reference · edit: “{q.text}”")]
+
+    def look(row: int) -> str:
+        return "{} body, {}".format(*identity_look(ids[row]))
+
+    out = [(engine.view.image(ref, size), f"Reference ({look(ref)}) · edit: “{q.text}”")]
     for row in bench.subsets[0]:
         same = ids[row] == ids[ref]
+        who = f"{'Same' if same else 'Different'} character ({look(row)})"
         if row == bench.target_idx[0]:
-            label = "Same character · Edit satisfied (the target)"
+            label = f"{who} · Edit satisfied (the target)"
         elif row in ok:
-            label = ("Same" if same else "Different") + " character · Edit satisfied"
+            label = f"{who} · Edit satisfied"
         elif bench.items[row].scene.key() == bench.items[ref].scene.key():
-            label = "Same character · Not satisfied (nothing changed)"
+            label = f"{who} · Not satisfied (nothing changed)"
         else:
-            label = ("Same" if same else "Different") + " character · Partly or not: a change is missing or wrong"
+            label = f"{who} · Partly or not: a change is missing or wrong"
         out.append((engine.view.image(row, size), label))
     return out

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import html
+import json
 import logging
 import os
 import queue as _queue
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import gradio as gr
 
 from cir_core.fileio import atomic_write
+from cir_core.character_mark import draw_mark, mark_from
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +43,7 @@ class ItemImages:
         self._lock = threading.Lock()
         self._queue: Any = None
 
-    def known(self, engine: Engine, item_id: str) -> bool:
+    def known(self, engine: Engine, item_id: str) -> bool:  # plain pictures (candidates, prefetch)
         """Whether `item_id`'s file is already there (rendered in this process or before)."""
         with self._lock:
             return item_id in self._memo.get(engine, {})
@@ -64,23 +66,27 @@ class ItemImages:
         assert self._dir is not None
         return self._dir
 
-    def path(self, engine: Engine, item_id: str) -> str | None:
-        """The file showing `item_id` (None: not in this gallery)."""
+    def path(self, engine: Engine, item_id: str, character: dict | None = None) -> str | None:
+        """The file showing `item_id` (None: not in this gallery); with `character` (a query's
+        {"box", "name"}, on the frame's `resolution`) the character's box and name drawn on it —
+        the reference only: a candidate is always shown plain."""
         item_id = str(item_id)
+        memo_key = item_id if not character else f"{item_id}|{json.dumps(character, sort_keys=True)}"
         with self._lock:
-            hit = self._memo.get(engine, {}).get(item_id)
+            hit = self._memo.get(engine, {}).get(memo_key)
         if hit is not None:
             return hit
         folder = self._folder()
         try:
             row = engine.view.row_of(item_id)
-            digest = hashlib.sha1(f"{engine.view.gallery.fingerprint(row)}|{self.size}".encode()).hexdigest()
+            mark = mark_from(character, engine.view.gallery.items[row].meta.get("resolution"))
+            digest = hashlib.sha1(f"{engine.view.gallery.fingerprint(row)}|{self.size}|{mark}".encode()).hexdigest()
         except Exception:  # an item no longer in this gallery: the status says so, nothing shown
             return None
         out = folder / digest[:2] / f"{digest}.jpg"
         if not out.is_file():
             try:
-                img = engine.view.image(row, self.size).convert("RGB")
+                img = draw_mark(engine.view.image(row, self.size).convert("RGB"), mark)
             except Exception:
                 return None
             out.parent.mkdir(parents=True, exist_ok=True)
@@ -90,7 +96,7 @@ class ItemImages:
             memo = self._memo.setdefault(engine, {})
             if len(memo) > self.max_memo:
                 memo.clear()
-            memo[item_id] = str(out)
+            memo[memo_key] = str(out)
         return str(out)
 
     def prefetch(self, engine: Engine, item_ids: Any) -> None:

@@ -1,9 +1,10 @@
 """The Results tab: per-method identity / edit rates from the annotation DB, with bootstrap
 intervals over queries, agreement, a bar chart, and the signed-in annotator's own export.
 
-Signed-in users only. Rates and agreement are aggregates; the per-annotator gold accuracy is
-shown for the viewer alone, and the export holds only the viewer's judgments (the full export is
-the operator's `python -m db.export`). In annotation-only mode (`--annotation-only`) the tab shows
+Signed-in users only. Rates and agreement are aggregates; gold accuracy is shown for the viewer
+alone and only once they have finished the set, in both modes (every annotator's is the
+organisers', `python -m db.report`), and the export holds only the viewer's judgments (the full
+export is the operator's `python -m db.export`). In annotation-only mode (`--annotation-only`) the tab shows
 the viewer's own work only — counts, gold accuracy, export — and no method rates, so a campaign's
 annotators learn nothing about the methods while they judge.
 
@@ -53,7 +54,7 @@ def _diff(c: dict | None) -> str:
     return f"{c['diff']:+.2f} [{c['lo']:+.2f}, {c['hi']:+.2f}] · P>0 {c['frac_positive']:.2f} · n={c['n']}"
 
 
-def summary_markdown(rep: dict, user: str) -> str:
+def summary_markdown(rep: dict, user: str, finished: bool = False) -> str:
     """The report as markdown tables (the terminal version is `db.report.format_report`)."""
     j, k = rep["judgments"], rep["k"]
     out = [f"**{md_text(rep['query_set'])}** · {rep['n_queries']} queries · {j['annotators']} annotators · "
@@ -90,11 +91,20 @@ def summary_markdown(rep: dict, user: str) -> str:
         parts.append(f"**{attr}**: " + ", ".join(vals))
     out += ["", "**Agreement** (n/a: undefined, e.g. one rater per pair) — " + " · ".join(parts)]
     mine = [g for g in rep["gold"] if g["annotator"] == user]
-    if mine:
-        g = mine[0]
-        out.append(f"\n**Your gold accuracy**: identity {g['identity']['correct']}/{g['identity']['n']}, "
-                   f"edit {g['edit']['correct']}/{g['edit']['n']}")
+    if mine and not finished:
+        out.append(f"\n{GOLD_LATER}")
+    elif mine:
+        out.append(_gold_line(mine[0]))
     return "\n".join(out)
+
+
+GOLD_LATER = ("Your gold accuracy is shown once you have finished this set (shown earlier, it would tell "
+              "which pairs are the known-answer ones); organisers see everyone's with `python -m db.report`.")
+
+
+def _gold_line(g: dict) -> str:
+    return (f"\n**Your gold accuracy**: identity {g['identity']['correct']}/{g['identity']['n']}, "
+            f"edit {g['edit']['correct']}/{g['edit']['n']}")
 
 
 def _export(svc: Any, user: str, out_dir: str | Path | None) -> list[str]:
@@ -116,15 +126,13 @@ def own_markdown(svc: Any, user: str, name: str) -> str:
     out = [f"**{md_text(name)}** · your work: **{counts['answered']}** answered, "
            f"**{counts['skipped']}** skipped"]
     if not svc.finished(user, name):
-        out.append("\nYour gold accuracy is shown once you have finished this set (shown earlier, "
-                   "it would tell which pairs are the known-answer ones).")
+        out.append(f"\n{GOLD_LATER}")
         g = None
     else:
         with svc.ReadSession() as s:
             g = gold_accuracy(s, name, user)
     if g:
-        out.append(f"\n**Your gold accuracy**: identity {g['identity']['correct']}/{g['identity']['n']}, "
-                   f"edit {g['edit']['correct']}/{g['edit']['n']}")
+        out.append(_gold_line(g))
     out.append("\nThis campaign runs in annotation-only mode: method results are shown to the "
                "organisers only, after annotation.")
     return "\n".join(out)
@@ -145,7 +153,7 @@ def results_view(services: ServiceHolder, user: str | None, set_name: str | None
     with svc.ReadSession() as s:
         rep = compute_report(s, name, int(k) if k else None, n_boot=N_BOOT)
     files = _export(svc, user, out_dir)
-    return ResultsView(summary_markdown(rep, user), report_figure(rep), files, sets, name)
+    return ResultsView(summary_markdown(rep, user, svc.finished(user, name)), report_figure(rep), files, sets, name)
 
 
 def build(services: ServiceHolder, holder: EngineHolder | None = None, own_only: bool = False) -> tuple[list, Any]:

@@ -47,7 +47,7 @@ def reference_info(engine: Engine, ref: Reference) -> str:
 def reference_view(engine: Engine, ref_id: str) -> tuple[Any, str]:
     """(preview image, info markdown) for gallery item `ref_id`; raises InputError if unknown."""
     ref = engine.view.reference_from_id(ref_id)
-    return engine.view.thumbnail(ref.row, 256), reference_info(engine, ref)
+    return engine.view.reference_thumbnail(ref.row, 256), reference_info(engine, ref)
 
 
 def select_from_page(engine: Engine, rows: list[int], index: int) -> tuple[str, Any, str]:

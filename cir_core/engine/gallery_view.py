@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
+from ..character_mark import CharacterMark, draw_mark, mark_from
 from ..encoder import Encoder
 from ..errors import GalleryError, ImageLoadError, InputError
 from ..gallery import Gallery
@@ -79,6 +80,16 @@ class GalleryView:
             return ", ".join(map(str, meta["character_ids"]))
         return None
 
+    def mark(self, row: int) -> CharacterMark | None:
+        """The box (and name) of the character a MovieNet reference frame's queries follow
+        (`reference_character` in the item's meta); None for other items."""
+        meta = self.gallery.items[row].meta
+        return mark_from(meta.get("reference_character"), meta.get("resolution"))
+
+    def shows(self, row: int, pid: str) -> bool:
+        """Whether item `row` shows the credited cast member `pid` (MovieNet frames)."""
+        return pid in (self.gallery.items[row].meta.get("character_ids") or ())
+
     def caption(self, row: int) -> str:
         if self._captions is None:
             self._captions = self._make_captions()
@@ -108,6 +119,10 @@ class GalleryView:
     def thumbnail(self, row: int, size: int = 160) -> Image.Image:
         """A display thumbnail, LRU-cached (treat it as read-only: copy before drawing on it)."""
         return self._thumbs.get_or_make((int(row), int(size)), lambda: self.gallery.load_image(row, size))
+
+    def reference_thumbnail(self, row: int, size: int = 160, mark: CharacterMark | None = None) -> Image.Image:
+        """`thumbnail` with the reference's character marked (`mark`, else `self.mark(row)`)."""
+        return draw_mark(self.thumbnail(row, size), mark or self.mark(row))
 
     # -- world queries ---------------------------------------------------------------------------
     def example_queries(self, n: int | None = None) -> list[Any]:
@@ -158,8 +173,10 @@ class GalleryView:
             raise InputError(f"gallery row {row} is outside 0..{len(self.gallery) - 1}")
         item_id = self.item_id(row)
         norm = None if self.feature_norms is None else float(self.feature_norms[row])
+        mark = self.mark(row)
         return Reference("gallery", item_id, self.embeddings[row], row=row, item_id=item_id,
-                         character=self.character(row), key=("row", row),
+                         character=(mark.name or mark.pid) if mark and mark.pid else self.character(row),
+                         character_pid=mark.pid if mark else None, key=("row", row),
                          norm=norm if norm is not None and np.isfinite(norm) else None)
 
     def reference_from_id(self, item_id: str) -> Reference:

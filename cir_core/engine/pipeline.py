@@ -269,10 +269,10 @@ def present(req: Request, jobs: list[Job], ranking: Ranking | None, view: Galler
     if ranking is None:
         return
     share = search_ms / len(jobs)
-    ref_char, row = req.reference.character, 0
+    ref_char, pid, row = req.reference.character, req.reference.character_pid, 0
     for job in jobs:
         n = len(job.queries)
-        hits = [_hits(view, ranking.ids[i], ranking.scores[i], targets, known_gt, ref_char)
+        hits = [_hits(view, ranking.ids[i], ranking.scores[i], targets, known_gt, ref_char, pid)
                 for i in range(row, row + n)]
         row += n
         if isinstance(job.owner, MethodResult):
@@ -282,12 +282,14 @@ def present(req: Request, jobs: list[Job], ranking: Ranking | None, view: Galler
 
 
 def _hits(view: GalleryView, ids: np.ndarray, scores: np.ndarray, targets: set[int], known_gt: bool,
-          ref_char: str | None) -> list[Hit]:
+          ref_char: str | None, pid: str | None = None) -> list[Hit]:
+    """The hits of one ranking; "same character" is the reference's credited cast member among a
+    MovieNet frame's cast (`pid`), else the character names compared."""
     out = []
     for r, (i, s) in enumerate(zip(ids.tolist(), scores.tolist()), 1):
         if i < 0:
             continue
         ch = view.character(i)
-        out.append(Hit(r, i, view.item_id(i), float(s), (i in targets) if known_gt else None, ch,
-                       None if ref_char is None or ch is None else ch == ref_char))
+        same = view.shows(i, pid) if pid else None if ref_char is None or ch is None else ch == ref_char
+        out.append(Hit(r, i, view.item_id(i), float(s), (i in targets) if known_gt else None, ch, same))
     return out

@@ -18,6 +18,7 @@ class Reference:
     item_id: str | None = None
     image: Image.Image | None = None  # uploads: a display copy (<= 512 px)
     character: str | None = None  # the character's name, when the gallery knows it
+    character_pid: str | None = None  # MovieNet: the credited cast id the reference's queries follow
     encode_ms: float = 0.0  # time spent encoding it (0 for a gallery item)
     key: tuple | None = None  # identifies the pixels across requests (None: unknown, never cached)
     norm: float | None = None  # the raw image feature's norm before L2 (None: not recorded)

@@ -121,6 +121,26 @@ def bootstrap_means(values: np.ndarray, n_boot: int, seed: int) -> np.ndarray:
     return _resample_counts(arr.size, n_boot, int(seed)) @ arr / arr.size
 
 
+def resampled_sums(per_query: np.ndarray, n_boot: int = 2000, seed: int = 0) -> np.ndarray:
+    """(n_boot, c) column sums of a (queries, c) array under the same query resamples as
+    `bootstrap_ci`: for statistics that are not a mean of one value per query (a ratio of
+    counts, Cohen's κ from per-query confusion counts), computed from the resampled sums."""
+    arr = np.asarray(per_query, dtype=np.float64)
+    if arr.ndim != 2 or not np.isfinite(arr).all():
+        raise InputError(f"per_query must be a finite (queries, columns) array, got shape {arr.shape}")
+    _check_boot(n_boot, 0.95)
+    if arr.shape[0] == 0:
+        return np.full((n_boot, arr.shape[1]), np.nan)
+    return _resample_counts(arr.shape[0], n_boot, int(seed)) @ arr
+
+
+def percentile_interval(samples: np.ndarray, level: float = 0.95) -> tuple[float, float]:
+    """The percentile interval of bootstrap `samples`, NaNs (undefined resamples) left out."""
+    s = np.asarray(samples, dtype=np.float64)
+    s = s[np.isfinite(s)]
+    return (float("nan"), float("nan")) if s.size == 0 else _percentiles(s, level)
+
+
 def _percentiles(samples: np.ndarray, level: float) -> tuple[float, float]:
     tail = (1.0 - level) / 2.0
     lo, hi = np.quantile(samples, [tail, 1.0 - tail])
