@@ -154,7 +154,7 @@ def test_the_val_chosen_lambda_is_used_only_where_it_was_chosen(tiny_backbone, t
 
 def test_offered_as_an_optional_column_with_its_lambda_step():
     from cir_core.methods import extra_methods
-    from training.registry import get_trainer, list_trainers
+    from training.trainers import get_trainer, list_trainers
 
     assert "cirevl" in extra_methods()
     assert get_trainer("cirevl-lambda").module == "training.cirevl_lambda" and "cirevl-lambda" in list_trainers()

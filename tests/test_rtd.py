@@ -153,7 +153,7 @@ def test_triplets_come_from_the_training_stream():
 
 def test_offered_as_optional_columns_and_built_after_their_peers():
     from cir_core.methods import extra_methods
-    from training.registry import get_trainer, list_trainers
+    from training.trainers import get_trainer, list_trainers
 
     assert {"rtd-lincir", "rtd-pic2word", "rtd-searle"} <= set(extra_methods())
     order = list_trainers()
