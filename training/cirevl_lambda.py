@@ -1,6 +1,6 @@
 """CIReVL's Chord λ, chosen on val like every trained method's (`ValBench.select_lambda`, the
 trainers' rule), for the training-free method as configured (`CIR_CIREVL_*`: on the world the
-training-caption bank and the rules rewriter); written to `assets/methods/cirevl/lambda.json`
+training-caption bank and the rules rewriter); written to `assets/cirevl-lambda.json`
 with the backbone it was chosen on, the configuration, the curve and the val scores. CIReVL reads
 it when its backbone and configuration match (else it keeps the default λ and says so).
 

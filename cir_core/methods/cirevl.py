@@ -33,13 +33,13 @@ from cir_core.backbone_id import is_world_backbone
 from cir_core.config import DictConfig
 from cir_core.errors import InputError
 from cir_core.fileio import atomic_write
-from cir_core.paths import DEFAULT_CHECKPOINTS, cache_dir
+from cir_core.paths import ASSETS_DIR, cache_dir
 
 from .base import Method, register_method
 from .refs import RefInput, Refs
 
 CAPTIONERS = ("bank", "given", "endpoint")
-LAMBDA_FILE = DEFAULT_CHECKPOINTS / "cirevl" / "lambda.json"  # training/cirevl_lambda.py writes it
+LAMBDA_FILE = ASSETS_DIR / "cirevl-lambda.json"  # training/cirevl_lambda.py writes it (not a method folder: no weights)
 REWRITERS = ("rules", "endpoint")
 
 
