@@ -34,6 +34,18 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def wait_listening(proc: subprocess.Popen, port: int, hint: str = "") -> None:
+    """Until the app listens on `port`; RuntimeError (with `hint`) if it exits first."""
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            if proc.poll() is not None:
+                raise RuntimeError(f"app.py exited with {proc.returncode}{hint}") from None
+            time.sleep(0.05)
+
+
 def once(reference: str, root: Path = ROOT, gallery: str | None = None, cache: Path | None = None,
          edit: str = EDIT) -> dict:
     """`python app.py` (with `--gallery gallery`) from start to its first /compare answer, with
@@ -49,14 +61,7 @@ def once(reference: str, root: Path = ROOT, gallery: str | None = None, cache: P
         proc = subprocess.Popen([sys.executable, "app.py", *extra, "--host", "127.0.0.1", "--port", str(port)],
                                 cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
-            while True:
-                try:
-                    with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                        break
-                except OSError:
-                    if proc.poll() is not None:
-                        raise RuntimeError(f"app.py exited with {proc.returncode}")
-                    time.sleep(0.05)
+            wait_listening(proc, port)
             listening = time.monotonic() - t0
             res = Client(f"http://127.0.0.1:{port}/", verbose=False).predict(
                 reference, edit, 8, "cosine", None, None, api_name="/compare")

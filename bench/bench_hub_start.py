@@ -18,13 +18,15 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_first_start import free_port, wait_listening  # noqa: E402  (bench/ is this script's folder)
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -76,12 +78,6 @@ def setup(work: Path, n: int) -> list[str]:
     return ["--backbone", BACKBONE, "--gallery", f"hf:{REPO}@v1", "--checkpoints", str(ckpt)]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def peak_rss_gb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
@@ -102,14 +98,7 @@ def once(work: Path, flags: list[str], cold: bool) -> dict:
     proc = subprocess.Popen([sys.executable, "app.py", "--host", "127.0.0.1", "--port", str(port), *flags],
                             cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=open(work / "app.log", "w"))
     try:
-        while True:
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                    break
-            except OSError:
-                if proc.poll() is not None:
-                    raise RuntimeError(f"app.py exited with {proc.returncode}: see {work / 'app.log'}")
-                time.sleep(0.05)
+        wait_listening(proc, port, f": see {work / 'app.log'}")
         listening = time.monotonic() - t0
         res = Client(f"http://127.0.0.1:{port}/", verbose=False).predict(
             "film000/shot_000000.jpg", EDIT, 8, "cosine", None, None, api_name="/compare")
