@@ -17,7 +17,7 @@ tabs in `ui/` and the figure exporter `cir_core/figures.py` both call this.
 """
 from __future__ import annotations
 
-from .checkpoints import CheckpointSource, resolve_checkpoints
+from ..checkpoint_source import CheckpointSource, resolve_checkpoints
 from .common import MAX_K, MAX_STEPS, MAX_TEXT_CHARS, MAX_UPLOAD_PIXELS, normalise_text
 from .core import Engine, load_engine, open_gallery
 from .gallery_view import GalleryView

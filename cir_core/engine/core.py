@@ -22,7 +22,7 @@ from ..search.index import Index
 from ..search.searcher import Searcher
 from ..settings import MAX_REQUESTS, EngineConfig
 from . import pipeline
-from .checkpoints import CheckpointSource, resolve_checkpoints
+from ..checkpoint_source import CheckpointSource, resolve_checkpoints
 from .gallery_view import GalleryView
 from .method_set import MethodSet
 from .results import CompareResult, Reference

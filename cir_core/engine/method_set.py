@@ -14,7 +14,7 @@ from ..memo import LRU, TextMemo
 from ..methods import Method, create_method, get_method_class, list_methods, method_label, split_baseline
 from ..batching import BatchQueue
 from .batched import BatchedMethod
-from .checkpoints import CheckpointSource
+from ..checkpoint_source import CheckpointSource
 
 log = logging.getLogger(__name__)
 Q_EMPTY = 512  # (method, reference) q_∅ kept

@@ -130,7 +130,7 @@ def checkpoint_folders(cfg: EngineConfig, methods: list[str]) -> dict[str, str] 
     overrides; None: the shipped checkpoints."""
     if not cfg.checkpoints:
         return dict(cfg.method_checkpoints) or None
-    from cir_core.engine import resolve_checkpoints
+    from cir_core.checkpoint_source import resolve_checkpoints
 
     src = resolve_checkpoints(cfg.checkpoints, methods, overrides=cfg.method_checkpoints)
     if src.folder is None:

@@ -1,15 +1,16 @@
 """Where the trained methods' `<method>/` checkpoint folders come from: the shipped folder, a local
-folder or a Hugging Face Hub repo pinned to a revision."""
+folder or a Hugging Face Hub repo pinned to a revision. Read by the engine and the evaluation CLI
+(a module of its own, so the evaluation needs nothing of the engine)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..errors import CheckpointError, CIRError
-from ..methods import method_label
-from ..settings import is_hub_repo_id
-from ..paths import DEFAULT_CHECKPOINTS
+from .errors import CheckpointError, CIRError
+from .methods import method_label
+from .settings import is_hub_repo_id
+from .paths import DEFAULT_CHECKPOINTS
 
 
 @dataclass
@@ -50,7 +51,7 @@ def _resolve(spec: str | None, names: Sequence[str], backend: Any) -> Checkpoint
         return CheckpointSource(spec, path)
     if not is_hub_repo_id(spec):
         return CheckpointSource(spec, None, f"checkpoint folder {path} not found")
-    from ..hub import pull, split_spec
+    from .hub import pull, split_spec
 
     try:
         got = pull("methods", spec, patterns=[f"{n}/*" for n in names], backend=backend)
