@@ -79,6 +79,15 @@ class PhiModule(EMAWrapper):
         self.best_step.fill_(step)
         return True
 
+    def offer_metrics(self, metrics: dict[str, float], key: str, step: int) -> bool:
+        """`offer` the averaged weights under validation metric `key` (none kept when `key` is
+        empty or nothing was validated); a `key` the validation does not report stops the run."""
+        if not key or not metrics:
+            return False
+        if key not in metrics:
+            raise SystemExit(f"keep_best={key!r} is not a validation metric: {sorted(metrics)}")
+        return self.offer(float(metrics[key]), step, self.averaged_state())
+
 
 class TextInvTask(CachedHeadTask):
     """A φ trainer on the shared loop. Subclasses set `method_name`, call `setup`, and implement
@@ -127,10 +136,7 @@ class TextInvTask(CachedHeadTask):
     # -- validation and export ------------------------------------------------------------------
     def validate(self) -> dict[str, float]:
         metrics = super().validate()
-        if self.cfg.keep_best and metrics:
-            if self.cfg.keep_best not in metrics:
-                raise SystemExit(f"keep_best={self.cfg.keep_best!r} is not a validation metric: {sorted(metrics)}")
-            self.model.offer(float(metrics[self.cfg.keep_best]), self.step + 1, self.model.averaged_state())
+        self.model.offer_metrics(metrics, self.cfg.keep_best, self.step + 1)
         return metrics
 
     def after_run(self, clock: dict) -> None:

@@ -153,10 +153,7 @@ class RTDTask(MethodTask):
 
     def validate(self) -> dict[str, float]:
         metrics = super().validate()
-        if self.cfg.keep_best and metrics:
-            if self.cfg.keep_best not in metrics:
-                raise SystemExit(f"keep_best={self.cfg.keep_best!r} is not a validation metric: {sorted(metrics)}")
-            self.model.offer(float(metrics[self.cfg.keep_best]), self.step + 1, self.model.averaged_state())
+        self.model.offer_metrics(metrics, self.cfg.keep_best, self.step + 1)
         return metrics
 
     def export_method(self) -> Any:
