@@ -100,6 +100,10 @@ else
   lane2 && lane1
 fi
 
+step "3b. what sits on the peers: RTD on each (tunes a copy of the peer's text tower) and CIReVL's λ"
+# they read the peers' shipped φ, so they come after both lanes (one thread, as configured)
+$PY -m training.build_assets --only rtd-lincir,rtd-pic2word,rtd-searle,cirevl-lambda --seeds 0
+
 step "4. the evaluations docs/RESULTS.md reports"
 $PY -m cir_core.eval --progression --json "$OUT/eval_test.json" > "$OUT/eval_test.txt"
 cp "$OUT/eval_test.json" "$OUT/eval_test.txt" docs/results/  # only once the evaluation succeeded
@@ -112,10 +116,14 @@ cp "$OUT/chord_analysis.txt" docs/results/
 $PY -m cir_core.eval --benchmark films --progression --json "$OUT/eval_films_test.json" > "$OUT/eval_films_test.txt"
 cp "$OUT/eval_films_test.json" "$OUT/eval_films_test.txt" docs/results/
 $PY -m training.seed_report --benchmark films --seeds "$SEEDS" --json "$OUT/seeds_films.json" --md "$OUT/seeds_films.md"
-$PY -m cir_core.chord_analysis --benchmark films --methods pact,compose-only,dice,pace,sum,pic2word,searle,lincir \
+$PY -m cir_core.eval.chord_analysis --benchmark films --methods pact,compose-only,dice,pace,sum,pic2word,searle,lincir \
     --json docs/results/chord_analysis_films.json --plot docs/img/chord_correction_films.png \
     > "$OUT/chord_analysis_films.txt"
 cp "$OUT/chord_analysis_films.txt" docs/results/
+for p in lincir pic2word searle; do
+  $PY -m cir_core.eval --methods $p rtd-$p --json "$OUT/eval_rtd_$p.json" > "$OUT/eval_rtd_$p.txt"
+  cp "$OUT/eval_rtd_$p.json" "$OUT/eval_rtd_$p.txt" docs/results/
+done
 # why the zero-shot peers lose: one inverted token through the text tower (issue 25, item 6)
 for b in films world; do
   $PY -m training.peer_capacity --benchmark $b --json "docs/results/peer_capacity_$b.json" > /dev/null
