@@ -1,5 +1,5 @@
 """How often the report's 95 % bootstrap intervals over queries contain the true rate, by number of
-queries: the percentile interval (the default) against BCa (`cir_core.eval.stats`, method="bca").
+queries: the percentile interval (the default) against BCa (`cir_core.stats`, method="bca").
 
     .venv/bin/python bench/bootstrap_coverage.py [--reps 2000 --n-boot 1000 --queries 8 12 20 30 50]
 
@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from cir_core.eval.stats import bootstrap_ci  # noqa: E402
+from cir_core.stats import bootstrap_ci  # noqa: E402
 
 SCENARIOS = {"middling rate, Beta(2, 1.5)": (2.0, 1.5), "near the ceiling, Beta(6, 1)": (6.0, 1.0)}
 

@@ -202,9 +202,9 @@ def _create(spec: str, pretrained: str | None, device: str, seed: int,
 
 def _pinned_hub_folder(spec: str) -> Path:
     """`hf-hub:org/name@rev` fetched at that revision (manifest-verified when it has one,
-    safetensors only) by cir_core.hub; open_clip's own hf-hub loader cannot pin a revision."""
-    from cir_core.hub import pull
+    safetensors only) by cir_core.storage.repo; open_clip's own hf-hub loader cannot pin a revision."""
     from cir_core.storage import StorageError
+    from cir_core.storage.repo import pull
 
     try:
         return pull("backbone", spec, require_manifest=False).folder

@@ -35,7 +35,7 @@ def resolve_checkpoints(spec: str | None, names: Sequence[str], backend: Any = N
                         overrides: dict[str, str] | None = None) -> CheckpointSource:
     """`None` → the shipped `assets/methods`; a local folder; or a Hub repo (`org/name`,
     `hf-hub:org/name`, either with `@revision`; else CIR_CHECKPOINTS_REVISION) fetched and
-    sha256-verified by `cir_core.hub.pull` (only the `<method>/` folders named; the cached
+    sha256-verified by `cir_core.storage.repo.pull` (only the `<method>/` folders named; the cached
     snapshot when the Hub is unreachable, noted in the log). `overrides` name one method's own
     folder. Never raises: a failed fetch is recorded and reported per method."""
     source = _resolve(spec, [n for n in names if n not in (overrides or {})], backend)
@@ -51,7 +51,7 @@ def _resolve(spec: str | None, names: Sequence[str], backend: Any) -> Checkpoint
         return CheckpointSource(spec, path)
     if not is_hub_repo_id(spec):
         return CheckpointSource(spec, None, f"checkpoint folder {path} not found")
-    from .hub import pull, split_spec
+    from .storage.repo import pull, split_spec
 
     try:
         got = pull("methods", spec, patterns=[f"{n}/*" for n in names], backend=backend)

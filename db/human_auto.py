@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from cir_core.eval.stats import bootstrap_ci, paired_bootstrap, percentile_interval, resampled_sums
+from cir_core.stats import bootstrap_ci, paired_bootstrap, percentile_interval, resampled_sums
 from db.results import SetData, per_query_values
 
 

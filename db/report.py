@@ -35,8 +35,8 @@ from db.results import (
     per_query_values,
     query_set_names,
 )
-from cir_core.eval.stats import METHODS as CI_METHODS
-from cir_core.eval.stats import MIN_QUERIES_TRUSTED, bootstrap_ci, paired_bootstrap
+from cir_core.stats import METHODS as CI_METHODS
+from cir_core.stats import MIN_QUERIES_TRUSTED, bootstrap_ci, paired_bootstrap
 
 __all__ = ["compute_report", "gold_accuracy", "report_figure", "format_report", "main"]
 
@@ -132,7 +132,7 @@ def compute_report(session: Session, query_set_name: str, k: int | None = None,
     """The full report of one query set as a JSON-serialisable dict (NaN -> None).
 
     `k` defaults to the set's pool depth and may not exceed it (deeper items were never pooled).
-    `ci`: "percentile" (default) or "bca" intervals (cir_core/eval/stats.py); `notes` says when the query
+    `ci`: "percentile" (default) or "bca" intervals (cir_core/stats.py); `notes` says when the query
     count is too small for them to be trusted.
     """
     if ci not in CI_METHODS:

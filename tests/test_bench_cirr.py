@@ -167,6 +167,6 @@ def test_cli_on_fixture_with_tiny_backbone(cirr_root, tmp_path, monkeypatch, cap
 
 
 def test_subset_ranking_breaks_ties_by_row():
-    from cir_core.eval.metrics import subset_ranking
+    from cir_core.metrics import subset_ranking
     sub = subset_ranking(np.array([[0.5, 0.2, 0.5, -np.inf]]), np.array([[7, 3, 2, -1]]), np.array([3]))
     assert sub.tolist() == [[2, 7, -1, -1]]

@@ -9,7 +9,7 @@ import pytest
 from cir_core.benchmarks import BenchmarkError, load_benchmark
 from cir_core.errors import InputError
 from cir_core.eval.loop import evaluate
-from cir_core.eval.metrics import set_ranks, set_recall_at_k
+from cir_core.metrics import set_ranks, set_recall_at_k
 
 
 @pytest.fixture(scope="module")

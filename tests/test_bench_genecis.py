@@ -10,7 +10,7 @@ from PIL import Image
 from cir_core.benchmarks import genecis, load_benchmark
 from cir_core.eval.loop import evaluate
 from cir_core.benchmarks.common import BenchmarkError
-from cir_core.eval.metrics import candidate_recall
+from cir_core.metrics import candidate_recall
 from tests._bench_fixtures import IndexBackbone, colour, write_genecis
 
 VG = {i: (i, (40, 24)) for i in range(1, 6)}  # VG image id i is colour i, 40x24

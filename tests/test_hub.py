@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
-from cir_core.hub import parse_spec, pull, push
+from cir_core.storage.repo import parse_spec, pull, push
 from cir_core.hub.__main__ import main
 from cir_core.storage import FolderStore, HFStore, StorageError
-from cir_core.hub.manifest import MANIFEST
+from cir_core.storage.manifest import MANIFEST
 
 
 def _methods(folder: Path, scale: float = 1.0) -> Path:
@@ -96,7 +96,7 @@ def test_offline_fallback_says_what_it_uses(tmp_path, hub, caplog):
     done = push("methods", _methods(tmp_path / "src"), "org/m", tag="v1", backend=hub)
     pull("methods", "org/m@v1", backend=hub, env={})  # online once: fills the cache
     hub.online = False
-    with caplog.at_level(logging.WARNING, logger="cir_core.hub"):
+    with caplog.at_level(logging.WARNING, logger="cir_core.storage.repo"):
         got = pull("methods", "org/m@v1", tmp_path / "out", backend=hub, env={})
     want = f"offline: using the cached snapshot of org/m at revision v1 (commit {done.commit[:12]}) from "
     assert got.note.startswith(want) and str(tmp_path / "hf-cache") in got.note
@@ -208,3 +208,15 @@ def test_hf_backend_upload_calls(monkeypatch, tmp_path):
     up = calls[2][2]
     assert up["revision"] == "dev" and up["delete_patterns"] == "*" and up["repo_type"] == "model"
     assert calls[3][2] == {"tag": "v2", "revision": "c0ffee", "repo_type": "model"}
+
+
+def test_a_gallery_layout_is_checked_by_the_gallery_module(tmp_path):
+    """storage.manifest sits below the index builder, so a gallery's layout check is passed in."""
+    from cir_core.hub.gallery import check_gallery_layout
+    from cir_core.storage.manifest import check_layout
+
+    (tmp_path / "gallery.json").write_text("{}")
+    with pytest.raises(StorageError, match="checked by cir_core.hub.gallery"):
+        check_layout(tmp_path, "gallery", ["gallery.json"], "here")
+    with pytest.raises(StorageError):  # the gallery's own check runs, and refuses this folder
+        check_layout(tmp_path, "gallery", ["gallery.json"], "here", check_gallery_layout)

@@ -14,7 +14,7 @@ import pytest
 from cir_core.errors import GalleryError
 from cir_core.hub.__main__ import main as hub_main
 from cir_core.hub.gallery import open_hub_gallery, push_gallery
-from cir_core.hub.manifest import MANIFEST
+from cir_core.storage.manifest import MANIFEST
 from cir_core.storage import FolderStore, HFStore, StorageError
 
 N = 30

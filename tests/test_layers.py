@@ -156,3 +156,27 @@ def test_no_module_imports_a_private_name_of_another():
                 bad += [f"{name}: {a.name}" for a in node.names
                         if a.name.startswith("_") and not a.name.startswith("__")]
     assert bad == []
+
+
+def rooms(g: dict[str, set[str]], package: str = "cir_core") -> dict[str, set[str]]:
+    """`package`'s graph by its top-level entries (`cir_core.hub` for every module under it), as
+    `farm-studio look --place cir_core` draws them: a circle here is an arrow running back up."""
+    def room(m: str) -> str | None:
+        parts = m.split(".")
+        return ".".join(parts[:2]) if parts[0] == package and len(parts) > 1 else None
+
+    out: dict[str, set[str]] = {}
+    for mod, deps in g.items():
+        r = room(mod)
+        if r is not None:
+            out.setdefault(r, set()).update(d for d in map(room, deps) if d and d != r)
+    return out
+
+
+def test_no_arrow_runs_back_up_between_cir_cores_rooms():
+    """Files may form no circle, and neither may cir_core's folders: the backbone loader pins Hub
+    revisions through storage.repo (below it), not the hub package that builds gallery indexes
+    with a backbone (above it); the metrics sit below the benchmarks that the eval loop runs."""
+    assert cycles(rooms(graph())) == []
+    assert cycles(rooms({"cir_core.a.x": {"cir_core.b.y"}, "cir_core.b.z": {"cir_core.a.w"}})) == \
+        [["cir_core.a", "cir_core.b"]]

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from cir_core.errors import InputError
-from cir_core.eval.metrics import (candidate_recall, edit_at_1, identity_at_1, identity_at_k, map_at_k, prefix_recall,
+from cir_core.metrics import (candidate_recall, edit_at_1, identity_at_1, identity_at_k, map_at_k, prefix_recall,
                               recall_at_k, subset_ranking, subset_recall, target_ranks)
 
 
@@ -107,7 +107,7 @@ def test_prefix_recall_and_target_ranks_hand_made():
 
 
 def test_progression_summary_hand_computed():
-    from cir_core.eval.metrics import progression_summary
+    from cir_core.metrics import progression_summary
 
     # query 0: ranks 12 -> 4 -> 4 (3 steps); query 1: 3 -> 7, then padding repeats 7 (2 steps)
     ranks = np.array([[12, 4, 4], [3, 7, 7]])
@@ -122,7 +122,7 @@ def test_progression_summary_hand_computed():
 
 
 def test_recall_from_positions_is_the_one_rule():
-    from cir_core.eval.metrics import recall_from_ranks, target_position
+    from cir_core.metrics import recall_from_ranks, target_position
 
     ranked = np.array([[5, 3, 9], [1, 2, 4], [7, 8, 6]])
     pos = target_position(ranked, np.array([3, 1, 0]))

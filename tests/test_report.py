@@ -12,7 +12,7 @@ from cir_core.errors import InputError
 from db.sqlite import open_db, session_factory
 from db.report import compute_report, format_report, main, report_figure
 from db.report_plot import save_figure
-from cir_core.eval.stats import bootstrap_ci, bootstrap_means, paired_bootstrap
+from cir_core.stats import bootstrap_ci, bootstrap_means, paired_bootstrap
 from _db_fixture import build
 
 
@@ -77,7 +77,7 @@ def test_paired_bootstrap_keeps_pairs() -> None:
 def test_exact_ties_are_not_positive() -> None:
     """a - b = [+0.2, -0.2]: a resample's mean difference is > 0 only when it draws query 0
     twice (1 in 4); the other ties are exactly 0, whatever the float sum gives."""
-    from cir_core.eval.stats import _resample_counts
+    from cir_core.stats import _resample_counts
 
     d = paired_bootstrap([0.4, 0.4], [0.2, 0.6], n_boot=20000, seed=0)
     exact = float((_resample_counts(2, 20000, 0)[:, 0] == 2).mean())
@@ -96,7 +96,7 @@ def test_exact_ties_are_not_positive() -> None:
 
 
 def test_bca_interval() -> None:
-    from cir_core.eval.stats import MIN_QUERIES_TRUSTED
+    from cir_core.stats import MIN_QUERIES_TRUSTED
 
     values = np.array([1, 1, 1, 0.8, 1, 0.6, 1, 1, 0.4, 1, 1, 0.8])  # skewed towards the ceiling
     p = bootstrap_ci(values, n_boot=2000, seed=0)

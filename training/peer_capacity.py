@@ -67,7 +67,7 @@ def encode_with(text: Any, prompts: list[str], w: torch.Tensor) -> np.ndarray:
 
 def ranks_of(q: np.ndarray, g: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """0-based rank of gallery row rows[i] for query i (ties to the lower row)."""
-    from cir_core.eval.metrics import target_ranks
+    from cir_core.metrics import target_ranks
 
     return target_ranks(q @ g.T, rows)
 
@@ -75,7 +75,7 @@ def ranks_of(q: np.ndarray, g: np.ndarray, rows: np.ndarray) -> np.ndarray:
 def evaluate_queries(bench: Any, q: np.ndarray, g: np.ndarray, rows: np.ndarray) -> dict[str, float]:
     """R@1 / R@10 / identity@1 of queries `q` for the benchmark's queries at `rows` (cosine,
     reference removed), through the benchmark's own ground truth."""
-    from cir_core.eval.metrics import set_recall_at_k
+    from cir_core.metrics import set_recall_at_k
 
     t = bench.truth
     s = q @ g.T

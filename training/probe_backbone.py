@@ -21,7 +21,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from cir_core.eval.metrics import recall_from_ranks
+from cir_core.metrics import recall_from_ranks
 from cir_core.text_tower import encode_tokens
 from cir_core.world import apply_edit, caption, possible_edits, render, sample_scene
 from cir_core.world.spec import N_IDENTITIES, Character, Scene

@@ -79,7 +79,7 @@ def evaluate_seeds(seeds: list[int], n_queries: int, methods: tuple[str, ...] = 
 
 
 def _claim(runs: dict, a: tuple[str, str], b: tuple[str, str], metric: str, seeds: list[int]) -> dict[str, Any]:
-    from cir_core.eval.stats import paired_bootstrap
+    from cir_core.stats import paired_bootstrap
 
     sa = [s for s in seeds if f"{a[0]}|{a[1]}|{s}" in runs] or [seeds[0]]
     sb = [s for s in seeds if f"{b[0]}|{b[1]}|{s}" in runs] or [seeds[0]]
@@ -112,7 +112,7 @@ def claims(runs: dict, seeds: list[int], methods: tuple[str, ...]) -> list[dict[
 def progression(runs: dict, seeds: list[int], methods: tuple[str, ...]) -> dict[str, Any]:
     """Prefix protocol, per method and scoring: the share of k -> k+1 steps whose target rank
     improved or held, per seed and (seed-averaged per query) with a ratio bootstrap interval."""
-    from cir_core.eval.stats import bootstrap_means
+    from cir_core.stats import bootstrap_means
 
     out: dict[str, Any] = {}
     for m in (*methods, BASELINE):

@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from cir_core.gallery import Gallery, GalleryItem
-from cir_core.eval.metrics import map_at_k, recall_at_k
+from cir_core.metrics import map_at_k, recall_at_k
 
 from .common import (TOP, BenchmarkError, BenchmarkResult, Composed, Embedded, ScoreOpts, StoredGallery,
                      compose_queries, need, pick, rank_queries, read_json)

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from cir_core.gallery import Gallery, GalleryItem
-from cir_core.eval.metrics import recall_at_k, subset_ranking, subset_recall
+from cir_core.metrics import recall_at_k, subset_ranking, subset_recall
 
 from .common import (TOP, BenchmarkError, BenchmarkResult, Composed, Embedded, ScoreOpts, StoredGallery,
                      check_files, compose_queries, need, rank_queries, read_json)

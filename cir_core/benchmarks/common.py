@@ -20,7 +20,7 @@ from cir_core.gallery import Gallery
 from cir_core.imageio import open_as_stored, rgb_as_official
 from cir_core.methods import Method
 from cir_core.methods.refs import RefInput, Refs
-from cir_core.eval.metrics import set_ranks, target_ranks
+from cir_core.metrics import set_ranks, target_ranks
 from cir_core.search.scoring import Queries, ScoreOpts, score_matrix
 from cir_core.search.searcher import Ranking, Searcher, rank
 

@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from cir_core.gallery import Gallery, GalleryItem
-from cir_core.eval.metrics import recall_at_k
+from cir_core.metrics import recall_at_k
 
 from .common import (BenchmarkError, BenchmarkResult, Composed, Embedded, ScoreOpts, StoredGallery,
                      compose_queries, need, parse_subset, pick, rank_queries, read_json, refs_at)

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from cir_core.eval.metrics import identity_at_k, map_at_k, set_recall_at_k, subset_ranking, subset_recall
+from cir_core.metrics import identity_at_k, map_at_k, set_recall_at_k, subset_ranking, subset_recall
 from cir_core.world.films.benchmark import SPLIT_FILMS, SPLIT_QUERIES, FilmBenchmark, build_film_benchmark
 
 from .common import BenchmarkError

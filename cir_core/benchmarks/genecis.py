@@ -26,7 +26,7 @@ from PIL import Image
 
 from cir_core.gallery import Gallery, GalleryItem
 from cir_core.imageio import open_as_stored, rgb_as_official
-from cir_core.eval.metrics import candidate_recall
+from cir_core.metrics import candidate_recall
 
 from .common import (BenchmarkError, BenchmarkResult, Composed, Embedded, ScoreOpts, StoredGallery,
                      compose_queries, need, parse_subset, read_json, score_candidates)

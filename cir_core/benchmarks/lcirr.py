@@ -23,7 +23,7 @@ import numpy as np
 
 from cir_core.gallery import Gallery
 from cir_core.text import split_sentences
-from cir_core.eval.metrics import prefix_recall, progression_summary, recall_at_k, subset_ranking, subset_recall
+from cir_core.metrics import prefix_recall, progression_summary, recall_at_k, subset_ranking, subset_recall
 
 from .cirr import SPLITS, VERSION, find_layout, load_captions, load_split_gallery
 from .common import (TOP, BenchmarkError, BenchmarkResult, Composed, Embedded, ScoreOpts, compose_queries,

@@ -17,7 +17,7 @@ import numpy as np
 
 from cir_core.gallery import Gallery
 from cir_core.methods import Method
-from cir_core.eval.metrics import (edit_at_1, identity_at_1, map_at_k, progression_summary, recall_at_k,
+from cir_core.metrics import (edit_at_1, identity_at_1, map_at_k, progression_summary, recall_at_k,
                                    subset_ranking, subset_recall, target_position)
 from cir_core.search.scoring import ScoreOpts
 from cir_core.world import WorldBenchmark, build_benchmark

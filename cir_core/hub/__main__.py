@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Sequence
 
 from ..errors import CIRError
-from .manifest import KINDS, MANIFEST
 from ..storage import FolderStore, StorageError, Store
-from . import REVISION_ENV, pull, push
+from ..storage.manifest import KINDS, MANIFEST
+from ..storage.repo import REVISION_ENV, pull, push
 from . import __doc__ as _DOC
 
 
@@ -67,6 +67,12 @@ def _push_gallery(args: argparse.Namespace, backend: Store | None):
                         batch_size=args.batch_size, device=args.device)
 
 
+def _gallery_layout():
+    from .gallery.layout import check_gallery_layout
+
+    return check_gallery_layout
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
@@ -81,7 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(done.commit)
         else:
             got = pull(args.kind, args.spec, args.out, revision=args.revision, patterns=args.include,
-                       backend=backend)
+                       backend=backend, layout=_gallery_layout() if args.kind == "gallery" else None)
             print(f"verified {len(got.files)} files of {got.ref} (commit {got.commit})", file=sys.stderr)
             print(got.folder)
     except CIRError as exc:  # StorageError, and a gallery's GalleryError / BackboneError

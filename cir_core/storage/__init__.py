@@ -3,7 +3,8 @@
 
 Both speak one small `Store` interface, shaped after `huggingface_hub`: whole trees
 (`upload_folder`, `snapshot_download`, `create_tag`: checkpoints, backbones, embeddings through
-`cir_core.hub`) and single files (`commit` of adds and deletes as one change, `list_files`,
+`repo.py`: pull and push pinned to a revision, verified against a sha256 manifest,
+`manifest.py`) and single files (`commit` of adds and deletes as one change, `list_files`,
 `download`: the annotation DB's snapshots, `db.snapshot`). They raise one error family —
 `StorageError`, with `NotFound` (no such repo, revision or file), `Unreachable` (no network,
 HF_HUB_OFFLINE, a server error: a cache may still help) and `NotCached` — so every caller decides

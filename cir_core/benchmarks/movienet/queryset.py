@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from cir_core.gallery import Gallery, GalleryItem
-from cir_core.eval.metrics import identity_at_k
+from cir_core.metrics import identity_at_k
 
 from ..common import (TOP, BenchmarkError, BenchmarkResult, Composed, Embedded, ScoreOpts, check_files,
                      compose_queries, need, rank_queries, read_jsonl)

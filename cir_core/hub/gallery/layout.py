@@ -12,7 +12,7 @@
                                  `cir_frame` the row of metadata.jsonl),
                                  embeddings.npy, norms.npy, index.faiss (approximate ones only),
                                  skipped.jsonl
-    cir_manifest.json            sha256 of every file (cir_core.hub.manifest)
+    cir_manifest.json            sha256 of every file (cir_core.storage.manifest)
 
 Thumbnails are packed into a few shards (a Hub repo should stay under ~100k files and 10k per
 folder); they and one backbone's index are what the app downloads at start-up.

@@ -18,8 +18,8 @@ from PIL import Image
 
 from ...errors import GalleryError
 from ...gallery import Gallery, GalleryItem
-from .. import RepoRef, default_backend, fetch_file, parse_spec
-from ..manifest import MANIFEST, ManifestMismatch, check_policy, read_manifest, verify_file
+from ...storage.manifest import MANIFEST, ManifestMismatch, check_policy, read_manifest, verify_file
+from ...storage.repo import RepoRef, default_backend, fetch_file, parse_spec
 from ...imageio import load_image
 from ...index.prebuilt import Prebuilt, open_prebuilt
 from ...storage import NotCached, Store, StorageError, is_plain_path

@@ -149,8 +149,9 @@ def push_gallery(src: str, spec: str, *, backbones: Sequence[tuple[str, str | No
                  thumb_size: int = THUMB_SIZE, tag: str | None = None, message: str | None = None,
                  backend: Store | None = None, progress: bool = True, **build_kw: Any):
     """Embed `src` with each backbone (or take built `indexes`), stage the repo and push it as one
-    commit with its manifest (`cir_core.hub.push`); returns the `Pushed` record."""
-    from .. import parse_spec, push
+    commit with its manifest (`cir_core.storage.repo.push`); returns the `Pushed` record."""
+    from ...storage.repo import parse_spec, push
+    from .layout import check_gallery_layout
 
     ref = parse_spec(spec)
     work = Path(work).expanduser() if work else Path(str(Path(src).expanduser().resolve()) + ".hub")
@@ -161,4 +162,5 @@ def push_gallery(src: str, spec: str, *, backbones: Sequence[tuple[str, str | No
         print(f"staged {info['frames']:,} frames, {info['thumb_shards']} thumbnail shard(s), "
               f"{len(info['backbones'])} backbone(s) in {work / 'repo'}", file=sys.stderr)
     return push("gallery", work / "repo", spec, tag=tag, backend=backend, progress=progress,
+                layout=check_gallery_layout,
                 message=message or f"cir_core.hub push gallery {info['name']} ({info['frames']} frames)")

@@ -8,10 +8,10 @@ import json
 from collections import defaultdict
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from ..fileio import sha256_file
-from ..storage import StorageError, matches
+from .base import StorageError, matches
 
 MANIFEST = "cir_manifest.json"
 FORMAT = "cir-hub-manifest/1"
@@ -21,9 +21,12 @@ KINDS = ("methods", "backbone", "embeddings", "gallery")
 ALLOWED_SUFFIXES = (".json", ".safetensors", ".npy", ".md", ".txt")
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt", ".joblib", ".npz")
 IGNORED = (".gitattributes",)  # the Hub adds it to every repo; it is never loaded
-# A gallery (cir_core.hub.gallery) also carries its frames (decoded by PIL behind the bomb guard,
-# never unpickled), JSONL tables and the FAISS index of an approximate index folder.
+# A gallery (cir_core.hub.gallery, which checks its own layout) also carries its frames (decoded
+# by PIL behind the bomb guard, never unpickled), JSONL tables and the FAISS index of an
+# approximate index folder.
 GALLERY_SUFFIXES = (".jsonl", ".faiss", ".jpg", ".jpeg", ".png", ".webp", ".bmp")
+# (folder, files, where) -> None, raising StorageError: a kind's layout check kept above this layer
+LayoutCheck = Callable[[Path, list[str], str], None]
 
 
 
@@ -132,8 +135,11 @@ def _check_json(path: Path, where: str, want_object: bool = True) -> Any:
     return obj
 
 
-def check_layout(folder: Path, kind: str, files: list[str], where: str) -> None:
-    """The layout `kind` needs (see docs/SPACES.md), with readable headers; raises StorageError."""
+def check_layout(folder: Path, kind: str, files: list[str], where: str,
+                 layout: LayoutCheck | None = None) -> None:
+    """The layout `kind` needs (see docs/SPACES.md), with readable headers; raises StorageError.
+    A gallery's layout is its own module's (`layout`): it names index folders and frames, which
+    sit above this layer."""
     if kind not in KINDS:
         raise StorageError(f"unknown kind {kind!r} (one of {', '.join(KINDS)})")
     if not files:
@@ -167,11 +173,13 @@ def check_layout(folder: Path, kind: str, files: list[str], where: str) -> None:
         if not any(f.endswith(".safetensors") and "/" not in f for f in files):
             raise StorageError(f"{where}: no .safetensors weights beside open_clip_config.json")
     elif kind == "gallery":
-        from .gallery.layout import check_gallery_layout
-
-        check_gallery_layout(folder, files, where)
+        if layout is None:
+            raise StorageError(f"{where}: a gallery's layout is checked by cir_core.hub.gallery "
+                               "(`python -m cir_core.hub pull gallery`, open_hub_gallery)")
     else:
         _check_embeddings(folder, files, where)
+    if layout is not None:
+        layout(folder, files, where)
 
 
 def _check_embeddings(folder: Path, files: list[str], where: str) -> None:

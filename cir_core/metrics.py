@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from ..errors import InputError
+from .errors import InputError
 
 
 def _ranked(ranked: np.ndarray, ks: Iterable[int]) -> tuple[np.ndarray, list[int]]:
