@@ -6,7 +6,8 @@ one user message, temperature 0, max_tokens 700, stop at a blank line; `src/util
 rewriter's prompt is the base prompt + "Image Content: {caption}" + "Instruction: {instruction}"
 and the description is the text after the first "Edited Description:" line's colon (the
 instruction when there is none); the captioner's prompt is their BLIP prompt, sent with the image.
-Timeouts, 429 and 5xx are retried with exponential backoff; 401/403/404 stop with a clear error.
+Timeouts, 429 and 5xx are retried with exponential backoff; 401/403/404 stop with a clear error
+(`cir_core.chat`, the client the ITT generator uses too).
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import io
 import time
 from typing import Any, Callable
 
+from cir_core.chat import ChatEndpoint, ChatError, ChatRefused
 from cir_core.errors import InputError
 from cir_core.memo import LRU
 
@@ -30,47 +32,27 @@ CAPTION_PROMPT = "Describe the image in complete detail. You must especially foc
 
 
 class ChatClient:
-    """POST {url}/chat/completions with one user message; the answer's text."""
+    """CIReVL's requests (the official code's settings) through the project's one chat client
+    (`cir_core.chat`), its failures worded for the CIR_CIREVL_* settings."""
 
     def __init__(self, url: str, model: str, api_key: str | None = None, timeout: float = 60.0,
                  retries: int = 3, backoff: float = 1.0, sleep: Callable[[float], None] = time.sleep,
                  transport: Any = None):
-        import httpx
-
-        url = url.rstrip("/")
-        if not url.startswith(("http://", "https://")):
-            raise InputError(f"CIReVL endpoint must be an http(s) URL, got {url!r}")
         if not model:
             raise InputError(f"CIReVL endpoint {url} needs a model name (CIR_CIREVL_MODEL)")
-        self.url = url if url.endswith("/chat/completions") else url + "/chat/completions"
-        self.model, self.retries, self.backoff, self.sleep, self.httpx = model, retries, backoff, sleep, httpx
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self.client = httpx.Client(timeout=timeout, headers=headers, transport=transport)
+        self.endpoint = ChatEndpoint(url, model, api_key, timeout, retries, backoff, sleep, transport,
+                                     what="CIReVL endpoint")
+        self.url, self.model = self.endpoint.url, model
 
     def ask(self, content: Any) -> str:
-        body = {"model": self.model, "messages": [{"role": "user", "content": content}],
-                "temperature": 0, "max_tokens": 700, "stop": ["\n\n", "<|endoftext|>"]}
-        last = ""
-        for attempt in range(self.retries + 1):
-            if attempt:
-                self.sleep(min(self.backoff * 2 ** (attempt - 1), 60.0))
-            try:
-                r = self.client.post(self.url, json=body)
-            except self.httpx.HTTPError as exc:
-                last = f"{type(exc).__name__}: {exc}"
-                continue
-            if r.status_code in (401, 403, 404):
-                raise InputError(f"CIReVL endpoint {self.url} answered HTTP {r.status_code}: {r.text[:200]} "
-                                 "(check CIR_CIREVL_ENDPOINT, CIR_CIREVL_MODEL and the API key variable)")
-            if r.status_code == 429 or r.status_code >= 500:
-                last = f"HTTP {r.status_code}: {r.text[:200]}"
-                continue
-            try:
-                text = r.json()["choices"][0]["message"]["content"]
-            except (ValueError, KeyError, IndexError, TypeError):
-                raise InputError(f"CIReVL endpoint {self.url}: not a chat-completions answer: {r.text[:160]!r}") from None
-            return str(text or "")
-        raise InputError(f"CIReVL endpoint {self.url} failed after {self.retries + 1} tries: {last}")
+        try:
+            return self.endpoint.complete([{"role": "user", "content": content}], temperature=0,
+                                          max_tokens=700, stop=["\n\n", "<|endoftext|>"])
+        except ChatRefused as exc:
+            raise InputError(f"CIReVL endpoint {exc} (check CIR_CIREVL_ENDPOINT, CIR_CIREVL_MODEL "
+                             "and the API key variable)") from None
+        except ChatError as exc:
+            raise InputError(f"CIReVL endpoint {exc}") from None
 
 
 def edited_description(answer: str, instruction: str) -> str:

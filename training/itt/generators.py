@@ -11,6 +11,7 @@ import random
 import time
 from typing import Callable
 
+from cir_core.chat import ChatEndpoint, ChatError, ChatMalformed, ChatRefused
 from cir_core.errors import CIRError, InputError
 
 from . import rules
@@ -61,65 +62,33 @@ class ModelGenerator:
 
 
 class EndpointGenerator(ModelGenerator):
-    """Any OpenAI-compatible server (OpenAI, vLLM, llama.cpp, Ollama, TGI): POST
-    {url}/chat/completions. Timeouts, 429 and 5xx are retried with exponential backoff
+    """Any OpenAI-compatible server (OpenAI, vLLM, llama.cpp, Ollama, TGI) through the project's one
+    chat client (`cir_core.chat`): timeouts, 429 and 5xx retried with exponential backoff
     (Retry-After honoured); 401/403/404 stop the run."""
 
     def __init__(self, url: str, model: str, prompts: dict, api_key: str | None = None,
                  timeout: float = 60.0, retries: int = 3, backoff: float = 1.0, json_mode: bool = True,
                  temperature: float = 0.7, max_tokens: int = 512, n_negatives: int = 2,
                  sleep: Callable[[float], None] = time.sleep):
-        import httpx
-
         super().__init__(prompts, n_negatives, retries)
-        url = url.rstrip("/")
-        if not url.startswith(("http://", "https://")):
-            raise InputError(f"--endpoint must be an http(s) URL, got {url!r}")
-        self.url = url if url.endswith("/chat/completions") else url + "/chat/completions"
-        self.model, self.backoff, self.sleep = model, backoff, sleep
-        self.body = {"model": model, "temperature": temperature, "max_tokens": max_tokens}
+        self.endpoint = ChatEndpoint(url, model, api_key, timeout, retries, backoff, sleep, what="--endpoint")
+        self.url, self.model = self.endpoint.url, model
+        self.params: dict = {"temperature": temperature, "max_tokens": max_tokens}
         if json_mode:
-            self.body["response_format"] = {"type": "json_object"}
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self.client = httpx.Client(timeout=timeout, headers=headers)  # thread-safe, pooled
-        self.httpx = httpx
+            self.params["response_format"] = {"type": "json_object"}
         self.info = {"mode": "endpoint", "model": model, "endpoint": self.url,
                      "prompts": prompts["version"], "temperature": temperature, "json_mode": json_mode}
 
-    def _wait(self, attempt: int, retry_after: str | None = None) -> None:
-        delay = self.backoff * 2 ** attempt
-        if retry_after and retry_after.strip().isdigit():
-            delay = max(delay, float(retry_after))
-        self.sleep(min(delay, 60.0))
-
     def ask(self, msgs: list[dict]) -> str:
-        last = ""
-        for attempt in range(self.retries + 1):
-            if attempt:
-                self._wait(attempt - 1, retry_after)
-            retry_after = None
-            try:
-                r = self.client.post(self.url, json={**self.body, "messages": msgs})
-            except self.httpx.HTTPError as exc:  # timeouts, refused connections
-                last = f"{type(exc).__name__}: {exc}"
-                continue
-            if r.status_code in (401, 403, 404):
-                raise FatalError(f"endpoint {self.url} answered HTTP {r.status_code}: {r.text[:200]} "
-                                 "(check --endpoint, --model and the API key variable)")
-            if r.status_code == 429 or r.status_code >= 500:
-                last, retry_after = f"HTTP {r.status_code}: {r.text[:200]}", r.headers.get("retry-after")
-                continue
-            if r.status_code != 200:
-                hint = " (if the server lacks JSON mode, try --no-json-mode)" if r.status_code == 400 else ""
-                raise GenerationError(f"HTTP {r.status_code}: {r.text[:200]}{hint}")
-            try:
-                content = r.json()["choices"][0]["message"]["content"]
-            except (ValueError, KeyError, IndexError, TypeError):
-                raise AnswerError(f"not a chat-completions response: {r.text[:120]!r}") from None
-            if not isinstance(content, str):
-                raise AnswerError(f"the response's message content is {content!r}")
-            return content
-        raise GenerationError(f"endpoint failed after {self.retries + 1} tries: {last}")
+        try:
+            return self.endpoint.complete(msgs, **self.params)
+        except ChatRefused as exc:
+            raise FatalError(f"endpoint {exc} (check --endpoint, --model and the API key variable)") from None
+        except ChatMalformed as exc:
+            raise AnswerError(str(exc)) from None
+        except ChatError as exc:
+            hint = " (if the server lacks JSON mode, try --no-json-mode)" if exc.status == 400 else ""
+            raise GenerationError(f"endpoint {exc}{hint}") from None
 
 
 class HFGenerator(ModelGenerator):
