@@ -52,3 +52,17 @@ def test_no_labels_no_table():
     data = make_set()
     data.auto_identity = {}
     assert human_vs_auto(data, item_scores(data.judgments), k=2) is None and format_human_auto(None, 2) == []
+
+
+def test_the_results_tab_shows_the_table():
+    """The organisers' Results tab carries the same table as db.report, as markdown."""
+    from ui.annotation_results import human_auto_markdown
+
+    data = make_set()
+    r = human_vs_auto(data, item_scores(data.judgments), k=2, n_boot=200)
+    md = "\n".join(human_auto_markdown(r, 2))
+    row = next(line for line in md.splitlines() if line.startswith("| m · cosine"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[1] == "4" and cells[2].startswith("0.62 [") and cells[3].startswith("0.75 [")
+    assert "κ" in cells[8] and "no majority: tie 1, cant_tell 1" in md
+    assert human_auto_markdown(None, 2) == []

@@ -83,6 +83,7 @@ def summary_markdown(rep: dict, user: str, finished: bool = False) -> str:
     out += ["", "Rates are means over queries with 95 % bootstrap intervals (queries resampled); a query "
             "counts only once all its top-k pairs are judged (the 'queries' column). Edit: yes = 1, "
             "partly = ½. Details: docs/ANNOTATION.md."]
+    out += human_auto_markdown(rep.get("human_vs_auto"), k)
     ag = rep["agreement"]
     parts = []
     for attr in ("identity", "edit"):
@@ -96,6 +97,40 @@ def summary_markdown(rep: dict, user: str, finished: bool = False) -> str:
     elif mine:
         out.append(_gold_line(mine[0]))
     return "\n".join(out)
+
+
+def _agree_md(g: dict) -> str:
+    if g["rate"] is None:
+        return "n/a"
+    kappa = "n/a" if g["kappa"] is None else f"{g['kappa']:.2f} [{g['kappa_lo']:.2f}, {g['kappa_hi']:.2f}]"
+    return f"{g['rate']:.2f} [{g['rate_lo']:.2f}, {g['rate_hi']:.2f}] · κ {kappa}"
+
+
+def human_auto_markdown(r: dict | None, k: int) -> list[str]:
+    """db.human_auto's table (people's identity rate beside the cast labels', and how often the
+    label agrees with the majority of people) as markdown; nothing when the set has no labels."""
+    if not r:
+        return []
+    out = ["", f"**People vs the automatic identity label** (cast labels / the world's truth; mean and 95 % "
+           "interval over the queries shown; agreement with the majority human label, Cohen's κ)", "",
+           f"| method · scoring | queries @{k} | people @1 | label @1 | people @{k} | label @{k} | "
+           f"identity@{k} | people − label @{k} | agreement @{k} |", "|---|---|---|---|---|---|---|---|---|"]
+    for m in r["methods"]:
+        a1, ak = m["at_1"], m["at_k"]
+        out.append(f"| {md_text(m['method'])} · {md_text(m['scoring'])} | {ak['queries']} | {_ci(a1['human'])} | "
+                   f"{_ci(a1['auto_rate'])} | {_ci(ak['human'])} | {_ci(ak['auto_rate'])} | "
+                   f"{_ci(ak['auto_identity'])} | {_diff_ci(ak['human_minus_auto'])} | "
+                   f"{_agree_md(m['agreement_at_k'])} |")
+    g = r["agreement"]
+    out.append(f"\nAll judged pairs: agreement {_agree_md(g)} ({g['n_tasks']} pairs over {g['n_queries']} "
+               f"queries; no majority: {', '.join(f'{k_} {v}' for k_, v in r['no_majority'].items()) or 'none'})")
+    return out
+
+
+def _diff_ci(c: dict) -> str:
+    if c.get("diff") is None:
+        return "n/a"
+    return f"{c['diff']:+.2f} [{c['lo']:+.2f}, {c['hi']:+.2f}]"
 
 
 GOLD_LATER = ("Your gold accuracy is shown once you have finished this set (shown earlier, it would tell "
