@@ -1,6 +1,7 @@
 """open_clip backbones: build or load one, encode images and texts, save a ``local-dir:`` folder."""
 from __future__ import annotations
 
+import contextlib
 import difflib
 import functools
 from functools import partial
@@ -9,7 +10,7 @@ import json
 import logging
 import os
 from pathlib import Path
-from typing import Any, Sequence, Union
+from typing import Any, Iterator, Sequence, Union
 
 import numpy as np
 import open_clip
@@ -71,7 +72,7 @@ def weights_hash(path: str | os.PathLike) -> str:
     return _sha256_prefix(os.path.abspath(path), st.st_mtime_ns, st.st_size)
 
 
-def _load_weights(model: torch.nn.Module, path: Path, name: str) -> None:
+def load_weights_into(model: torch.nn.Module, path: Path, name: str) -> None:
     """Load a weights file (safetensors, or a pickle read with weights_only=True; a `state_dict`
     inside and DDP's `module.` prefix allowed) into ``model``, or raise a one-line
     ``CheckpointError`` naming the file and the mismatched keys (`checkpoint.check_fit`)."""
@@ -184,20 +185,28 @@ class Backbone:
 def _create(spec: str, pretrained: str | None, device: str, seed: int,
             weights_follow: bool, quick_gelu: bool = False) -> tuple[Any, Any]:
     # Seed inside a forked RNG: same call -> same random weights, caller's RNG untouched.
-    # local-dir weights are loaded by _load_weights instead, for its one-line mismatch errors.
-    quiet = (lambda r: not str(r.msg).startswith("No pretrained weights loaded")) if weights_follow else None
-    if quiet:  # open_clip would announce "initialized randomly" just before we load the weights
+    # local-dir weights are loaded by load_weights_into instead, for its one-line mismatch errors.
+    with torch.random.fork_rng(devices=[]), random_init_on_purpose(weights_follow):
+        torch.manual_seed(seed)
+        model, _, preprocess = open_clip.create_model_and_transforms(
+            spec, pretrained=pretrained, device=device, load_weights=not spec.startswith("local-dir:"),
+            force_quick_gelu=quick_gelu)
+    return model, preprocess
+
+
+@contextlib.contextmanager
+def random_init_on_purpose(on: bool = True) -> Iterator[None]:
+    """Around an open_clip build whose random weights are meant (weights loaded right after, or a
+    model trained from scratch): open_clip logs "No pretrained weights loaded ... initialized
+    randomly" on the root logger for every such build, which would read as a failed load."""
+    quiet = (lambda r: not str(r.msg).startswith("No pretrained weights loaded")) if on else None
+    if quiet:
         logging.getLogger().addFilter(quiet)
     try:
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            model, _, preprocess = open_clip.create_model_and_transforms(
-                spec, pretrained=pretrained, device=device, load_weights=not spec.startswith("local-dir:"),
-                force_quick_gelu=quick_gelu)
+        yield
     finally:
         if quiet:
             logging.getLogger().removeFilter(quiet)
-    return model, preprocess
 
 
 def _pinned_hub_folder(spec: str) -> Path:
@@ -287,7 +296,7 @@ def load_backbone(model: str = DEFAULT_MODEL, pretrained: str | None = None, dev
             raise _offline_hint(f"{name} pretrained='{open_clip_pretrained}'", exc) from None
         raise BackboneError(f"cannot build model '{name}': {exc}".splitlines()[0]) from None
     if weights is not None:
-        _load_weights(net, weights, name)
+        load_weights_into(net, weights, name)
     net.eval().requires_grad_(False)
     if uses_quick_gelu(net) and activation(ident) != "quickgelu":
         ident += QUICKGELU  # part of the identity: caches and checkpoints of the other one are refused

@@ -124,3 +124,26 @@ def test_pose_pairs_differ_in_one_pose_alone():
         assert a.shot_seed == b.shot_seed and len(changed) == 1
         (x, y), = changed
         assert x.pose != y.pose and replace(x, pose=y.pose) == y
+
+
+def test_fine_tuning_starts_from_the_init_weights_without_a_random_init_warning(tiny_backbone, tmp_path, caplog):
+    """`init=`: the folder's weights, loaded through the backbone's one loader (a mismatch is a
+    one-line CheckpointError), and no open_clip "initialized randomly" line, which would read as
+    a failed load."""
+    import logging
+
+    from cir_core.errors import CheckpointError
+
+    folder = save_backbone_dir(tiny_backbone.model, "cir-tiny-vit", tmp_path / "bb")
+    with caplog.at_level(logging.WARNING):
+        t = BackboneTask(replace(DEFAULTS, init=str(folder), val_scenes=2, probe_scenes=1))
+    assert not [r for r in caplog.records if "No pretrained weights" in r.getMessage()]
+    want = tiny_backbone.model.state_dict()
+    assert all(torch.equal(v, want[k]) for k, v in t.clip.state_dict().items())
+    from safetensors.torch import save_file
+
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    save_file({"bogus": torch.zeros(2)}, str(bad / "open_clip_model.safetensors"))
+    with pytest.raises(CheckpointError, match="open_clip_model.safetensors"):
+        BackboneTask(replace(DEFAULTS, init=str(bad), val_scenes=2, probe_scenes=1))

@@ -29,7 +29,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from cir_core.backbone import TINY_MODEL, register_project_configs, save_backbone_dir
+from cir_core.backbone import (TINY_MODEL, load_weights_into, random_init_on_purpose, register_project_configs,
+                              save_backbone_dir)
 from cir_core.text_tower import encode_tokens
 from cir_core.world import apply_edit, caption, possible_edits, render, sample_scene
 from cir_core.world.spec import (BACKGROUNDS, COLOURS, FACINGS, N_IDENTITIES, POSITIONS, SHAPES,
@@ -176,11 +177,10 @@ class BackboneTask:
 
         register_project_configs()
         self.cfg = cfg
-        self.clip = open_clip.create_model(cfg.model, pretrained=None)
+        with random_init_on_purpose():  # trained from scratch, or the init folder's weights follow
+            self.clip = open_clip.create_model(cfg.model, pretrained=None)
         if cfg.init:  # fine-tuning: start from a backbone folder's weights
-            from safetensors.torch import load_file
-
-            self.clip.load_state_dict(load_file(str(Path(cfg.init) / "open_clip_model.safetensors")))
+            load_weights_into(self.clip, Path(cfg.init) / "open_clip_model.safetensors", cfg.model)
         model_cfg = open_clip.get_model_config(cfg.model)
         self.size, dim = int(model_cfg["vision_cfg"]["image_size"]), int(model_cfg["embed_dim"])
         heads = {**AUX_HEADS, **(SLOT_HEADS if cfg.film_fraction else {})}
