@@ -120,6 +120,8 @@ $PY -m cir_core.eval.chord_analysis --benchmark films --methods pact,compose-onl
     --json docs/results/chord_analysis_films.json --plot docs/img/chord_correction_films.png \
     > "$OUT/chord_analysis_films.txt"
 cp "$OUT/chord_analysis_films.txt" docs/results/
+$PY -m cir_core.eval --methods sum lincir cirevl --json "$OUT/eval_cirevl.json" > "$OUT/eval_cirevl.txt"
+cp "$OUT/eval_cirevl.json" "$OUT/eval_cirevl.txt" docs/results/
 for p in lincir pic2word searle; do
   $PY -m cir_core.eval --methods $p rtd-$p --json "$OUT/eval_rtd_$p.json" > "$OUT/eval_rtd_$p.txt"
   cp "$OUT/eval_rtd_$p.json" "$OUT/eval_rtd_$p.txt" docs/results/
