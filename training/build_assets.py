@@ -10,7 +10,10 @@ Each step resumes from its run folder unless --fresh is given. `--seeds 0,1,2` t
 once per seed: seed 0 is the shipped checkpoint, seed s > 0 goes to runs/seeds/<method>/s<s>/
 (`training.seed_report` evaluates them all and writes the mean ± std tables and the intervals).
 `--set key=value` (repeatable) overrides a recipe setting of every step named, e.g. the
-val-chosen variant of a method for its further seeds (`training.pick_variant`).
+val-chosen variant of a method for its further seeds (`training.pick_variant`). `--reuse DIR`
+takes a method's checkpoint from DIR/<name> (seed s > 0: DIR/<name>-s<s>) instead of training it
+when it was trained on the installed backbone with this recipe (`training.reuse`): a rebuild
+continued on another machine.
 """
 from __future__ import annotations
 
@@ -29,6 +32,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seeds", default="0", help="comma-separated training seeds for the methods (0: shipped)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="override a recipe setting of every step named (repeatable)")
+    ap.add_argument("--reuse", metavar="DIR", help="checkpoints trained elsewhere: reuse what fits (training.reuse)")
     args = ap.parse_args(argv)
     seeds = [int(x) for x in args.seeds.split(",") if x.strip()]
     names = [s.strip() for s in args.only.split(",") if s.strip()]
@@ -46,8 +50,29 @@ def main(argv: list[str] | None = None) -> None:
             run_dir = f"runs/seeds/{t.name}/s{seed}/run" if seed else t.run_dir
             if args.fresh and run_dir and Path(run_dir).exists():
                 shutil.rmtree(run_dir)
+            if args.reuse and t.method and reused(t, seed, argv_, Path(args.reuse)):
+                continue
             print(f"== {name} (seed {seed}): python -m {t.module} {' '.join(argv_)}", flush=True)
             t.main(argv_)
+
+
+def reused(t, seed: int, argv: list[str], folder: Path) -> bool:
+    """Whether `folder` held a checkpoint that stands for this run (copied into its export dir)."""
+    from cir_core.paths import DEFAULT_BACKBONE_DIR
+
+    from .reuse import current_backbone_id, reuse, wanted_settings, why_not
+
+    want = wanted_settings(t.config, argv[2:] if t.config else argv)
+    candidate = folder / (t.name if not seed else f"{t.name}-s{seed}")
+    spec = str(want.get("backbone") or f"local-dir:{DEFAULT_BACKBONE_DIR}")
+    why = why_not(candidate, want, current_backbone_id(spec, want.get("pretrained")))
+    if why:
+        print(f"== {t.name} (seed {seed}): not reused: {why}", flush=True)
+        return False
+    dest = Path(want.get("export_dir") or seed_export(t.name, seed))
+    reuse(candidate, dest)
+    print(f"== {t.name} (seed {seed}): reused {candidate} -> {dest} (same backbone, same recipe)", flush=True)
+    return True
 
 
 def seed_overrides(t, seed: int) -> list[str]:

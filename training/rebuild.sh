@@ -9,7 +9,8 @@
 #   training/rebuild.sh BACKBONE_DIR [OUT]        # OUT: reports (default runs/rebuild)
 #
 # Environment: SEEDS (default 0,1,2; seed 0 is the shipped checkpoint), PEER_SEEDS (the zero-shot
-# peers', default 0), PYTHON (default
+# peers', default 0), REUSE (a folder of method checkpoints trained elsewhere on this backbone:
+# each one whose recipe matches is copied instead of trained, `build_assets --reuse`), PYTHON (default
 # .venv/bin/python), LANES (default 2: the methods train in two parallel lanes of one thread each,
 # which is what the trainers' configs use; 1: one after the other).
 set -euo pipefail
@@ -18,6 +19,7 @@ SRC=${1:?usage: training/rebuild.sh BACKBONE_DIR [OUT]}
 OUT=${2:-runs/rebuild}
 SEEDS=${SEEDS:-0,1,2}
 PY=${PYTHON:-.venv/bin/python}
+BA=($PY -m training.build_assets ${REUSE:+--reuse "$REUSE"})  # every method step (REUSE above)
 export HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1
 mkdir -p "$OUT"
 step() { echo "== [$(date +%T)] $*"; }
@@ -70,20 +72,20 @@ SEED_REST=$(echo "$SEEDS" | cut -s -d, -f2-)
 dice_seeds() {
   $PY -m training.train_dice --config training/configs/dice_tiny.json delta_normalise=false \
       out_dir="$OUT/variants/dice-eq6/run" export_dir="$OUT/variants/dice-eq6/export" || return
-  $PY -m training.build_assets --only dice --seeds 0 || return
+  "${BA[@]}" --only dice --seeds 0 || return
   local ov
   ov=$($PY -m training.pick_variant dice "$OUT/variants/dice-eq6/export" delta_normalise=false \
        --json "$OUT/choices.json") || return
   if [ -n "$SEED_REST" ]; then
-    $PY -m training.build_assets --only dice --seeds "$SEED_REST" ${ov:+--set $ov} || return
+    "${BA[@]}" --only dice --seeds "$SEED_REST" ${ov:+--set $ov} || return
   fi
 }
-peers() { $PY -m training.build_assets --only "$1" --seeds "${PEER_SEEDS:-0}"; }
+peers() { "${BA[@]}" --only "$1" --seeds "${PEER_SEEDS:-0}"; }
 # (functions run under && and ||, where set -e is off: each step returns its own failure)
-lane1() { $PY -m training.build_assets --only pact,pace --seeds "$SEEDS" || return; peers lincir; }
+lane1() { "${BA[@]}" --only pact,pace --seeds "$SEEDS" || return; peers lincir; }
 lane2() {
   dice_seeds || return
-  $PY -m training.build_assets --only compose-only --seeds "$SEEDS" || return
+  "${BA[@]}" --only compose-only --seeds "$SEEDS" || return
   peers searle,pic2word
 }
 if [ "${LANES:-2}" = 2 ]; then
@@ -102,7 +104,7 @@ fi
 
 step "3b. what sits on the peers: RTD on each (tunes a copy of the peer's text tower) and CIReVL's λ"
 # they read the peers' shipped φ, so they come after both lanes (one thread, as configured)
-$PY -m training.build_assets --only rtd-lincir,rtd-pic2word,rtd-searle,cirevl-lambda --seeds 0
+"${BA[@]}" --only rtd-lincir,rtd-pic2word,rtd-searle,cirevl-lambda --seeds 0
 
 step "4. the evaluations docs/RESULTS.md reports"
 $PY -m cir_core.eval --progression --json "$OUT/eval_test.json" > "$OUT/eval_test.txt"
