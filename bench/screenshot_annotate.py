@@ -16,7 +16,6 @@ import argparse
 import io
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -24,7 +23,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from bench_first_start import wait_listening  # noqa: E402  (bench/ is this script's folder)
+from bench_first_start import free_port, wait_listening  # noqa: E402  (bench/ is this script's folder)
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -39,12 +38,6 @@ def amber_share(png: bytes) -> float:
     a = np.asarray(Image.open(io.BytesIO(png)).convert("RGB")).astype(int)
     r, g, b = a[..., 0], a[..., 1], a[..., 2]
     return float(((r > 200) & (g > 150) & (g < 235) & (b < 90)).mean())
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def shoot(url: str, out: Path, set_name: str | None, width: int) -> tuple[bool, float, float]:

@@ -40,7 +40,7 @@ def test_build_assets_copies_instead_of_training(tmp_path, monkeypatch, capsys):
     checkpoint(tmp_path / "staged" / "m", steps=10, backbone="local-dir:bb", export_dir="assets/methods/m")
     monkeypatch.setattr(reuse_mod, "current_backbone_id", lambda spec, pretrained=None: "bb@local:1")
     t = SimpleNamespace(name="m", method="m", config=str(recipe))
-    assert build_assets.reused(t, 0, ["--config", str(recipe)], tmp_path / "staged")
+    assert build_assets.reused(t, 0, [], tmp_path / "staged")
     assert (dest / "config.json").is_file() and "reused" in capsys.readouterr().out
-    assert not build_assets.reused(t, 0, ["--config", str(recipe), "steps=11"], tmp_path / "staged")
+    assert not build_assets.reused(t, 0, ["steps=11"], tmp_path / "staged")
     assert "steps=10 (recipe 11)" in capsys.readouterr().out

@@ -45,24 +45,24 @@ def main(argv: list[str] | None = None) -> None:
     for name in names:
         t = get_trainer(name)
         for seed in seeds if t.method else [0]:
-            argv_ = ((["--config", t.config] if t.config else []) + list(t.args) + list(args.set)
-                     + seed_overrides(t, seed))
+            overrides = list(args.set) + seed_overrides(t, seed)
+            argv_ = (["--config", t.config] if t.config else []) + list(t.args) + overrides
             run_dir = f"runs/seeds/{t.name}/s{seed}/run" if seed else t.run_dir
             if args.fresh and run_dir and Path(run_dir).exists():
                 shutil.rmtree(run_dir)
-            if args.reuse and t.method and reused(t, seed, argv_, Path(args.reuse)):
+            if args.reuse and t.method and reused(t, seed, overrides, Path(args.reuse)):
                 continue
             print(f"== {name} (seed {seed}): python -m {t.module} {' '.join(argv_)}", flush=True)
             t.main(argv_)
 
 
-def reused(t, seed: int, argv: list[str], folder: Path) -> bool:
+def reused(t, seed: int, overrides: list[str], folder: Path) -> bool:
     """Whether `folder` held a checkpoint that stands for this run (copied into its export dir)."""
     from cir_core.paths import DEFAULT_BACKBONE_DIR
 
     from .reuse import current_backbone_id, reuse, wanted_settings, why_not
 
-    want = wanted_settings(t.config, argv[2:] if t.config else argv)
+    want = wanted_settings(t.config, overrides)
     candidate = folder / (t.name if not seed else f"{t.name}-s{seed}")
     spec = str(want.get("backbone") or f"local-dir:{DEFAULT_BACKBONE_DIR}")
     why = why_not(candidate, want, current_backbone_id(spec, want.get("pretrained")))
