@@ -79,6 +79,39 @@ def test_untrained_pace_is_the_sum_baseline(tiny_backbone):
     np.testing.assert_allclose(q, s, atol=1e-5)
 
 
+def _mine_every_row(states, n, positives, bank, bank_keys, pos_keys, per_step, cap):
+    """The mining rule written plainly: every query at every step, then masked (the reference the
+    row-restricted implementation must equal)."""
+    B, K1, _ = states.shape
+    hits = torch.zeros(B, len(bank))
+    final = torch.empty(B, len(bank))
+    same = bank_keys[None, :] == pos_keys[:, None]
+    for k in range(K1):
+        scores = states[:, k] @ bank.T
+        final[n == k] = scores[n == k]
+        above = (scores > (states[:, k] * positives).sum(-1, keepdim=True)) & (k <= n)[:, None] & ~same
+        top_v, top_i = scores.masked_fill(~above, float("-inf")).topk(per_step, dim=-1)
+        hits.scatter_add_(1, top_i, torch.isfinite(top_v).float())
+    v, idx = final.masked_fill(hits == 0, float("-inf")).topk(cap, dim=-1)
+    return idx, torch.isfinite(v)
+
+
+def test_mining_equals_the_plain_rule_on_mixed_lengths():
+    g = torch.Generator().manual_seed(3)
+    B, K1, D, M = 24, 6, 16, 300
+    n = torch.randint(0, K1, (B,), generator=g)
+    n[:5] = 0  # short queries: one state only
+    states = F.normalize(torch.randn(B, K1, D, generator=g), dim=-1)
+    bank = F.normalize(torch.randn(M, D, generator=g), dim=-1)
+    pos = F.normalize(states[:, 0] + 0.5 * torch.randn(B, D, generator=g), dim=-1)
+    keys = torch.randint(0, 50, (M,), generator=g)
+    pk = keys[torch.randint(0, M, (B,), generator=g)]
+    want = _mine_every_row(states, n, pos, bank, keys, pk, 4, 12)
+    idx, valid = mine_hard_negatives(states, n, pos, bank, keys, pk, 4, 12)
+    assert torch.equal(valid, want[1]) and torch.equal(idx[valid], want[0][want[1]])
+    assert valid.any(1).sum() > B // 2  # the comparison is not vacuous
+
+
 def test_mining_hand_made_bank():
     e = torch.eye(5)
     pos = e[[0]]  # the target

@@ -73,14 +73,18 @@ def mine_hard_negatives(states: torch.Tensor, n: torch.Tensor, positives: torch.
     same = (bank_keys[None, :] == pos_keys[:, None]) if bank_keys is not None and pos_keys is not None else None
     hits = torch.zeros(B, M, device=bank.device)
     final = torch.empty(B, M, device=bank.device)
-    for k in range(K1):  # one step at a time: (B, M) scores, whatever the bank's size
-        scores = states[:, k] @ bank.T
-        final[n == k] = scores[n == k]  # q_n's scores rank the union
-        above = (scores > (states[:, k] * positives).sum(-1, keepdim=True)) & (k <= n)[:, None]
+    for k in range(K1):  # one step at a time: (rows, M) scores, whatever the bank's size
+        rows = (k <= n).nonzero().squeeze(1)  # only queries that have a step k: most are short
+        if not len(rows):
+            break
+        scores = states[rows, k] @ bank.T
+        last = n[rows] == k
+        final[rows[last]] = scores[last]  # q_n's scores rank the union
+        above = scores > (states[rows, k] * positives[rows]).sum(-1, keepdim=True)
         if same is not None:
-            above &= ~same
+            above &= ~same[rows]
         top_v, top_i = scores.masked_fill(~above, float("-inf")).topk(min(per_step, M), dim=-1)
-        hits.scatter_add_(1, top_i, torch.isfinite(top_v).float())
+        hits.view(-1).index_add_(0, (rows[:, None] * M + top_i).reshape(-1), torch.isfinite(top_v).float().reshape(-1))
     v, idx = final.masked_fill(hits == 0, float("-inf")).topk(min(cap, M), dim=-1)
     return idx, torch.isfinite(v)
 
