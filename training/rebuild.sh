@@ -106,31 +106,8 @@ step "3b. what sits on the peers: RTD on each (tunes a copy of the peer's text t
 # they read the peers' shipped φ, so they come after both lanes (one thread, as configured)
 "${BA[@]}" --only rtd-lincir,rtd-pic2word,rtd-searle,cirevl-lambda --seeds 0
 
-step "4. the evaluations docs/RESULTS.md reports"
-$PY -m cir_core.eval --progression --json "$OUT/eval_test.json" > "$OUT/eval_test.txt"
-cp "$OUT/eval_test.json" "$OUT/eval_test.txt" docs/results/  # only once the evaluation succeeded
-$PY -m training.seed_report --seeds "$SEEDS" --json "$OUT/seeds.json" --md "$OUT/seeds.md"
-$PY -m cir_core.eval.chord_analysis --methods pact,compose-only,dice,pace,sum,pic2word,searle,lincir \
-    --json docs/results/chord_analysis.json --plot docs/img/chord_correction.png \
-    > "$OUT/chord_analysis.txt"
-cp "$OUT/chord_analysis.txt" docs/results/
-# the same on the film world's test split (104 films, 102,903 keyframes: embedded once, cached)
-$PY -m cir_core.eval --benchmark films --progression --json "$OUT/eval_films_test.json" > "$OUT/eval_films_test.txt"
-cp "$OUT/eval_films_test.json" "$OUT/eval_films_test.txt" docs/results/
-$PY -m training.seed_report --benchmark films --seeds "$SEEDS" --json "$OUT/seeds_films.json" --md "$OUT/seeds_films.md"
-$PY -m cir_core.eval.chord_analysis --benchmark films --methods pact,compose-only,dice,pace,sum,pic2word,searle,lincir \
-    --json docs/results/chord_analysis_films.json --plot docs/img/chord_correction_films.png \
-    > "$OUT/chord_analysis_films.txt"
-cp "$OUT/chord_analysis_films.txt" docs/results/
-$PY -m cir_core.eval --methods sum lincir cirevl --json "$OUT/eval_cirevl.json" > "$OUT/eval_cirevl.txt"
-cp "$OUT/eval_cirevl.json" "$OUT/eval_cirevl.txt" docs/results/
-for p in lincir pic2word searle; do
-  $PY -m cir_core.eval --methods $p rtd-$p --json "$OUT/eval_rtd_$p.json" > "$OUT/eval_rtd_$p.txt"
-  cp "$OUT/eval_rtd_$p.json" "$OUT/eval_rtd_$p.txt" docs/results/
-done
-# why the zero-shot peers lose: one inverted token through the text tower (issue 25, item 6)
-for b in films world; do
-  $PY -m training.peer_capacity --benchmark $b --json "docs/results/peer_capacity_$b.json" > /dev/null
-done
+step "4. the evaluations docs/RESULTS.md reports (world and films in two lanes)"
+SEEDS=$SEEDS PYTHON=$PY training/rebuild_eval.sh "$OUT"
 step "done: probe $OUT/probe.json, seed tables $OUT/seeds.md and $OUT/seeds_films.md; now the screenshots" \
-     "(CIR_UPDATE_SCREENSHOT=1, docs/APP.md) and the tables in docs/RESULTS.md and BACKBONE.md"
+     "(CIR_UPDATE_SCREENSHOT=1, docs/APP.md) and the tables in docs/RESULTS.md and BACKBONE.md" \
+     "(python -m cir_core.eval.markdown writes them from the reports)"
