@@ -7,8 +7,9 @@
 #
 #   training/rebuild_eval.sh [OUT]        # OUT: reports (default runs/rebuild)
 #
-# Environment: SEEDS (default 0,1,2), PYTHON (default .venv/bin/python), LANES (2, or 1: one after
-# the other).
+# Environment: SEEDS (default 0,1,2), PYTHON (default .venv/bin/python), LANES (2; 1: one after
+# the other; world or films: that lane alone). Each lane's seed table comes last: everything before
+# it needs only the shipped seed 0, so a lane can start while later seeds still train.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-runs/rebuild}
@@ -25,9 +26,6 @@ world() {
   step "world: the seed-0 table (every registered method)"
   $PY -m cir_core.eval --progression --json "$OUT/eval_test.json" > "$OUT/eval_test.txt" || return
   ship eval_test.json eval_test.txt
-  step "world: seeds $SEEDS"
-  $PY -m training.seed_report --seeds "$SEEDS" --json "$OUT/seeds.json" --md "$OUT/seeds.md" || return
-  ship seeds.json seeds.md
   step "world: Chord's correction analysis"
   $PY -m cir_core.eval.chord_analysis --methods $PEERS --json docs/results/chord_analysis.json \
       --plot docs/img/chord_correction.png > "$OUT/chord_analysis.txt" || return
@@ -41,7 +39,10 @@ world() {
     ship "eval_rtd_$p.json" "eval_rtd_$p.txt"
   done
   step "world: what one inverted token carries (why the peers lose, issue 25 item 6)"
-  $PY -m training.peer_capacity --benchmark world --json docs/results/peer_capacity_world.json > /dev/null
+  $PY -m training.peer_capacity --benchmark world --json docs/results/peer_capacity_world.json > /dev/null || return
+  step "world: seeds $SEEDS"
+  $PY -m training.seed_report --seeds "$SEEDS" --json "$OUT/seeds.json" --md "$OUT/seeds.md" || return
+  ship seeds.json seeds.md
 }
 
 films() {
@@ -49,20 +50,22 @@ films() {
   $PY -m cir_core.eval --benchmark films --progression --json "$OUT/eval_films_test.json" \
       > "$OUT/eval_films_test.txt" || return
   ship eval_films_test.json eval_films_test.txt
-  step "films: seeds $SEEDS"
-  $PY -m training.seed_report --benchmark films --seeds "$SEEDS" --json "$OUT/seeds_films.json" \
-      --md "$OUT/seeds_films.md" || return
-  ship seeds_films.json seeds_films.md
   step "films: Chord's correction analysis"
   $PY -m cir_core.eval.chord_analysis --benchmark films --methods $PEERS \
       --json docs/results/chord_analysis_films.json --plot docs/img/chord_correction_films.png \
       > "$OUT/chord_analysis_films.txt" || return
   ship chord_analysis_films.txt
   step "films: what one inverted token carries"
-  $PY -m training.peer_capacity --benchmark films --json docs/results/peer_capacity_films.json > /dev/null
+  $PY -m training.peer_capacity --benchmark films --json docs/results/peer_capacity_films.json > /dev/null || return
+  step "films: seeds $SEEDS"
+  $PY -m training.seed_report --benchmark films --seeds "$SEEDS" --json "$OUT/seeds_films.json" \
+      --md "$OUT/seeds_films.md" || return
+  ship seeds_films.json seeds_films.md
 }
 
-if [ "${LANES:-2}" = 2 ]; then
+if [ "${LANES:-2}" = world ] || [ "${LANES:-2}" = films ]; then
+  "$LANES"
+elif [ "${LANES:-2}" = 2 ]; then
   world > "$OUT/eval_world.log" 2>&1 & one=$!
   films > "$OUT/eval_films.log" 2>&1 & two=$!
   status=0
