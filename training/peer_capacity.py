@@ -95,7 +95,7 @@ def run(benchmark: str, n: int, steps: int, threads: int = 1) -> dict[str, Any]:
     from cir_core.benchmarks.common import compose_queries, refs_at
     from cir_core.eval.loop import embed_benchmark
     from cir_core.methods import create_method
-    from cir_core.methods.textinv import PseudoWordPrompts
+    from cir_core.methods.pseudoword import PseudoWord
     from cir_core.paths import DEFAULT_BACKBONE
 
     torch.set_num_threads(threads)
@@ -107,7 +107,7 @@ def run(benchmark: str, n: int, steps: int, threads: int = 1) -> dict[str, Any]:
     rows = np.arange(min(n, bench.n_queries()))
     queries = [bench.films.queries[i] if benchmark == "films" else bench.world.queries[i] for i in rows]
     ref_rows = t["ref"][rows]
-    text = PseudoWordPrompts(bb, "$")
+    text = PseudoWord(bb.tokenizer, bb.model, "$")
     for p in bb.model.parameters():
         p.requires_grad_(False)
     t0 = time.time()
