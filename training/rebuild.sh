@@ -15,6 +15,7 @@
 # which is what the trainers' configs use; 1: one after the other).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. training/lib/lanes.sh  # two_lanes
 SRC=${1:?usage: training/rebuild.sh BACKBONE_DIR [OUT]}
 OUT=${2:-runs/rebuild}
 SEEDS=${SEEDS:-0,1,2}
@@ -92,12 +93,7 @@ if [ "${LANES:-2}" = 2 ]; then
   # two lanes of about equal CPU time on one thread each (per seed, measured at the 2026-12-01
   # rebuild on a quiet machine: PACT and compose-only ~7 min, DiCE ~2.5, PACE ~8.5; SEARLE ~13,
   # Pic2Word ~6, LinCIR ~12; the lanes took 56 min, the whole script 58)
-  lane1 > "$OUT/lane1.log" 2>&1 & one=$!
-  lane2 > "$OUT/lane2.log" 2>&1 & two=$!
-  status=0
-  wait "$one" || { status=$?; tail -n 30 "$OUT/lane1.log" >&2; }
-  wait "$two" || { status=$?; tail -n 30 "$OUT/lane2.log" >&2; }
-  [ "$status" = 0 ] || exit "$status"
+  two_lanes lane1 "$OUT/lane1.log" lane2 "$OUT/lane2.log" || exit $?
 else
   lane2 && lane1
 fi

@@ -12,6 +12,7 @@
 # it needs only the shipped seed 0, so a lane can start while later seeds still train.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. training/lib/lanes.sh  # two_lanes
 OUT=${1:-runs/rebuild}
 SEEDS=${SEEDS:-0,1,2}
 PY=${PYTHON:-.venv/bin/python}
@@ -66,12 +67,7 @@ films() {
 if [ "${LANES:-2}" = world ] || [ "${LANES:-2}" = films ]; then
   "$LANES"
 elif [ "${LANES:-2}" = 2 ]; then
-  world > "$OUT/eval_world.log" 2>&1 & one=$!
-  films > "$OUT/eval_films.log" 2>&1 & two=$!
-  status=0
-  wait "$one" || { status=$?; tail -n 30 "$OUT/eval_world.log" >&2; }
-  wait "$two" || { status=$?; tail -n 30 "$OUT/eval_films.log" >&2; }
-  [ "$status" = 0 ] || exit "$status"
+  two_lanes world "$OUT/eval_world.log" films "$OUT/eval_films.log" || exit $?
 else
   world && films
 fi

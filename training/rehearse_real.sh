@@ -29,6 +29,7 @@ SCALE=${REHEARSAL_SCALE:-full}
 SEED=${SEED:-0}
 export HF_HUB_OFFLINE=1 GRADIO_ANALYTICS_ENABLED=False
 cd "$(dirname "$0")/.."
+. training/lib/lanes.sh  # two_lanes
 
 case "$SCALE" in
   full)
@@ -92,12 +93,7 @@ if [ -n "$NATIVE" ]; then
   train_real
 elif [ "${PARALLEL:-0}" = 1 ]; then
   mkdir -p "$OUT/logs"
-  train_real > "$OUT/logs/train-real.log" 2>&1 & real_pid=$!
-  train_native > "$OUT/logs/train-native.log" 2>&1 & native_pid=$!
-  status=0
-  wait "$real_pid" || { status=$?; tail -n 30 "$OUT/logs/train-real.log" >&2; }
-  wait "$native_pid" || { status=$?; tail -n 30 "$OUT/logs/train-native.log" >&2; }
-  [ "$status" = 0 ] || exit "$status"
+  two_lanes train_real "$OUT/logs/train-real.log" train_native "$OUT/logs/train-native.log" || exit $?
   grep -h '"exported"' "$OUT/logs/train-real.log" "$OUT/logs/train-native.log"
 else
   train_real
