@@ -18,6 +18,9 @@ from cir_core.methods.factory import default_checkpoint
 
 TRAINED = [n for n in list_methods() if get_method_class(n).needs_checkpoint]
 LEGACY = json.loads((Path(__file__).parent / "data" / "legacy_method_configs.json").read_text())
+# what `upgrade` wrote from those (the configs shipped until the 2026-12-03 retrain): the format-1
+# tests compare with this, never with whatever is shipped now, so a retrain cannot break them
+LEGACY_V2 = json.loads((Path(__file__).parent / "data" / "legacy_method_configs_v2.json").read_text())
 SMALL = {"pact": {"mapper_hidden": 32, "lora_rank": 2}, "compose-only": {"mapper_hidden": 32, "lora_rank": 2},
          "searle": {"hidden_dim": 64}, "lincir": {"hidden_dim": 64}, "pic2word": {"middle_dim": 64}}
 
@@ -27,10 +30,11 @@ def _refs(backbone, n=3, seed=0):
     return r / np.linalg.norm(r, axis=1, keepdims=True)
 
 
-def _trained(name, backbone, seed=0):
+def _trained(name, backbone, seed=0, arch=None):
     """The method with small random weights in every checkpointed tensor (not its init: LoRA's
-    B starts at zero; PACT's frozen tower copy is not part of its checkpoint)."""
-    m = get_method_class(name)(backbone, {"arch": SMALL.get(name, {}), "chord_lambda": 0.7})
+    B starts at zero; PACT's frozen tower copy is not part of its checkpoint); `arch` overrides
+    the small test architecture."""
+    m = get_method_class(name)(backbone, {"arch": SMALL.get(name, {}) if arch is None else arch, "chord_lambda": 0.7})
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for v in m.weights().state_dict(keep_vars=True).values():
@@ -79,23 +83,28 @@ def test_an_untrained_method_has_nothing_to_save(name, tiny_backbone, tmp_path):
 
 # -- format 1 ---------------------------------------------------------------------------------------
 @pytest.mark.parametrize("name", sorted(LEGACY))
-def test_a_format_1_config_loads_and_reads_as_the_rewritten_shipped_one(name, tiny_backbone, tmp_path):
-    """The shipped configs were rewritten once (`upgrade`), weights untouched: migrating the
-    original (kept in tests/data) gives exactly the shipped description."""
-    old = LEGACY[name]
-    assert old.get("format_version", 1) == 1
-    shipped = read_checkpoint(default_checkpoint(name))
-    migrated = Checkpoint.from_json(old, "legacy")
-    assert migrated == shipped
-    folder = tmp_path / name
-    folder.mkdir()
-    shutil.copy(default_checkpoint(name) / WEIGHTS, folder / WEIGHTS)
-    (folder / CONFIG).write_text(json.dumps(old))
-    m = create_method(name, tiny_backbone, folder)
-    ref = _refs(tiny_backbone)
-    np.testing.assert_array_equal(m.compose(ref, ["Add a star."] * 3),
-                                  create_method(name, tiny_backbone).compose(ref, ["Add a star."] * 3))
-    assert m.chord_lambda == old["chord_lambda"] and m.arch.to_dict() == {**m.arch.to_dict(), **old["arch"]}
+def test_a_format_1_config_loads_and_reads_as_its_format_2_rewrite(name, tiny_backbone, tmp_path):
+    """The shipped configs were rewritten once (`upgrade`), weights untouched: migrating an
+    original (kept in tests/data) gives exactly the rewrite, and both load the same weights to the
+    same queries. The weights are random ones of the legacy architecture, so no retrain matters."""
+    old, rewritten = LEGACY[name], Checkpoint.from_json(LEGACY_V2[name], "legacy v2")
+    assert old.get("format_version", 1) == 1 and rewritten.format_version == FORMAT_VERSION
+    assert Checkpoint.from_json(old, "legacy") == rewritten
+    wrote = _trained(name, tiny_backbone, seed=3, arch=old["arch"]).save(tmp_path / "weights")
+    ref, texts = _refs(tiny_backbone), ["Add a star."] * 3
+    queries = []
+    for tag, cfg in (("v1", old), ("v2", LEGACY_V2[name])):
+        folder = tmp_path / tag
+        folder.mkdir()
+        shutil.copy(wrote / WEIGHTS, folder / WEIGHTS)
+        (folder / CONFIG).write_text(json.dumps(cfg))
+        m = create_method(name, tiny_backbone, folder)
+        assert m.chord_lambda == old["chord_lambda"] and m.arch.to_dict() == {**m.arch.to_dict(), **old["arch"]}
+        queries.append(m.compose(ref, texts))
+    np.testing.assert_array_equal(queries[0], queries[1])
+    # the weights were read, not left at init: another seed's weights give other queries
+    other = _trained(name, tiny_backbone, seed=4, arch=old["arch"]).compose(ref, texts)
+    assert np.abs(other - queries[0]).max() > 1e-3
 
 
 def test_what_format_1_kept_where():
@@ -112,13 +121,14 @@ def test_what_format_1_kept_where():
 
 def test_upgrade_rewrites_the_config_only(tmp_path, capsys):
     folder = tmp_path / "dice"
-    shutil.copytree(default_checkpoint("dice"), folder)
+    folder.mkdir()
+    shutil.copy(default_checkpoint("dice") / WEIGHTS, folder / WEIGHTS)  # any weights: only the config changes
     (folder / CONFIG).write_text(json.dumps(LEGACY["dice"]))
     weights = sha256_file(folder / WEIGHTS)
     assert main(["upgrade", str(folder)]) == 0 and "upgraded to format 2" in capsys.readouterr().out
     assert json.loads((folder / CONFIG).read_text())["format_version"] == FORMAT_VERSION
     assert sha256_file(folder / WEIGHTS) == weights
-    assert read_checkpoint(folder) == read_checkpoint(default_checkpoint("dice"))
+    assert read_checkpoint(folder) == Checkpoint.from_json(LEGACY_V2["dice"], "legacy v2")
     assert upgrade(folder) is False
     assert main(["upgrade", str(tmp_path / "nowhere")]) == 2 and "config.json missing" in capsys.readouterr().err
 
