@@ -208,3 +208,30 @@ def paired_bootstrap(a: np.ndarray, b: np.ndarray, n_boot: int = 2000, seed: int
     lo, hi = _interval(d, samples, level, method)
     diff = float(_snap(np.array([d.mean()]), d)[0])
     return PairedDiff(diff, lo, hi, float((samples > 0).mean()), int(x.size))
+
+
+def rate_by_group(query: np.ndarray, group: np.ndarray, ok: np.ndarray, n_groups: int,
+                  n_boot: int = 2000, seed: int = 0, level: float = 0.95) -> list[dict]:
+    """Per group g in 0..n_groups-1 of observations (`query[i]` the query observation i belongs
+    to, `group[i]` its group, `ok[i]` its outcome): how many, the share ok and its query-level
+    bootstrap percentile interval (a query's observations are resampled together, so a query
+    with many observations does not narrow the interval as if they were independent)."""
+    qi, gi = np.asarray(query).reshape(-1), np.asarray(group).reshape(-1)
+    hit = np.asarray(ok, dtype=bool).reshape(-1)
+    if not (qi.shape == gi.shape == hit.shape) or (gi.size and (gi.min() < 0 or gi.max() >= n_groups)):
+        raise InputError(f"query, group and ok must be equal-length with groups in [0, {n_groups}): "
+                         f"{qi.shape}, {gi.shape}, {hit.shape}")
+    queries, pos = np.unique(qi, return_inverse=True)
+    counts = np.zeros((len(queries), 2 * n_groups))  # per query: observations, then ok, per group
+    np.add.at(counts, (pos, gi), 1)
+    np.add.at(counts, (pos, n_groups + gi), hit.astype(float))
+    sums = resampled_sums(counts, n_boot, seed)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        boot = sums[:, n_groups:] / sums[:, :n_groups]
+    out = []
+    for g in range(n_groups):
+        n, k = counts[:, g].sum(), counts[:, n_groups + g].sum()
+        lo, hi = percentile_interval(boot[:, g], level) if n else (np.nan, np.nan)
+        out.append({"n": int(n), "rate": round(float(k / n), 4) if n else None,
+                    "ci95": [round(float(lo), 4), round(float(hi), 4)] if n else None})
+    return out

@@ -56,6 +56,10 @@ films() {
       --json docs/results/chord_analysis_films.json --plot docs/img/chord_correction_films.png \
       > "$OUT/chord_analysis_films.txt" || return
   ship chord_analysis_films.txt
+  step "films: where the prefix progression fails (by the added sentence's op family, the rank before)"
+  $PY -m cir_core.eval.progression_failures --benchmark films --methods pace,pact,dice,compose-only,sum \
+      --json "$OUT/progression_failures_films.json" > "$OUT/progression_failures_films.txt" || return
+  ship progression_failures_films.json progression_failures_films.txt
   step "films: what one inverted token carries"
   $PY -m training.peer_capacity --benchmark films --json docs/results/peer_capacity_films.json > /dev/null || return
   step "films: seeds $SEEDS"

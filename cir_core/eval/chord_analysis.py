@@ -21,6 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
+from cir_core.stats import rate_by_group
+
 
 def wrong_pairs(cos_t: np.ndarray, cos_d: np.ndarray, chord_t: np.ndarray, chord_d: np.ndarray
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -37,26 +39,10 @@ def correction_by_bin(qi: np.ndarray, deficit: np.ndarray, fixed: np.ndarray, ed
                       n_boot: int = 2000, seed: int = 0) -> list[dict]:
     """Per deficit bin [edges[b], edges[b+1]): pairs, correction rate and its query-level
     bootstrap 95 % interval (queries resampled with replacement, their pairs along)."""
-    rng = np.random.default_rng(seed)
     bins = np.clip(np.searchsorted(edges, deficit, side="right") - 1, 0, len(edges) - 2)
-    queries = np.unique(qi)
-    # per query and bin: (pairs, corrected), so a resample is a weighted sum over queries
-    pos = np.searchsorted(queries, qi)
-    n = np.zeros((len(queries), len(edges) - 1))
-    k = np.zeros_like(n)
-    np.add.at(n, (pos, bins), 1)
-    np.add.at(k, (pos, bins), fixed.astype(float))
-    counts = rng.multinomial(len(queries), np.full(len(queries), 1 / len(queries)), size=n_boot)  # (B, Q)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        boot = (counts @ k) / (counts @ n)  # (B, bins)
-    out = []
-    for b in range(len(edges) - 1):
-        total = n[:, b].sum()
-        lo, hi = np.nanpercentile(boot[:, b], [2.5, 97.5]) if total else (np.nan, np.nan)
-        out.append({"bin": b + 1, "deficit_from": round(float(edges[b]), 4), "deficit_to": round(float(edges[b + 1]), 4),
-                    "pairs": int(total), "rate": round(float(k[:, b].sum() / total), 4) if total else None,
-                    "ci95": [round(float(lo), 4), round(float(hi), 4)] if total else None})
-    return out
+    rows = rate_by_group(qi, bins, fixed, len(edges) - 1, n_boot, seed)
+    return [{"bin": b + 1, "deficit_from": round(float(edges[b]), 4), "deficit_to": round(float(edges[b + 1]), 4),
+             "pairs": r["n"], "rate": r["rate"], "ci95": r["ci95"]} for b, r in enumerate(rows)]
 
 
 def method_pairs(bench, method, data) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -1,0 +1,147 @@
+"""Where does the per-sentence progression fail? Each step k -> k+1 of the `prefix` protocol
+(the method given sentences 1..k, then 1..k+1; the rank of the query's best-ranked ground truth
+after each) is one observation: did the rank improve or hold? The steps are broken down by the
+added sentence's op family (films: scene / spatial / pose / relation / attribute; the world: its
+op) and by the rank before the step, each rate with a query-level bootstrap 95 % interval (a
+query's steps are resampled together). For the steps that worsen, the median factor rank_after /
+rank_before says how far.
+
+    python -m cir_core.eval.progression_failures [--benchmark films|world] [--methods pace,pact,sum] [--scoring cosine] [--json p.json]
+
+The overall rate equals `progression_summary`'s `step_improved_or_held` for the same ranks (the
+module checks it), so the breakdown explains exactly the number the benchmark reports.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from cir_core.errors import InputError
+from cir_core.stats import rate_by_group
+
+RANK_EDGES = (0, 1, 10, 100, 1000)  # rank before the step: 0 | 1-9 | 10-99 | 100-999 | 1000+
+
+
+def step_table(ranks: np.ndarray, n_steps: np.ndarray, families: Sequence[Sequence[str]]
+               ) -> dict[str, np.ndarray]:
+    """Every real step k -> k+1 as rows: query index, the added sentence's family, rank before,
+    rank after. `ranks` (Q, W) 0-based ranks after each prefix (a shorter query repeats its last),
+    `n_steps` (Q,), `families[j]` one family per sentence of query j (its first one is unused)."""
+    r, n = np.asarray(ranks), np.asarray(n_steps).reshape(-1)
+    if r.ndim != 2 or n.shape != (r.shape[0],) or len(families) != r.shape[0]:
+        raise InputError(f"ranks (Q, W), n_steps (Q,) and one family list per query do not fit: "
+                         f"{r.shape}, {n.shape}, {len(families)}")
+    qi, fam, before, after = [], [], [], []
+    for j, (fs, k) in enumerate(zip(families, n)):
+        if len(fs) != k:
+            raise InputError(f"query row {j} has {k} steps but {len(fs)} sentence families")
+        for s in range(1, int(k)):
+            qi.append(j)
+            fam.append(fs[s])
+            before.append(r[j, s - 1])
+            after.append(r[j, s])
+    return {"query": np.array(qi, np.int64), "family": np.array(fam, dtype=object),
+            "before": np.array(before, np.int64), "after": np.array(after, np.int64)}
+
+
+def breakdown(steps: dict[str, np.ndarray], n_boot: int = 2000, seed: int = 0) -> dict:
+    """The share of steps whose rank improved or held, overall, per family and per rank-before
+    bin, each with its query-bootstrap interval; and how far the worsening steps worsen."""
+    ok = steps["after"] <= steps["before"]
+    qi = steps["query"]
+    fams = sorted(set(steps["family"].tolist()))
+    fam_idx = np.array([fams.index(f) for f in steps["family"]], np.int64)
+    bins = np.searchsorted(np.asarray(RANK_EDGES), steps["before"], side="right") - 1
+    labels = [f"{lo}-{hi - 1}" if hi - lo > 1 else str(lo) for lo, hi in zip(RANK_EDGES, RANK_EDGES[1:])]
+    labels.append(f"{RANK_EDGES[-1]}+")
+    worse = ~ok
+    factor = (steps["after"][worse] + 1) / (steps["before"][worse] + 1)  # ranks are 0-based
+    return {"steps": int(len(ok)), **_row(rate_by_group(qi, np.zeros_like(qi), ok, 1, n_boot, seed)[0]),
+            "by_family": {f: _row(r) for f, r in zip(fams, rate_by_group(qi, fam_idx, ok, len(fams), n_boot, seed))},
+            "by_rank_before": {b: _row(r) for b, r in zip(labels, rate_by_group(qi, bins, ok, len(labels), n_boot, seed))},
+            "worsened": int(worse.sum()),
+            "median_worsening_factor": round(float(np.median(factor)), 3) if worse.any() else None}
+
+
+def _row(r: dict) -> dict:
+    return {"steps": r["n"], "improved_or_held": r["rate"], "ci95": r["ci95"]}
+
+
+def sentence_families(queries: Sequence, rows: Sequence[int]) -> list[list[str]]:
+    """One family per sentence of each multi-sentence query (one sentence per edit, as the world
+    and the films write them); an InputError names a query where that does not hold."""
+    from cir_core.world.films.language import OP_FAMILY
+
+    out = []
+    for i in rows:
+        q = queries[i]
+        if len(q.sentences) != len(q.edits):
+            raise InputError(f"query {q.query_id}: {len(q.sentences)} sentences but {len(q.edits)} edits, "
+                             "so its steps have no op family")
+        out.append([OP_FAMILY.get(e.op, e.op) for e in q.edits])
+    return out
+
+
+def method_breakdown(bench, method, data, scoring: str = "cosine", n_boot: int = 2000) -> dict:
+    """One method's progression steps on `bench` (built with progression=True), broken down."""
+    from cir_core.metrics import progression_summary
+    from cir_core.search.scoring import ScoreOpts
+
+    from .loop import score_method
+
+    (res,), _ = score_method(bench, method, data, [ScoreOpts(scoring)])
+    ranks, n = res.aux["progression_ranks"]["prefix"]
+    queries = bench.world.queries
+    # the benchmark's own rule for which queries have a progression; refuse a drift by name
+    rows = [i for i, q in enumerate(queries) if len(q.sentences) > 1]
+    if len(rows) != len(n) or any(len(queries[i].sentences) != k for i, k in zip(rows, n)):
+        raise InputError(f"the benchmark's progression rows ({len(n)}) are not its multi-sentence queries "
+                         f"({len(rows)}): progression_failures and the benchmark disagree on which queries count")
+    out = breakdown(step_table(ranks, n, sentence_families(queries, rows)), n_boot)
+    expect = progression_summary(ranks, n)["step_improved_or_held"]
+    if abs(out["improved_or_held"] - expect) > 1e-4:
+        raise AssertionError(f"step rate {out['improved_or_held']} != the benchmark's {expect}")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    from cir_core.backbone import load_backbone
+    from cir_core.benchmarks import load_benchmark
+    from cir_core.methods import create_method
+    from cir_core.paths import DEFAULT_BACKBONE
+
+    from .loop import embed_benchmark
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--benchmark", default="films", choices=("films", "world"))
+    ap.add_argument("--methods", default="pace,pact,dice,compose-only,sum")
+    ap.add_argument("--scoring", default="cosine", choices=("cosine", "chord"))
+    ap.add_argument("--n-queries", type=int, default=None, help="default: the split's (films 1000, world 1000)")
+    ap.add_argument("--bootstrap", type=int, default=2000)
+    ap.add_argument("--json", type=Path)
+    a = ap.parse_args(argv)
+    bb = load_backbone(DEFAULT_BACKBONE)
+    bench = load_benchmark(a.benchmark, split="test", n_queries=a.n_queries, image_size=bb.image_size,
+                           progression=True)
+    data = embed_benchmark(bench, bb)
+    results = {}
+    for name in [m.strip() for m in a.methods.split(",") if m.strip()]:
+        r = results[name] = method_breakdown(bench, create_method(name, bb), data, a.scoring, a.bootstrap)
+        fam = ", ".join(f"{f} {v['improved_or_held']} [{v['ci95'][0]}, {v['ci95'][1]}] ({v['steps']})"
+                        for f, v in r["by_family"].items())
+        print(f"{name}/{a.scoring}: {r['steps']} steps, improved or held {r['improved_or_held']} "
+              f"[{r['ci95'][0]}, {r['ci95'][1]}]; by family: {fam}; worsened {r['worsened']}, "
+              f"median factor x{r['median_worsening_factor']}")
+    if a.json:
+        a.json.write_text(json.dumps({"benchmark": a.benchmark, "split": "test", "scoring": a.scoring,
+                                      "backbone": bb.id, "rank_edges": list(RANK_EDGES), "methods": results}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
