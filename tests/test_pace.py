@@ -224,3 +224,34 @@ def test_mining_over_the_whole_gallery_equals_a_bank_of_every_image(head_cfg, ti
             assert keys[j] != b["t_key"][r]
             assert (scores[r, : int(b["n"][r]) + 1, j] > pos[r, : int(b["n"][r]) + 1]).any()
     task.loss(task.model, b)  # the loss runs on the whole bank
+
+
+def test_prefix_training_reads_each_prefix_as_the_prefix_protocol_composes_it(head_cfg, tiny_backbone):
+    """prefix_fraction=1: every long query of the batch is cut to its first k < n sentences, its
+    text embedding f_T(" ".join(sentences[:k])) as `prefix_queries` encodes it, the target kept;
+    prefix_fraction=0 draws the recipe's batch exactly (the recipe's runs stay reproducible)."""
+    from training.train_pace import PrefixTexts
+
+    recipe = PACETask(head_cfg(DEFAULTS, bank_size=64, long_fraction=0.5), tiny_backbone)
+    cut = PACETask(head_cfg(DEFAULTS, bank_size=64, long_fraction=0.5, prefix_fraction=1.0), tiny_backbone)
+    assert recipe.prefixes is None
+    a, b = recipe.batch(0, 0, random.Random(5)), cut.batch(0, 0, random.Random(5))
+    torch.testing.assert_close(a["v_t"], b["v_t"], rtol=0, atol=0)  # same queries, same targets
+    c, strings = cut.cache, json.loads((cut.cache.folder / "texts.json").read_text())
+    long_rows = [r for r in range(len(a["n"])) if int(a["n"][r]) >= 2]
+    assert long_rows, "the batch has long queries"
+    # each row's cache query, found by its reference and target images together
+    pair = np.concatenate([c.image("ref", np.arange(len(c))), c.image("tgt", np.arange(len(c)))], 1)
+    for r in long_rows:
+        d = np.abs(pair - np.concatenate([a["v_r"][r].numpy(), a["v_t"][r].numpy()])).sum(1)
+        i = int(np.argmin(d))
+        assert d[i] == 0 and (d == 0).sum() == 1
+        k = int(b["n"][r])
+        assert 1 <= k < int(a["n"][r])  # short_direct is off in this recipe: n counts sentences
+        sent = [strings[j] for j in c.sent_idx[c.sent_off[i]:c.sent_off[i + 1]]]
+        want = tiny_backbone.encode_texts([" ".join(sent[:k])])[0]
+        np.testing.assert_allclose(b["text"][r].numpy(), want, atol=2e-3)  # float16 storage
+        assert not b["sents"][r, k:].any() and torch.equal(b["sents"][r, :k], a["sents"][r, :k])
+    longest = int(np.argmax(c.n_sentences))
+    with pytest.raises(ValueError, match="no proper prefix"):
+        PrefixTexts(c, tiny_backbone).embedding(longest, int(c.n_sentences[longest]))

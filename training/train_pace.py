@@ -11,9 +11,14 @@ embeddings drawn from the cache (other queries' references and targets); at each
 at `mine_cap` (the ones q_n scores highest) and added as extra negatives of q_n. A bank entry
 showing the target's own scene is never a negative. `step_loss` > 0 adds the same InfoNCE on
 every intermediate state q_0..q_{n−1} (averaged; 0 by default: the paper trains q_n).
+`prefix_fraction` > 0 trains that share of the long queries of each batch on a random prefix of
+their text instead (sentences 1..k, k < n, composed from scratch as the prefix protocol and the
+app's per-sentence progression compose it) against the same final target: the model then learns
+what each sentence adds towards the final image (0 by default: the recipe; docs/METHODS.md).
 """
 from __future__ import annotations
 
+import json
 import random
 from dataclasses import dataclass
 from typing import Any
@@ -50,6 +55,7 @@ class PACESettings(HeadSettings, PACEConfig):
     mine_per_step: int = 8
     mine_cap: int = 64
     step_loss: float = 0.0
+    prefix_fraction: float = 0.0
 
 
 DEFAULTS = PACESettings()
@@ -106,6 +112,32 @@ def info_nce(q: torch.Tensor, targets: torch.Tensor, tau: float, same: torch.Ten
     return F.cross_entropy(logits, torch.arange(len(q), device=q.device), reduction=reduction)
 
 
+class PrefixTexts:
+    """f_T of every proper prefix of the cache's multi-sentence edits, " ".join(sentences[:k]) for
+    1 <= k < n, as `prefix_queries` composes them: k = 1 is the first sentence's own row of the
+    cache; 2 <= k < n are encoded once here (the frozen text tower, length-sorted batches)."""
+
+    def __init__(self, cache: Any, backbone: Any):
+        from .embed_cache import encode_texts_by_length
+
+        strings = json.loads((cache.folder / "texts.json").read_text())
+        self.cache, counts, texts = cache, np.maximum(cache.n_sentences - 2, 0), []
+        self.off = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        for i in np.flatnonzero(counts):
+            sent = [strings[j] for j in cache.sent_idx[cache.sent_off[i]:cache.sent_off[i + 1]]]
+            texts += [" ".join(sent[:k]) for k in range(2, len(sent))]
+        self.emb = encode_texts_by_length(backbone, texts) if texts else np.zeros((0, cache.dim), np.float16)
+
+    def embedding(self, i: int, k: int) -> np.ndarray:
+        """(D,) float32 f_T of query i's first k sentences (1 <= k < n_i)."""
+        n = int(self.cache.n_sentences[i])
+        if not 1 <= k < n:
+            raise ValueError(f"query {i} has {n} sentences: no proper prefix of {k}")
+        if k == 1:
+            return self.cache.text(self.cache.sent_idx[self.cache.sent_off[i]])
+        return self.emb[self.off[i] + k - 2].astype(np.float32)
+
+
 class PACETask(CachedHeadTask):
     def __init__(self, cfg: PACESettings, backbone: Any = None):
         self.setup(cfg, backbone)
@@ -119,6 +151,9 @@ class PACETask(CachedHeadTask):
         nsent = self.cache.n_sentences
         self.long_pool = np.flatnonzero(nsent >= 2)
         self.single_pool = np.flatnonzero(nsent == 1)
+        if not 0.0 <= cfg.prefix_fraction <= 1.0:
+            raise SystemExit(f"prefix_fraction must be in [0, 1], got {cfg.prefix_fraction}")
+        self.prefixes = PrefixTexts(self.cache, self.backbone) if cfg.prefix_fraction > 0 else None
 
     def batch(self, step: int, rank: int, rng: random.Random) -> dict[str, torch.Tensor]:
         c, g, cfg = self.cache, np_rng(rng), self.cfg
@@ -129,13 +164,20 @@ class PACETask(CachedHeadTask):
         idx = np.concatenate([g.choice(self.long_pool, n_long, replace=False),
                               g.choice(self.single_pool, min(len(self.single_pool), bs - n_long),
                                        replace=False)])
-        n = c.n_sentences[idx]
+        n = c.n_sentences[idx].copy()
         sents = np.zeros((len(idx), int(n.max()), c.dim), np.float32)
         for r, i in enumerate(idx):
             sents[r, :n[r]] = c.sentences(int(i))
+        text = c.text(c.edit[idx])
+        if self.prefixes is not None:  # some long queries read only their first k < n sentences
+            for r in np.flatnonzero((n >= 2) & (g.random(len(idx)) < cfg.prefix_fraction)):
+                k = int(g.integers(1, n[r]))
+                text[r] = self.prefixes.embedding(int(idx[r]), k)
+                sents[r, k:] = 0
+                n[r] = k
         tkey = c.tgt_key[idx]
         t = lambda a: torch.from_numpy(np.ascontiguousarray(a))  # noqa: E731
-        out = {"v_r": t(c.image("ref", idx)), "text": t(c.text(c.edit[idx])), "sents": t(sents),
+        out = {"v_r": t(c.image("ref", idx)), "text": t(text), "sents": t(sents),
                "n": t(step_counts(n, self.arch)), "v_t": t(c.image("tgt", idx)), "t_key": t(tkey),
                "same": t(tkey[:, None] == tkey[None, :])}
         if 0 < cfg.bank_size < 2 * len(c):  # a random bank each step; else the whole gallery (loss)
