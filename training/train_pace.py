@@ -13,8 +13,9 @@ showing the target's own scene is never a negative. `step_loss` > 0 adds the sam
 every intermediate state q_0..q_{n−1} (averaged; 0 by default: the paper trains q_n).
 `prefix_fraction` > 0 trains that share of the long queries of each batch on a random prefix of
 their text instead (sentences 1..k, k < n, composed from scratch as the prefix protocol and the
-app's per-sentence progression compose it) against the same final target: the model then learns
-what each sentence adds towards the final image (0 by default: the recipe; docs/METHODS.md).
+app's per-sentence progression compose it), against the final target (`prefix_target=final`) or
+against the image after its first k edits (`intermediate`, `training.prefix_targets`); 0 by
+default: the recipe (docs/METHODS.md).
 """
 from __future__ import annotations
 
@@ -56,6 +57,7 @@ class PACESettings(HeadSettings, PACEConfig):
     mine_cap: int = 64
     step_loss: float = 0.0
     prefix_fraction: float = 0.0
+    prefix_target: str = "final"  # what a prefix is trained to find: the final target | intermediate
 
 
 DEFAULTS = PACESettings()
@@ -153,7 +155,14 @@ class PACETask(CachedHeadTask):
         self.single_pool = np.flatnonzero(nsent == 1)
         if not 0.0 <= cfg.prefix_fraction <= 1.0:
             raise SystemExit(f"prefix_fraction must be in [0, 1], got {cfg.prefix_fraction}")
+        if cfg.prefix_target not in ("final", "intermediate"):
+            raise SystemExit(f"prefix_target is 'final' or 'intermediate', not {cfg.prefix_target!r}")
         self.prefixes = PrefixTexts(self.cache, self.backbone) if cfg.prefix_fraction > 0 else None
+        self.targets = None
+        if self.prefixes is not None and cfg.prefix_target == "intermediate":
+            from .prefix_targets import PrefixTargets
+
+            self.targets = PrefixTargets(self.cache, self.backbone)
 
     def batch(self, step: int, rank: int, rng: random.Random) -> dict[str, torch.Tensor]:
         c, g, cfg = self.cache, np_rng(rng), self.cfg
@@ -168,17 +177,18 @@ class PACETask(CachedHeadTask):
         sents = np.zeros((len(idx), int(n.max()), c.dim), np.float32)
         for r, i in enumerate(idx):
             sents[r, :n[r]] = c.sentences(int(i))
-        text = c.text(c.edit[idx])
+        text, v_t, tkey = c.text(c.edit[idx]), c.image("tgt", idx), c.tgt_key[idx].copy()
         if self.prefixes is not None:  # some long queries read only their first k < n sentences
             for r in np.flatnonzero((n >= 2) & (g.random(len(idx)) < cfg.prefix_fraction)):
                 k = int(g.integers(1, n[r]))
                 text[r] = self.prefixes.embedding(int(idx[r]), k)
                 sents[r, k:] = 0
                 n[r] = k
-        tkey = c.tgt_key[idx]
+                if self.targets is not None:
+                    v_t[r], tkey[r] = self.targets.target(int(idx[r]), k)
         t = lambda a: torch.from_numpy(np.ascontiguousarray(a))  # noqa: E731
         out = {"v_r": t(c.image("ref", idx)), "text": t(text), "sents": t(sents),
-               "n": t(step_counts(n, self.arch)), "v_t": t(c.image("tgt", idx)), "t_key": t(tkey),
+               "n": t(step_counts(n, self.arch)), "v_t": t(v_t), "t_key": t(tkey),
                "same": t(tkey[:, None] == tkey[None, :])}
         if 0 < cfg.bank_size < 2 * len(c):  # a random bank each step; else the whole gallery (loss)
             pick = g.choice(2 * len(c), cfg.bank_size, replace=False)  # rows < N: references, else targets
