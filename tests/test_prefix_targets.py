@@ -52,13 +52,16 @@ def test_targets_are_the_rendered_intermediate_images(tiny_backbone, train_cache
 
 def test_a_file_that_does_not_fit_its_cache_is_refused(tiny_backbone, train_cache):
     class OtherCache:  # the same folder, other sentence counts: the file's rows cannot be its own
-        folder, n_sentences = train_cache.folder, np.ones(len(train_cache), np.int64)
+        folder, n_sentences, source = train_cache.folder, np.ones(len(train_cache), np.int64), "world"
 
         def __len__(self):
             return len(train_cache)
 
     PrefixTargets(train_cache, tiny_backbone, progress=False)
     with pytest.raises(SystemExit, match="does not fit its cache"):
+        PrefixTargets(OtherCache(), tiny_backbone, progress=False)
+    OtherCache.source = "cirr"
+    with pytest.raises(SystemExit, match="only for the generated world's cache"):
         PrefixTargets(OtherCache(), tiny_backbone, progress=False)
 
 

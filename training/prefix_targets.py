@@ -60,6 +60,9 @@ class PrefixTargets:
     at off[i]:off[i+1] in order of k."""
 
     def __init__(self, cache: Any, backbone: Any, progress: bool = True):
+        if getattr(cache, "source", "world") != "world":
+            raise SystemExit(f"intermediate prefix targets exist only for the generated world's cache, not for "
+                             f"{cache.source!r} data (its intermediate images are unknown): use prefix_target=final")
         path = Path(cache.folder) / FILE
         if not path.is_file():
             build(cache, backbone, path, progress)
