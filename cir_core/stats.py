@@ -216,6 +216,7 @@ def rate_by_group(query: np.ndarray, group: np.ndarray, ok: np.ndarray, n_groups
     to, `group[i]` its group, `ok[i]` its outcome): how many, the share ok and its query-level
     bootstrap percentile interval (a query's observations are resampled together, so a query
     with many observations does not narrow the interval as if they were independent)."""
+    _check_boot(n_boot, level)
     qi, gi = np.asarray(query).reshape(-1), np.asarray(group).reshape(-1)
     hit = np.asarray(ok, dtype=bool).reshape(-1)
     if not (qi.shape == gi.shape == hit.shape) or (gi.size and (gi.min() < 0 or gi.max() >= n_groups)):

@@ -229,7 +229,7 @@ def test_mining_over_the_whole_gallery_equals_a_bank_of_every_image(head_cfg, ti
 def test_prefix_training_reads_each_prefix_as_the_prefix_protocol_composes_it(head_cfg, tiny_backbone):
     """prefix_fraction=1: every long query of the batch is cut to its first k < n sentences, its
     text embedding f_T(" ".join(sentences[:k])) as `prefix_queries` encodes it, the target kept;
-    prefix_fraction=0 draws the recipe's batch exactly (the recipe's runs stay reproducible)."""
+    the prefix draws come after the recipe's, so both pick the same queries for the same seed."""
     from training.train_pace import PrefixTexts
 
     recipe = PACETask(head_cfg(DEFAULTS, bank_size=64, long_fraction=0.5), tiny_backbone)

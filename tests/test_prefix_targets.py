@@ -50,6 +50,21 @@ def test_targets_are_the_rendered_intermediate_images(tiny_backbone, train_cache
     np.testing.assert_array_equal(again.img, t.img)
 
 
+def test_a_stream_that_is_not_the_caches_is_refused(tiny_backbone, train_cache, tmp_path):
+    from training.prefix_targets import build
+
+    class Drifted:  # the cache's arrays, but target keys no regenerated query has
+        folder, meta, dim = train_cache.folder, train_cache.meta, train_cache.dim
+        n_sentences, tgt_key, tgt_img = train_cache.n_sentences, train_cache.tgt_key + 1, train_cache.tgt_img
+
+        def __len__(self):
+            return len(train_cache)
+
+    with pytest.raises(SystemExit, match="is not the cache's"):
+        build(Drifted(), tiny_backbone, tmp_path / "p.npz", progress=False)
+    assert not (tmp_path / "p.npz").exists()
+
+
 def test_a_file_that_does_not_fit_its_cache_is_refused(tiny_backbone, train_cache):
     class OtherCache:  # the same folder, other sentence counts: the file's rows cannot be its own
         folder, n_sentences, source = train_cache.folder, np.ones(len(train_cache), np.int64), "world"
@@ -72,11 +87,17 @@ def test_pace_trains_a_prefix_against_its_intermediate_target(head_cfg, tiny_bac
     a, b = plain.batch(0, 0, random.Random(3)), task.batch(0, 0, random.Random(3))
     cut = [r for r in range(len(a["n"])) if int(b["n"][r]) < int(a["n"][r])]
     assert cut
-    for r in cut:
-        assert not np.allclose(a["v_t"][r].numpy(), b["v_t"][r].numpy())  # another target
-        assert int(a["t_key"][r]) != int(b["t_key"][r])
-    same = (b["t_key"][:, None] == b["t_key"][None, :])
-    assert bool((same == b["same"]).all())  # the in-batch mask follows the new keys
+    c = train_cache
+    pair = np.concatenate([c.image("ref", np.arange(len(c))), c.image("tgt", np.arange(len(c)))], 1)
+    for r in cut:  # each cut row's cache query, by its reference and final target together
+        d = np.abs(pair - np.concatenate([a["v_r"][r].numpy(), a["v_t"][r].numpy()])).sum(1)
+        i = int(np.argmin(d))
+        assert d[i] == 0 and (d == 0).sum() == 1
+        img, key = task.targets.target(i, int(b["n"][r]))  # after exactly the k sentences it reads
+        np.testing.assert_array_equal(b["v_t"][r].numpy(), img)
+        assert int(b["t_key"][r]) == key != int(a["t_key"][r])
+    keys = b["t_key"].numpy()
+    np.testing.assert_array_equal(b["same"].numpy(), keys[:, None] == keys[None, :])  # built from the new keys
     loss, _ = task.loss(task.model, b)
     assert np.isfinite(loss.item())
     with pytest.raises(SystemExit, match="'final' or 'intermediate'"):

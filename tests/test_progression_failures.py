@@ -61,6 +61,14 @@ def test_method_breakdown_end_to_end_equals_the_benchmark(tiny_backbone, small_b
     assert multi and out["steps"] == sum(len(q.sentences) - 1 for q in multi)
     assert sum(v["steps"] for v in out["by_family"].values()) == out["steps"]
     assert sum(v["steps"] for v in out["by_rank_before"].values()) == out["steps"]
+    # world queries are grouped by their own op (the films' family table is for film queries)
+    ops = {e.op for q in multi for e in q.edits[1:]}
+    assert set(out["by_family"]) == ops
+
+
+def test_no_steps_is_named_not_a_type_error():
+    with pytest.raises(InputError, match="no progression steps"):
+        breakdown(step_table(np.zeros((2, 1)), np.array([1, 1]), [["x"], ["y"]]))
 
 
 def test_a_benchmark_whose_rows_drift_is_refused(tiny_backbone, small_bench, tmp_path, monkeypatch):

@@ -91,10 +91,13 @@ def build(cache: Any, backbone: Any, path: Path, progress: bool = True, chunk: i
         n = int(n_sent[i])
         if n < 2:
             continue
+        if scene_hash(_final_key(q)) != int(cache.tgt_key[i]):  # the stream is not the cache's
+            raise SystemExit(f"query {i} of the regenerated training stream is not the cache's (its target key "
+                             f"differs): {cache.folder} was built by other code; rebuild the embed cache")
         states = intermediate_states(q)
-        if states is None or scene_hash(_final_key(q)) != int(cache.tgt_key[i]) or states[-1][2] != int(cache.tgt_key[i]):
-            fallback += 1
-            states = None
+        if states is not None and states[-1][2] != int(cache.tgt_key[i]):
+            states = None  # the chain of edits does not reach the target: the final target stands in
+        fallback += states is None
         for k in range(1, n):
             items.append(None if states is None else states[k - 1][:2])
             keys.append(int(cache.tgt_key[i]) if states is None else states[k - 1][2])
@@ -113,8 +116,14 @@ def build(cache: Any, backbone: Any, path: Path, progress: bool = True, chunk: i
         bar.update(len(part))
     bar.close()
     off = np.concatenate([[0], np.cumsum(np.maximum(n_sent - 1, 0))]).astype(np.int64)
-    atomic_write_path(path, lambda tmp: np.savez(open(tmp, "wb"), img=img, key=np.asarray(keys, np.int64),
-                                                 off=off, fallback=fallback))
+    def write(tmp: Path) -> None:
+        with open(tmp, "wb") as f:
+            np.savez(f, img=img, key=np.asarray(keys, np.int64), off=off, fallback=fallback)
+
+    atomic_write_path(path, write)
+    if fallback:
+        print(f"prefix targets: {fallback} multi-sentence queries use their final target (sentences not one "
+              "per edit, or the edits do not reach the target)", flush=True)
 
 
 def _final_key(q: Any) -> tuple:

@@ -53,6 +53,8 @@ def breakdown(steps: dict[str, np.ndarray], n_boot: int = 2000, seed: int = 0) -
     """The share of steps whose rank improved or held, overall, per family and per rank-before
     bin, each with its query-bootstrap interval; and how far the worsening steps worsen."""
     ok = steps["after"] <= steps["before"]
+    if not len(ok):
+        raise InputError("no progression steps: the benchmark has no multi-sentence query")
     qi = steps["query"]
     fams = sorted(set(steps["family"].tolist()))
     fam_idx = np.array([fams.index(f) for f in steps["family"]], np.int64)
@@ -76,6 +78,7 @@ def sentence_families(queries: Sequence, rows: Sequence[int]) -> list[list[str]]
     """One family per sentence of each multi-sentence query (one sentence per edit, as the world
     and the films write them); an InputError names a query where that does not hold."""
     from cir_core.world.films.language import OP_FAMILY
+    from cir_core.world.films.queries import FilmQuery
 
     out = []
     for i in rows:
@@ -83,7 +86,7 @@ def sentence_families(queries: Sequence, rows: Sequence[int]) -> list[list[str]]
         if len(q.sentences) != len(q.edits):
             raise InputError(f"query {q.query_id}: {len(q.sentences)} sentences but {len(q.edits)} edits, "
                              "so its steps have no op family")
-        out.append([OP_FAMILY.get(e.op, e.op) for e in q.edits])
+        out.append([OP_FAMILY[e.op] if isinstance(q, FilmQuery) else e.op for e in q.edits])
     return out
 
 
