@@ -123,13 +123,18 @@ class WorldBench:
         steps (Q,)): `prefix` (every method, PACE included, given only sentences 1..k: comparable
         across methods) and, for a method with its own step states, `states` (its states on the
         full text: PACE's q₀ already sees every sentence)."""
-        rows = [i for i, q in enumerate(self.world.queries) if len(q.sentences) > 1]
+        rows = self.progression_rows()
         if not rows:
             return {}
         out = {"prefix": self._step_ranks(method, g, opts, method.prefix_queries, rows, norms)}
         if method.native_progression:
             out["states"] = self._step_ranks(method, g, opts, method.progression, rows, norms)
         return out
+
+    def progression_rows(self) -> list[int]:
+        """The queries the progression measures (row j of its ranks is query rows[j]): those with
+        more than one sentence."""
+        return [i for i, q in enumerate(self.world.queries) if len(q.sentences) > 1]
 
     def _step_ranks(self, method: Method, g: np.ndarray, opts: ScoreOpts, steps, rows: list[int],
                     norms: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:

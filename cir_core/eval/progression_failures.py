@@ -99,9 +99,8 @@ def method_breakdown(bench, method, data, scoring: str = "cosine", n_boot: int =
 
     (res,), _ = score_method(bench, method, data, [ScoreOpts(scoring)])
     ranks, n = res.aux["progression_ranks"]["prefix"]
-    queries = bench.world.queries
-    # the benchmark's own rule for which queries have a progression; refuse a drift by name
-    rows = [i for i, q in enumerate(queries) if len(q.sentences) > 1]
+    queries, rows = bench.world.queries, bench.progression_rows()  # the benchmark's own rule
+    # its ranks must be of those rows, one step per sentence; refuse a drift by name
     if len(rows) != len(n) or any(len(queries[i].sentences) != k for i, k in zip(rows, n)):
         raise InputError(f"the benchmark's progression rows ({len(n)}) are not its multi-sentence queries "
                          f"({len(rows)}): progression_failures and the benchmark disagree on which queries count")
