@@ -69,8 +69,7 @@ class PrefixTargets:
         with np.load(path) as z:
             self.img, self.key, self.off = z["img"], z["key"], z["off"]
             self.fallback = int(z["fallback"])
-        counts = np.maximum(cache.n_sentences - 1, 0)
-        if len(self.off) != len(cache) + 1 or not np.array_equal(np.diff(self.off), counts):
+        if not np.array_equal(self.off, row_offsets(cache.n_sentences)):
             raise SystemExit(f"{path} does not fit its cache (rows per query differ): delete it to rebuild")
 
     def target(self, i: int, k: int) -> tuple[np.ndarray, int]:
@@ -81,44 +80,46 @@ class PrefixTargets:
         return self.img[j].astype(np.float32), int(self.key[j])
 
 
+def row_offsets(n_sentences: np.ndarray) -> np.ndarray:
+    """(N+1,) where each query's rows start: n - 1 rows (k = 1..n-1) for a query of n sentences."""
+    return np.concatenate([[0], np.cumsum(np.maximum(n_sentences - 1, 0))]).astype(np.int64)
+
+
 def build(cache: Any, backbone: Any, path: Path, progress: bool = True, chunk: int = 256) -> None:
     """Regenerate the cache's queries (its stream, seed and film share), draw and embed every
-    intermediate state, write `path` atomically."""
-    n_sent = cache.n_sentences
+    intermediate state, write `path` atomically. A query whose chain does not reach its target
+    keeps its final target in every row."""
+    n_sent, off = cache.n_sentences, row_offsets(cache.n_sentences)
+    img = np.empty((int(off[-1]), cache.dim), np.float16)
+    keys = np.empty(int(off[-1]), np.int64)
+    todo, fallback = [], 0  # (row, item, render seed) to draw
     stream = training_queries(int(cache.meta["seed"]), float(cache.meta.get("film_share", 0.5)))
-    items, keys, fallback = [], [], 0
     for i, q in enumerate(itertools.islice(stream, len(cache))):
-        n = int(n_sent[i])
-        if n < 2:
+        if n_sent[i] < 2:
             continue
-        if scene_hash(_final_key(q)) != int(cache.tgt_key[i]):  # the stream is not the cache's
+        final = int(cache.tgt_key[i])
+        if scene_hash(_final_key(q)) != final:  # the stream is not the cache's
             raise SystemExit(f"query {i} of the regenerated training stream is not the cache's (its target key "
                              f"differs): {cache.folder} was built by other code; rebuild the embed cache")
         states = intermediate_states(q)
-        if states is not None and states[-1][2] != int(cache.tgt_key[i]):
-            states = None  # the chain of edits does not reach the target: the final target stands in
-        fallback += states is None
-        for k in range(1, n):
-            items.append(None if states is None else states[k - 1][:2])
-            keys.append(int(cache.tgt_key[i]) if states is None else states[k - 1][2])
-    img = np.empty((len(items), cache.dim), np.float16)
-    bar = progress_bar(total=len(items), disable=not progress, unit="image", desc="intermediate targets")
-    final_rows = _final_rows(cache, n_sent)
-    for s in range(0, len(items), chunk):
-        part = items[s:s + chunk]
-        todo = [j for j, it in enumerate(part) if it is not None]
-        if todo:
-            pics = [render_item(part[j][0], backbone.image_size, part[j][1]) for j in todo]
-            img[[s + j for j in todo]] = backbone.encode_images(pics, batch_size=256).astype(np.float16)
-        for j, it in enumerate(part):
-            if it is None:  # the final target stands in
-                img[s + j] = cache.tgt_img[final_rows[s + j]]
+        if states is None or states[-1][2] != final:  # the chain does not reach the target
+            fallback += 1
+            img[off[i]:off[i + 1]], keys[off[i]:off[i + 1]] = cache.tgt_img[i], final
+            continue
+        for k in range(1, int(n_sent[i])):
+            item, seed, keys[off[i] + k - 1] = states[k - 1]
+            todo.append((off[i] + k - 1, item, seed))
+    bar = progress_bar(total=len(todo), disable=not progress, unit="image", desc="intermediate targets")
+    for s in range(0, len(todo), chunk):
+        part = todo[s:s + chunk]
+        pics = [render_item(item, backbone.image_size, seed) for _, item, seed in part]
+        img[[row for row, _, _ in part]] = backbone.encode_images(pics, batch_size=256).astype(np.float16)
         bar.update(len(part))
     bar.close()
-    off = np.concatenate([[0], np.cumsum(np.maximum(n_sent - 1, 0))]).astype(np.int64)
+
     def write(tmp: Path) -> None:
         with open(tmp, "wb") as f:
-            np.savez(f, img=img, key=np.asarray(keys, np.int64), off=off, fallback=fallback)
+            np.savez(f, img=img, key=keys, off=off, fallback=fallback)
 
     atomic_write_path(path, write)
     if fallback:
@@ -128,8 +129,3 @@ def build(cache: Any, backbone: Any, path: Path, progress: bool = True, chunk: i
 
 def _final_key(q: Any) -> tuple:
     return q.tgt_key if isinstance(q, FilmQuery) else q.target.key()
-
-
-def _final_rows(cache: Any, n_sent: np.ndarray) -> np.ndarray:
-    """For every (query, k) row, the query's index (its final target's row in the cache)."""
-    return np.repeat(np.arange(len(cache)), np.maximum(n_sent - 1, 0))
