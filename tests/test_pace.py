@@ -240,12 +240,8 @@ def test_prefix_training_reads_each_prefix_as_the_prefix_protocol_composes_it(he
     c, strings = cut.cache, json.loads((cut.cache.folder / "texts.json").read_text())
     long_rows = [r for r in range(len(a["n"])) if int(a["n"][r]) >= 2]
     assert long_rows, "the batch has long queries"
-    # each row's cache query, found by its reference and target images together
-    pair = np.concatenate([c.image("ref", np.arange(len(c))), c.image("tgt", np.arange(len(c)))], 1)
     for r in long_rows:
-        d = np.abs(pair - np.concatenate([a["v_r"][r].numpy(), a["v_t"][r].numpy()])).sum(1)
-        i = int(np.argmin(d))
-        assert d[i] == 0 and (d == 0).sum() == 1
+        i = cache_row(c, a, r)
         k = int(b["n"][r])
         assert 1 <= k < int(a["n"][r])  # short_direct is off in this recipe: n counts sentences
         sent = [strings[j] for j in c.sent_idx[c.sent_off[i]:c.sent_off[i + 1]]]
@@ -255,3 +251,34 @@ def test_prefix_training_reads_each_prefix_as_the_prefix_protocol_composes_it(he
     longest = int(np.argmax(c.n_sentences))
     with pytest.raises(ValueError, match="no proper prefix"):
         PrefixTexts(c, tiny_backbone).embedding(longest, int(c.n_sentences[longest]))
+
+
+def cache_row(cache, batch, r):
+    """The cache query behind row r of a batch drawn with the recipe (its final target intact),
+    found by its reference and target images together; exactly one query must match."""
+    pair = np.concatenate([cache.image("ref", np.arange(len(cache))), cache.image("tgt", np.arange(len(cache)))], 1)
+    d = np.abs(pair - np.concatenate([batch["v_r"][r].numpy(), batch["v_t"][r].numpy()])).sum(1)
+    i = int(np.argmin(d))
+    assert d[i] == 0 and (d == 0).sum() == 1
+    return i
+
+
+def test_pace_trains_a_prefix_against_its_intermediate_target(head_cfg, tiny_backbone, train_cache):
+    cfg = head_cfg(DEFAULTS, bank_size=64, long_fraction=0.5, prefix_fraction=1.0, prefix_target="intermediate")
+    task, plain = PACETask(cfg, tiny_backbone), PACETask(head_cfg(DEFAULTS, bank_size=64, long_fraction=0.5),
+                                                         tiny_backbone)
+    a, b = plain.batch(0, 0, random.Random(3)), task.batch(0, 0, random.Random(3))
+    cut = [r for r in range(len(a["n"])) if int(b["n"][r]) < int(a["n"][r])]
+    assert cut
+    for r in cut:
+        i = cache_row(train_cache, a, r)
+        img, key = task.targets.target(i, int(b["n"][r]))  # after exactly the k sentences it reads
+        np.testing.assert_array_equal(b["v_t"][r].numpy(), img)
+        assert int(b["t_key"][r]) == key != int(a["t_key"][r])
+    keys = b["t_key"].numpy()
+    np.testing.assert_array_equal(b["same"].numpy(), keys[:, None] == keys[None, :])  # built from the new keys
+    loss, _ = task.loss(task.model, b)
+    assert np.isfinite(loss.item())
+    with pytest.raises(SystemExit, match="'final' or 'intermediate'"):
+        PACETask(head_cfg(DEFAULTS, prefix_fraction=0.5, prefix_target="middle"), tiny_backbone)
+

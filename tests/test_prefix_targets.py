@@ -1,7 +1,6 @@
 """training.prefix_targets: the image after a query's first k edits, for PACE's intermediate
-prefix targets; and the PACE batch that trains a prefix against it."""
+prefix targets (the PACE batch that trains a prefix against it: tests/test_pace.py)."""
 import itertools
-import random
 
 import numpy as np
 import pytest
@@ -10,7 +9,6 @@ from cir_core.world.films.queries import FilmQuery
 from cir_core.world.films.stream import render_item, training_queries
 from training.embed_cache import scene_hash
 from training.prefix_targets import FILE, PrefixTargets, intermediate_states
-from training.train_pace import DEFAULTS, PACETask
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -78,28 +76,3 @@ def test_a_file_that_does_not_fit_its_cache_is_refused(tiny_backbone, train_cach
     OtherCache.source = "cirr"
     with pytest.raises(SystemExit, match="only for the generated world's cache"):
         PrefixTargets(OtherCache(), tiny_backbone, progress=False)
-
-
-def test_pace_trains_a_prefix_against_its_intermediate_target(head_cfg, tiny_backbone, train_cache):
-    cfg = head_cfg(DEFAULTS, bank_size=64, long_fraction=0.5, prefix_fraction=1.0, prefix_target="intermediate")
-    task, plain = PACETask(cfg, tiny_backbone), PACETask(head_cfg(DEFAULTS, bank_size=64, long_fraction=0.5),
-                                                         tiny_backbone)
-    a, b = plain.batch(0, 0, random.Random(3)), task.batch(0, 0, random.Random(3))
-    cut = [r for r in range(len(a["n"])) if int(b["n"][r]) < int(a["n"][r])]
-    assert cut
-    c = train_cache
-    pair = np.concatenate([c.image("ref", np.arange(len(c))), c.image("tgt", np.arange(len(c)))], 1)
-    for r in cut:  # each cut row's cache query, by its reference and final target together
-        d = np.abs(pair - np.concatenate([a["v_r"][r].numpy(), a["v_t"][r].numpy()])).sum(1)
-        i = int(np.argmin(d))
-        assert d[i] == 0 and (d == 0).sum() == 1
-        img, key = task.targets.target(i, int(b["n"][r]))  # after exactly the k sentences it reads
-        np.testing.assert_array_equal(b["v_t"][r].numpy(), img)
-        assert int(b["t_key"][r]) == key != int(a["t_key"][r])
-    keys = b["t_key"].numpy()
-    np.testing.assert_array_equal(b["same"].numpy(), keys[:, None] == keys[None, :])  # built from the new keys
-    loss, _ = task.loss(task.model, b)
-    assert np.isfinite(loss.item())
-    with pytest.raises(SystemExit, match="'final' or 'intermediate'"):
-        PACETask(head_cfg(DEFAULTS, prefix_fraction=0.5, prefix_target="middle"), tiny_backbone)
-
