@@ -22,6 +22,9 @@ def test_step_table_lists_every_real_step_by_hand():
     assert out["by_family"]["pose"]["improved_or_held"] == 1.0 and out["by_family"]["scene"]["improved_or_held"] == 0.0
     assert out["by_rank_before"]["1-9"] == {"steps": 2, "improved_or_held": 0.5, "ci95": out["by_rank_before"]["1-9"]["ci95"]}
     assert out["worsened"] == 1 and out["median_worsening_factor"] == round(8 / 6, 3)
+    # without pose: the scene step (worsened) and the relation step (improved)
+    assert out["without_family"]["pose"]["steps"] == 2 and out["without_family"]["pose"]["improved_or_held"] == 0.5
+    assert out["without_family"]["scene"]["improved_or_held"] == 1.0
     # the overall rate is the benchmark's own step rate on the same ranks
     assert out["improved_or_held"] == progression_summary(ranks, n)["step_improved_or_held"]
 

@@ -51,7 +51,8 @@ def step_table(ranks: np.ndarray, n_steps: np.ndarray, families: Sequence[Sequen
 
 def breakdown(steps: dict[str, np.ndarray], n_boot: int = 2000, seed: int = 0) -> dict:
     """The share of steps whose rank improved or held, overall, per family and per rank-before
-    bin, each with its query-bootstrap interval; and how far the worsening steps worsen."""
+    bin, and over every family but one, each with its query-bootstrap interval; and how far the
+    worsening steps worsen."""
     ok = steps["after"] <= steps["before"]
     if not len(ok):
         raise InputError("no progression steps: the benchmark has no multi-sentence query")
@@ -65,6 +66,9 @@ def breakdown(steps: dict[str, np.ndarray], n_boot: int = 2000, seed: int = 0) -
     factor = (steps["after"][worse] + 1) / (steps["before"][worse] + 1)  # ranks are 0-based
     return {"steps": int(len(ok)), **_row(rate_by_group(qi, np.zeros_like(qi), ok, 1, n_boot, seed)[0]),
             "by_family": {f: _row(r) for f, r in zip(fams, rate_by_group(qi, fam_idx, ok, len(fams), n_boot, seed))},
+            # the rate over every other family's steps: what the progression would be without f
+            "without_family": {f: _row(rate_by_group(qi, (fam_idx != j).astype(np.int64), ok, 2, n_boot, seed)[1])
+                               for j, f in enumerate(fams)},
             "by_rank_before": {b: _row(r) for b, r in zip(labels, rate_by_group(qi, bins, ok, len(labels), n_boot, seed))},
             "worsened": int(worse.sum()),
             "median_worsening_factor": round(float(np.median(factor)), 3) if worse.any() else None}
@@ -136,9 +140,10 @@ def main(argv: list[str] | None = None) -> int:
         r = results[name] = method_breakdown(bench, create_method(name, bb), data, a.scoring, a.bootstrap)
         fam = ", ".join(f"{f} {v['improved_or_held']} [{v['ci95'][0]}, {v['ci95'][1]}] ({v['steps']})"
                         for f, v in r["by_family"].items())
+        without = ", ".join(f"{f} {v['improved_or_held']}" for f, v in r["without_family"].items())
         print(f"{name}/{a.scoring}: {r['steps']} steps, improved or held {r['improved_or_held']} "
-              f"[{r['ci95'][0]}, {r['ci95'][1]}]; by family: {fam}; worsened {r['worsened']}, "
-              f"median factor x{r['median_worsening_factor']}")
+              f"[{r['ci95'][0]}, {r['ci95'][1]}]; by family: {fam}; without one family: {without}; "
+              f"worsened {r['worsened']}, median factor x{r['median_worsening_factor']}")
     if a.json:
         a.json.write_text(json.dumps({"benchmark": a.benchmark, "split": "test", "scoring": a.scoring,
                                       "backbone": bb.id, "rank_edges": list(RANK_EDGES), "methods": results}, indent=1))
