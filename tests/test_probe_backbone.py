@@ -147,3 +147,44 @@ def test_fine_tuning_starts_from_the_init_weights_without_a_random_init_warning(
     save_file({"bogus": torch.zeros(2)}, str(bad / "open_clip_model.safetensors"))
     with pytest.raises(CheckpointError, match="open_clip_model.safetensors"):
         BackboneTask(replace(DEFAULTS, init=str(bad), val_scenes=2, probe_scenes=1))
+
+
+class _OneHot:
+    """An encoder that gives every distinct image (its pixels) or text its own orthonormal axis."""
+
+    def __init__(self) -> None:
+        self.seen: dict = {}
+
+    def _axis(self, keys: list) -> "torch.Tensor":
+        import torch
+
+        out = torch.zeros(len(keys), 4096)
+        for r, key in enumerate(keys):
+            out[r, self.seen.setdefault(key, len(self.seen))] = 1.0
+        return out
+
+    def images(self, images: list):
+        return self._axis([im.tobytes() for im in images])
+
+    def texts(self, texts: list):
+        return self._axis(list(texts))
+
+
+def test_attribute_moves_measure_each_change_in_both_towers():
+    """Every probe's change is drawn and said: with one axis per distinct image and caption, each
+    move is exactly 1; an encoder that sees nothing moves 0."""
+    import torch
+
+    from training.probe_films import attribute_moves
+
+    moves = attribute_moves(_OneHot(), 32, probe_n=3, n=20)
+    assert {"films_move_image_pose", "films_move_text_pose", "films_move_image_place"} <= set(moves)
+    assert all(v == 1.0 for v in moves.values()), moves
+
+    class Blind(_OneHot):
+        def images(self, images):
+            return torch.ones(len(images), 1)
+
+    blind = attribute_moves(Blind(), 32, probe_n=3, n=20)
+    assert all(v == 0.0 for k, v in blind.items() if "_image_" in k)
+    assert all(v == 1.0 for k, v in blind.items() if "_text_" in k)

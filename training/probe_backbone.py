@@ -133,6 +133,9 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     ap.add_argument("--threads", type=int, default=1, help="CPU threads (0: torch's default)")
     ap.add_argument("--films", action="store_true",
                     help="also probe film keyframes of the val films (training.probe_films)")
+    ap.add_argument("--moves", action="store_true",
+                    help="with --films: how far each probe's change moves the image and the caption "
+                         "embedding (training.probe_films.attribute_moves)")
     ap.add_argument("--json", help="also write the metrics to this file")
     args = ap.parse_args(argv)
     if args.threads:
@@ -143,7 +146,14 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     if args.films:
         from .probe_films import film_probe
 
-        metrics.update(film_probe(Encoder(bb.model, bb.tokenizer, bb.image_size), bb.image_size))
+        enc = Encoder(bb.model, bb.tokenizer, bb.image_size)
+        metrics.update(film_probe(enc, bb.image_size))
+        if args.moves:
+            from .probe_films import attribute_moves
+
+            metrics.update(attribute_moves(enc, bb.image_size))
+    elif args.moves:
+        ap.error("--moves measures film probes: add --films")
     out = {"backbone": bb.id, **metrics, "seconds": round(time.time() - t0, 1)}
     text = json.dumps(out, indent=1)
     print(text)

@@ -85,4 +85,27 @@ def film_probe(enc, image_size: int, n: int = 600, probe_n: int = 200) -> dict[s
     return {k: round(v, 4) for k, v in out.items()}
 
 
-__all__ = ["FILM_PROBES", "alternatives", "film_probe", "probe_frames"]
+def attribute_moves(enc, image_size: int, probe_n: int = 200, n: int = 600,
+                    max_alts: int = 3) -> dict[str, float]:
+    """Per probe, how far its one-thing change moves the keyframe's image embedding and its
+    caption's (mean cosine distance to at most `max_alts` alternatives), on the same frames as
+    `film_probe`. A probe that fails with both moves as large as a probe that passes has its
+    directions in the two towers unaligned rather than missing."""
+    moves: dict[str, list[tuple[float, float]]] = {p: [] for p in FILM_PROBES}
+    for i, k in enumerate(probe_frames(n)[:probe_n]):
+        for name, alts in alternatives(k.state).items():
+            if not alts:
+                continue
+            states = [k.state] + alts[:max_alts]
+            img = enc.images([replace(k, state=x).image(image_size) for x in states])
+            txt = enc.texts([frame_caption(x, random.Random(f"film-probe:{i}")) for x in states])
+            moves[name].append((1 - float((img[1:] @ img[0]).mean()), 1 - float((txt[1:] @ txt[0]).mean())))
+    out = {}
+    for name, v in moves.items():
+        if v:
+            out[f"films_move_image_{name}"] = round(float(np.mean([a for a, _ in v])), 4)
+            out[f"films_move_text_{name}"] = round(float(np.mean([b for _, b in v])), 4)
+    return out
+
+
+__all__ = ["FILM_PROBES", "alternatives", "attribute_moves", "film_probe", "probe_frames"]
