@@ -138,6 +138,8 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
                          "embedding (training.probe_films.attribute_moves)")
     ap.add_argument("--json", help="also write the metrics to this file")
     args = ap.parse_args(argv)
+    if args.moves and not args.films:
+        ap.error("--moves measures film probes: add --films")
     if args.threads:
         torch.set_num_threads(args.threads)
     bb = load_backbone(args.backbone)
@@ -152,8 +154,6 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
             from .probe_films import attribute_moves
 
             metrics.update(attribute_moves(enc, bb.image_size))
-    elif args.moves:
-        ap.error("--moves measures film probes: add --films")
     out = {"backbone": bb.id, **metrics, "seconds": round(time.time() - t0, 1)}
     text = json.dumps(out, indent=1)
     print(text)
