@@ -93,3 +93,44 @@ def test_a_benchmark_whose_rows_drift_is_refused(tiny_backbone, small_bench, tmp
     monkeypatch.setattr(WorldBench, "progression_ranks", drop_one)
     with pytest.raises(InputError, match="disagree on which queries count"):
         method_breakdown(bench, create_method("sum", tiny_backbone), data, n_boot=50)
+
+
+def test_cli_diagnoses_a_val_candidate_with_its_own_backbone_and_checkpoint(monkeypatch, tmp_path):
+    """--split, --backbone and --checkpoint reach the benchmark, the backbone and the method
+    (a candidate is diagnosed on val before any test); the report records them."""
+    import json
+    import types
+
+    import cir_core.backbone
+    import cir_core.benchmarks
+    import cir_core.eval.loop
+    import cir_core.methods
+    from cir_core.eval import progression_failures as pf
+
+    seen = {}
+    bb = types.SimpleNamespace(id="bb-x", image_size=32)
+    monkeypatch.setattr(cir_core.backbone, "load_backbone", lambda spec: seen.setdefault("backbone", spec) and bb)
+    monkeypatch.setattr(cir_core.benchmarks, "load_benchmark",
+                        lambda name, **k: seen.setdefault("bench", (name, k["split"])))
+    monkeypatch.setattr(cir_core.eval.loop, "embed_benchmark", lambda bench, b: "data")
+    monkeypatch.setattr(cir_core.methods, "create_method",
+                        lambda name, b, folder=None: seen.setdefault("methods", []).append((name, folder)) or name)
+    row = {"steps": 2, "improved_or_held": 50.0, "ci95": [0.0, 100.0], "by_family": {}, "without_family": {},
+           "worsened": 1, "median_worsening_factor": 2.0}
+    monkeypatch.setattr(pf, "method_breakdown", lambda *a, **k: row)
+    out = tmp_path / "p.json"
+    pf.main(["--split", "val", "--backbone", "local-dir:B", "--methods", "pace,sum",
+             "--checkpoint", "pace=C", "--json", str(out)])
+    assert seen == {"backbone": "local-dir:B", "bench": ("films", "val"), "methods": [("pace", "C"), ("sum", None)]}
+    rep = json.loads(out.read_text())
+    assert rep["split"] == "val" and rep["checkpoints"] == {"pace": "C"} and rep["backbone"] == "bb-x"
+
+
+@pytest.mark.parametrize("args", [["--checkpoint", "pace"], ["--checkpoint", "=C"],
+                                  ["--methods", "sum", "--checkpoint", "pace=C"]])
+def test_cli_refuses_a_checkpoint_it_cannot_use(args, capsys):
+    from cir_core.eval import progression_failures as pf
+
+    with pytest.raises(SystemExit) as e:
+        pf.main(args)
+    assert e.value.code == 2 and "--checkpoint" in capsys.readouterr().err

@@ -6,7 +6,8 @@ op) and by the rank before the step, each rate with a query-level bootstrap 95 %
 query's steps are resampled together). For the steps that worsen, the median factor rank_after /
 rank_before says how far.
 
-    python -m cir_core.eval.progression_failures [--benchmark films|world] [--methods pace,pact,sum] [--scoring cosine] [--json p.json]
+    python -m cir_core.eval.progression_failures [--benchmark films|world] [--split test|val] [--methods pace,pact,sum]
+        [--scoring cosine] [--backbone local-dir:DIR] [--checkpoint pace=DIR] [--json p.json]
 
 The overall rate equals `progression_summary`'s `step_improved_or_held` for the same ranks (the
 module checks it), so the breakdown explains exactly the number the benchmark reports.
@@ -115,6 +116,13 @@ def method_breakdown(bench, method, data, scoring: str = "cosine", n_boot: int =
     return out
 
 
+def _pair(ap: argparse.ArgumentParser, text: str) -> tuple[str, str]:
+    name, sep, folder = text.partition("=")
+    if not sep or not name.strip() or not folder.strip():
+        ap.error(f"--checkpoint takes METHOD=DIR, got {text!r}")
+    return name.strip(), folder.strip()
+
+
 def main(argv: list[str] | None = None) -> int:
     from cir_core.backbone import load_backbone
     from cir_core.benchmarks import load_benchmark
@@ -127,17 +135,27 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--benchmark", default="films", choices=("films", "world"))
     ap.add_argument("--methods", default="pace,pact,dice,compose-only,sum")
     ap.add_argument("--scoring", default="cosine", choices=("cosine", "chord"))
-    ap.add_argument("--n-queries", type=int, default=None, help="default: the split's (films 1000, world 1000)")
+    ap.add_argument("--split", default="test", choices=("test", "val"),
+                    help="val to diagnose a candidate before any test (default: test)")
+    ap.add_argument("--n-queries", type=int, default=None, help="default: the split's (test 1000, val 500)")
+    ap.add_argument("--backbone", default=DEFAULT_BACKBONE, help="open_clip spec (default: the shipped one)")
+    ap.add_argument("--checkpoint", action="append", default=[], metavar="METHOD=DIR",
+                    help="a method's checkpoint folder instead of the shipped one (repeatable)")
     ap.add_argument("--bootstrap", type=int, default=2000)
     ap.add_argument("--json", type=Path)
     a = ap.parse_args(argv)
-    bb = load_backbone(DEFAULT_BACKBONE)
-    bench = load_benchmark(a.benchmark, split="test", n_queries=a.n_queries, image_size=bb.image_size,
+    folders = dict(_pair(ap, c) for c in a.checkpoint)
+    names = [m.strip() for m in a.methods.split(",") if m.strip()]
+    if set(folders) - set(names):
+        ap.error(f"--checkpoint for a method not in --methods: {', '.join(sorted(set(folders) - set(names)))}")
+    bb = load_backbone(a.backbone)
+    bench = load_benchmark(a.benchmark, split=a.split, n_queries=a.n_queries, image_size=bb.image_size,
                            progression=True)
     data = embed_benchmark(bench, bb)
     results = {}
-    for name in [m.strip() for m in a.methods.split(",") if m.strip()]:
-        r = results[name] = method_breakdown(bench, create_method(name, bb), data, a.scoring, a.bootstrap)
+    for name in names:
+        r = results[name] = method_breakdown(bench, create_method(name, bb, folders.get(name)), data,
+                                             a.scoring, a.bootstrap)
         fam = ", ".join(f"{f} {v['improved_or_held']} [{v['ci95'][0]}, {v['ci95'][1]}] ({v['steps']})"
                         for f, v in r["by_family"].items())
         without = ", ".join(f"{f} {v['improved_or_held']}" for f, v in r["without_family"].items())
@@ -145,8 +163,8 @@ def main(argv: list[str] | None = None) -> int:
               f"[{r['ci95'][0]}, {r['ci95'][1]}]; by family: {fam}; without one family: {without}; "
               f"worsened {r['worsened']}, median factor x{r['median_worsening_factor']}")
     if a.json:
-        a.json.write_text(json.dumps({"benchmark": a.benchmark, "split": "test", "scoring": a.scoring,
-                                      "backbone": bb.id, "rank_edges": list(RANK_EDGES), "methods": results}, indent=1))
+        a.json.write_text(json.dumps({"benchmark": a.benchmark, "split": a.split, "scoring": a.scoring,
+                                      "backbone": bb.id, "checkpoints": folders, "rank_edges": list(RANK_EDGES), "methods": results}, indent=1))
     return 0
 
 
