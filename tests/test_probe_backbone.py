@@ -164,6 +164,7 @@ class _OneHot:
         return out
 
     def images(self, images: list):
+        self.batches = getattr(self, "batches", []) + [len(images)]
         return self._axis([im.tobytes() for im in images])
 
     def texts(self, texts: list):
@@ -177,9 +178,14 @@ def test_attribute_moves_measure_each_change_in_both_towers():
 
     from training.probe_films import attribute_moves
 
-    moves = attribute_moves(_OneHot(), 32, probe_n=3, n=20)
+    enc = _OneHot()
+    moves = attribute_moves(enc, 32, probe_n=3, n=20)
     assert {"films_move_image_pose", "films_move_text_pose", "films_move_image_place"} <= set(moves)
     assert all(v == 1.0 for v in moves.values()), moves
+    assert max(enc.batches) == 4  # the frame and at most max_alts=3 alternatives (identity has ~20)
+    one = _OneHot()
+    attribute_moves(one, 32, probe_n=3, n=20, max_alts=1)
+    assert set(one.batches) == {2}
 
     class Blind(_OneHot):
         def images(self, images):
@@ -188,3 +194,11 @@ def test_attribute_moves_measure_each_change_in_both_towers():
     blind = attribute_moves(Blind(), 32, probe_n=3, n=20)
     assert all(v == 0.0 for k, v in blind.items() if "_image_" in k)
     assert all(v == 1.0 for k, v in blind.items() if "_text_" in k)
+
+
+def test_moves_without_films_is_refused_before_any_probe(capsys):
+    from training.probe_backbone import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["--moves", "--backbone", "local-dir:/no/such/backbone"])
+    assert e.value.code == 2 and "add --films" in capsys.readouterr().err

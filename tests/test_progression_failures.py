@@ -118,19 +118,30 @@ def test_cli_diagnoses_a_val_candidate_with_its_own_backbone_and_checkpoint(monk
     row = {"steps": 2, "improved_or_held": 50.0, "ci95": [0.0, 100.0], "by_family": {}, "without_family": {},
            "worsened": 1, "median_worsening_factor": 2.0}
     monkeypatch.setattr(pf, "method_breakdown", lambda *a, **k: row)
-    out = tmp_path / "p.json"
+    out, ck = tmp_path / "p.json", str(tmp_path)
     pf.main(["--split", "val", "--backbone", "local-dir:B", "--methods", "pace,sum",
-             "--checkpoint", "pace=C", "--json", str(out)])
-    assert seen == {"backbone": "local-dir:B", "bench": ("films", "val"), "methods": [("pace", "C"), ("sum", None)]}
+             "--checkpoint", f"pace={ck}", "--json", str(out)])
+    assert seen == {"backbone": "local-dir:B", "bench": ("films", "val"), "methods": [("pace", ck), ("sum", None)]}
     rep = json.loads(out.read_text())
-    assert rep["split"] == "val" and rep["checkpoints"] == {"pace": "C"} and rep["backbone"] == "bb-x"
+    assert rep["split"] == "val" and rep["checkpoints"] == {"pace": ck} and rep["backbone"] == "bb-x"
+    pf.main(["--methods", "pace", "--json", str(out)])  # the shipped backbone: the shipped checkpoint
+    assert seen["methods"][-1] == ("pace", None) and json.loads(out.read_text())["checkpoints"] == {"pace": "shipped"}
 
 
-@pytest.mark.parametrize("args", [["--checkpoint", "pace"], ["--checkpoint", "=C"],
-                                  ["--methods", "sum", "--checkpoint", "pace=C"]])
-def test_cli_refuses_a_checkpoint_it_cannot_use(args, capsys):
+@pytest.mark.parametrize("args, message", [
+    (["--checkpoint", "pace"], "takes METHOD=DIR"),
+    (["--checkpoint", "=C"], "takes METHOD=DIR"),
+    (["--methods", "sum", "--checkpoint", "pace=."], "not in --methods"),
+    (["--methods", "pace", "--checkpoint", "pace=.", "--checkpoint", "pace=."], "names a method twice"),
+    (["--methods", "sum", "--checkpoint", "sum=."], "sum takes no checkpoint"),
+    (["--methods", "pace", "--checkpoint", "pace=/no/such/folder"], "no such folder"),
+    (["--methods", "pace", "--backbone", "local-dir:B"], "with --backbone give --checkpoint pace=DIR"),
+    (["--methods", "no-such-method"], "unknown method"),
+])
+def test_cli_refuses_a_checkpoint_it_cannot_use(args, message, capsys):
+    """Refused before the backbone loads or the gallery is embedded, each with its own reason."""
     from cir_core.eval import progression_failures as pf
 
     with pytest.raises(SystemExit) as e:
         pf.main(args)
-    assert e.value.code == 2 and "--checkpoint" in capsys.readouterr().err
+    assert e.value.code == 2 and message in capsys.readouterr().err

@@ -123,6 +123,37 @@ def _pair(ap: argparse.ArgumentParser, text: str) -> tuple[str, str]:
     return name.strip(), folder.strip()
 
 
+def _checkpoints(ap: argparse.ArgumentParser, pairs: list[tuple[str, str]], names: list[str],
+                 other_backbone: bool) -> dict[str, str]:
+    """{trained method: its checkpoint folder, "" for the shipped one}, every pair checked before
+    anything is embedded: a method not asked for or named twice, one that takes no checkpoint, a
+    folder that is not there, and (on another backbone) a trained method left on the shipped
+    checkpoint, which was trained on the shipped backbone, are refused by name."""
+    from cir_core.methods.base import get_method_class
+
+    given = dict(pairs)
+    if len(given) < len(pairs):
+        ap.error("--checkpoint names a method twice")
+    if set(given) - set(names):
+        ap.error(f"--checkpoint for a method not in --methods: {', '.join(sorted(set(given) - set(names)))}")
+    out = {}
+    for name in names:
+        try:
+            trained = get_method_class(name).needs_checkpoint
+        except InputError as e:
+            ap.error(str(e))
+        if name in given and not trained:
+            ap.error(f"--checkpoint {name}=...: {name} takes no checkpoint")
+        if name in given and not Path(given[name]).is_dir():
+            ap.error(f"--checkpoint {name}={given[name]}: no such folder")
+        if trained and other_backbone and name not in given:
+            ap.error(f"{name}: the shipped checkpoint was trained on the shipped backbone; "
+                     f"with --backbone give --checkpoint {name}=DIR")
+        if trained:
+            out[name] = given.get(name, "")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     from cir_core.backbone import load_backbone
     from cir_core.benchmarks import load_benchmark
@@ -144,17 +175,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bootstrap", type=int, default=2000)
     ap.add_argument("--json", type=Path)
     a = ap.parse_args(argv)
-    folders = dict(_pair(ap, c) for c in a.checkpoint)
     names = [m.strip() for m in a.methods.split(",") if m.strip()]
-    if set(folders) - set(names):
-        ap.error(f"--checkpoint for a method not in --methods: {', '.join(sorted(set(folders) - set(names)))}")
+    folders = _checkpoints(ap, [_pair(ap, c) for c in a.checkpoint], names, a.backbone != DEFAULT_BACKBONE)
     bb = load_backbone(a.backbone)
     bench = load_benchmark(a.benchmark, split=a.split, n_queries=a.n_queries, image_size=bb.image_size,
                            progression=True)
     data = embed_benchmark(bench, bb)
     results = {}
     for name in names:
-        r = results[name] = method_breakdown(bench, create_method(name, bb, folders.get(name)), data,
+        r = results[name] = method_breakdown(bench, create_method(name, bb, folders.get(name) or None), data,
                                              a.scoring, a.bootstrap)
         fam = ", ".join(f"{f} {v['improved_or_held']} [{v['ci95'][0]}, {v['ci95'][1]}] ({v['steps']})"
                         for f, v in r["by_family"].items())
@@ -164,7 +193,8 @@ def main(argv: list[str] | None = None) -> int:
               f"worsened {r['worsened']}, median factor x{r['median_worsening_factor']}")
     if a.json:
         a.json.write_text(json.dumps({"benchmark": a.benchmark, "split": a.split, "scoring": a.scoring,
-                                      "backbone": bb.id, "checkpoints": folders, "rank_edges": list(RANK_EDGES), "methods": results}, indent=1))
+                                      "backbone": bb.id, "checkpoints": {k: v or "shipped" for k, v in folders.items()},
+                                      "rank_edges": list(RANK_EDGES), "methods": results}, indent=1))
     return 0
 
 
