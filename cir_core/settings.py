@@ -145,15 +145,19 @@ def settings_from(cls: type[E], args: argparse.Namespace, env: Mapping[str, str]
         if value is None or name not in names:
             continue
         setattr(cfg, name, _parse(name, var, value))
-    pairs = list(getattr(args, "checkpoint", None) or [])
-    bad = [p for p in pairs if "=" not in p or not p.partition("=")[0] or not p.partition("=")[2]]
-    if bad:
-        raise InputError(f"--checkpoint takes METHOD=DIR, got {bad[0]!r}")
-    cfg.method_checkpoints = dict(p.split("=", 1) for p in pairs)
+    cfg.method_checkpoints = dict(checkpoint_pair(p) for p in getattr(args, "checkpoint", None) or [])
     _pin_revisions(cfg, env)
     if cfg.world_queries < 1:
         raise InputError(f"--world-queries must be >= 1, got {cfg.world_queries}")
     return cfg
+
+
+def checkpoint_pair(text: str) -> tuple[str, str]:
+    """One --checkpoint METHOD=DIR as (method, folder); an InputError names a malformed one."""
+    name, sep, folder = text.partition("=")
+    if not sep or not name or not folder:
+        raise InputError(f"--checkpoint takes METHOD=DIR, got {text!r}")
+    return name, folder
 
 
 def _parse(name: str, var: str, value: Any) -> Any:

@@ -117,15 +117,17 @@ def method_breakdown(bench, method, data, scoring: str = "cosine", n_boot: int =
 
 
 def _pair(ap: argparse.ArgumentParser, text: str) -> tuple[str, str]:
-    name, sep, folder = text.partition("=")
-    if not sep or not name.strip() or not folder.strip():
-        ap.error(f"--checkpoint takes METHOD=DIR, got {text!r}")
-    return name.strip(), folder.strip()
+    from cir_core.settings import checkpoint_pair
+
+    try:
+        return checkpoint_pair(text)
+    except InputError as e:
+        ap.error(str(e))
 
 
 def _checkpoints(ap: argparse.ArgumentParser, pairs: list[tuple[str, str]], names: list[str],
-                 other_backbone: bool) -> dict[str, str]:
-    """{trained method: its checkpoint folder, "" for the shipped one}, every pair checked before
+                 other_backbone: bool) -> dict[str, str | None]:
+    """{trained method: its checkpoint folder, None for the shipped one}, every pair checked before
     anything is embedded: a method not asked for or named twice, one that takes no checkpoint, a
     folder that is not there, and (on another backbone) a trained method left on the shipped
     checkpoint, which was trained on the shipped backbone, are refused by name."""
@@ -136,7 +138,7 @@ def _checkpoints(ap: argparse.ArgumentParser, pairs: list[tuple[str, str]], name
         ap.error("--checkpoint names a method twice")
     if set(given) - set(names):
         ap.error(f"--checkpoint for a method not in --methods: {', '.join(sorted(set(given) - set(names)))}")
-    out = {}
+    out: dict[str, str | None] = {}
     for name in names:
         try:
             trained = get_method_class(name).needs_checkpoint
@@ -150,7 +152,7 @@ def _checkpoints(ap: argparse.ArgumentParser, pairs: list[tuple[str, str]], name
             ap.error(f"{name}: the shipped checkpoint was trained on the shipped backbone; "
                      f"with --backbone give --checkpoint {name}=DIR")
         if trained:
-            out[name] = given.get(name, "")
+            out[name] = given.get(name)
     return out
 
 
@@ -183,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     data = embed_benchmark(bench, bb)
     results = {}
     for name in names:
-        r = results[name] = method_breakdown(bench, create_method(name, bb, folders.get(name) or None), data,
+        r = results[name] = method_breakdown(bench, create_method(name, bb, folders.get(name)), data,
                                              a.scoring, a.bootstrap)
         fam = ", ".join(f"{f} {v['improved_or_held']} [{v['ci95'][0]}, {v['ci95'][1]}] ({v['steps']})"
                         for f, v in r["by_family"].items())
