@@ -60,12 +60,18 @@ def alternatives(f: Frame) -> dict[str, list[Frame]]:
     return out
 
 
+def _caption(state: Frame, i: int) -> str:
+    """Probe frame i's caption of `state`: one phrasing per frame, so its alternatives differ in
+    the changed thing alone."""
+    return frame_caption(state, random.Random(f"film-probe:{i}"))
+
+
 def film_probe(enc, image_size: int, n: int = 600, probe_n: int = 200) -> dict[str, float]:
     """Text→image R@1/R@5 over `n` val keyframes and the probes on the first `probe_n` of them
     (`enc`: `probe_backbone.Encoder`); values rounded to 4 digits."""
     frames = probe_frames(n)
     img = enc.images([k.image(image_size) for k in frames])
-    caps = [frame_caption(k.state, random.Random(f"film-probe:{i}")) for i, k in enumerate(frames)]
+    caps = [_caption(k.state, i) for i, k in enumerate(frames)]
     txt = enc.texts(caps)
     sims = (txt @ img.T).numpy()
     ranks = (sims > np.diag(sims)[:, None]).sum(1)
@@ -75,7 +81,7 @@ def film_probe(enc, image_size: int, n: int = 600, probe_n: int = 200) -> dict[s
         for name, alts in alternatives(k.state).items():
             if alts:
                 start = len(texts)
-                texts += [frame_caption(x, random.Random(f"film-probe:{i}")) for x in [k.state] + alts]
+                texts += [_caption(x, i) for x in [k.state] + alts]
                 spans.append((name, i, start, len(texts)))
     ptxt = enc.texts(texts)
     hits: dict[str, list[float]] = {p: [] for p in FILM_PROBES}
@@ -98,7 +104,7 @@ def attribute_moves(enc, image_size: int, probe_n: int = 200, n: int = 600,
                 continue
             states = [k.state] + alts[:max_alts]
             img = enc.images([replace(k, state=x).image(image_size) for x in states])
-            txt = enc.texts([frame_caption(x, random.Random(f"film-probe:{i}")) for x in states])
+            txt = enc.texts([_caption(x, i) for x in states])
             moves[name].append((1 - float((img[1:] @ img[0]).mean()), 1 - float((txt[1:] @ txt[0]).mean())))
     out = {}
     for name, v in moves.items():
