@@ -15,7 +15,10 @@ every intermediate state q_0..q_{n−1} (averaged; 0 by default: the paper train
 their text instead (sentences 1..k, k < n, composed from scratch as the prefix protocol and the
 app's per-sentence progression compose it), against the final target (`prefix_target=final`) or
 against the image after its first k edits (`intermediate`, `training.prefix_targets`); 0 by
-default: the recipe (docs/METHODS.md).
+default: the recipe (docs/METHODS.md). `progress_loss` > 0 (needs `prefix_fraction` > 0) adds, for
+each such prefix row, a hinge on the prefix of k + 1 sentences (also composed from scratch): the
+final target's log-probability against the whole training gallery must not fall when sentence
+k + 1 is added (`progress_hinge`), which is what the prefix progression counts.
 """
 from __future__ import annotations
 
@@ -58,6 +61,7 @@ class PACESettings(HeadSettings, PACEConfig):
     step_loss: float = 0.0
     prefix_fraction: float = 0.0
     prefix_target: str = "final"  # what a prefix is trained to find: the final target | intermediate
+    progress_loss: float = 0.0  # weight of the k -> k+1 hinge on the prefix rows (0: off, the recipe)
 
 
 DEFAULTS = PACESettings()
@@ -95,6 +99,20 @@ def mine_hard_negatives(states: torch.Tensor, n: torch.Tensor, positives: torch.
         hits.view(-1).index_add_(0, (rows[:, None] * M + top_i).reshape(-1), torch.isfinite(top_v).float().reshape(-1))
     v, idx = final.masked_fill(hits == 0, float("-inf")).topk(min(cap, M), dim=-1)
     return idx, torch.isfinite(v)
+
+
+def progress_hinge(before: torch.Tensor, after: torch.Tensor, target: torch.Tensor, t_key: torch.Tensor,
+                   bank: torch.Tensor, bank_keys: torch.Tensor, tau: float) -> torch.Tensor:
+    """mean relu(lp(before) − lp(after)): lp(q) the log-probability of `target` (B, D) among itself
+    and the bank (M, D) under q (B, D) at temperature tau, bank entries with the target's key
+    (B,) left out. Zero when adding a sentence (before → after) never lowers the target's lp."""
+    def lp(q: torch.Tensor) -> torch.Tensor:
+        q = F.normalize(q.float(), dim=-1)
+        pos = (q * target.float()).sum(-1, keepdim=True) / tau
+        neg = (q @ bank.float().T / tau).masked_fill(bank_keys[None, :] == t_key[:, None], float("-inf"))
+        return pos[:, 0] - torch.logsumexp(torch.cat([pos, neg], 1), 1)
+
+    return F.relu(lp(before) - lp(after)).mean()
 
 
 def info_nce(q: torch.Tensor, targets: torch.Tensor, tau: float, same: torch.Tensor | None = None,
@@ -157,6 +175,9 @@ class PACETask(CachedHeadTask):
             raise SystemExit(f"prefix_fraction must be in [0, 1], got {cfg.prefix_fraction}")
         if cfg.prefix_target not in ("final", "intermediate"):
             raise SystemExit(f"prefix_target is 'final' or 'intermediate', not {cfg.prefix_target!r}")
+        if cfg.progress_loss < 0 or (cfg.progress_loss > 0 and cfg.prefix_fraction == 0):
+            raise SystemExit(f"progress_loss must be >= 0 and needs prefix_fraction > 0, got {cfg.progress_loss} "
+                             f"with prefix_fraction {cfg.prefix_fraction}")
         self.prefixes = PrefixTexts(self.cache, self.backbone) if cfg.prefix_fraction > 0 else None
         self.targets = None
         if self.prefixes is not None and cfg.prefix_target == "intermediate":
@@ -178,9 +199,11 @@ class PACETask(CachedHeadTask):
         for r, i in enumerate(idx):
             sents[r, :n[r]] = c.sentences(int(i))
         text, v_t, tkey = c.text(c.edit[idx]), c.image("tgt", idx), c.tgt_key[idx].copy()
+        cuts: list[tuple[int, int]] = []  # (row, k) of the rows cut to a prefix
         if self.prefixes is not None:  # some long queries read only their first k < n sentences
             for r in np.flatnonzero((n >= 2) & (g.random(len(idx)) < cfg.prefix_fraction)):
                 k = int(g.integers(1, n[r]))
+                cuts.append((int(r), k))
                 text[r] = self.prefixes.embedding(int(idx[r]), k)
                 sents[r, k:] = 0
                 n[r] = k
@@ -190,12 +213,29 @@ class PACETask(CachedHeadTask):
         out = {"v_r": t(c.image("ref", idx)), "text": t(text), "sents": t(sents),
                "n": t(step_counts(n, self.arch)), "v_t": t(v_t), "t_key": t(tkey),
                "same": t(tkey[:, None] == tkey[None, :])}
+        if cfg.progress_loss > 0 and cuts:
+            out.update({k: t(v) for k, v in self.next_prefixes(idx, cuts).items()})
         if 0 < cfg.bank_size < 2 * len(c):  # a random bank each step; else the whole gallery (loss)
             pick = g.choice(2 * len(c), cfg.bank_size, replace=False)  # rows < N: references, else targets
             ref_rows, tgt_rows = pick[pick < len(c)], pick[pick >= len(c)] - len(c)
             out["bank"] = t(np.concatenate([c.image("ref", ref_rows), c.image("tgt", tgt_rows)]))
             out["bank_keys"] = t(np.concatenate([c.ref_key[ref_rows], c.tgt_key[tgt_rows]]))
         return out
+
+    def next_prefixes(self, idx: np.ndarray, cuts: list[tuple[int, int]]) -> dict[str, np.ndarray]:
+        """For each row cut to k sentences, the prefix of k + 1 (the whole text when k + 1 = n),
+        composed from scratch as the prefix protocol composes it, and the final target."""
+        c = self.cache
+        rows = np.array([r for r, _ in cuts], np.int64)
+        ks = np.array([k + 1 for _, k in cuts], np.int64)
+        sents = np.zeros((len(cuts), int(ks.max()), c.dim), np.float32)
+        text = np.zeros((len(cuts), c.dim), np.float32)
+        for j, (r, k) in enumerate(cuts):
+            i = int(idx[r])
+            sents[j, :k + 1] = c.sentences(i)[:k + 1]
+            text[j] = self.prefixes.embedding(i, k + 1) if k + 1 < c.n_sentences[i] else c.text(c.edit[i])
+        return {"p_rows": rows, "p_text": text, "p_sents": sents, "p_n": step_counts(ks, self.arch),
+                "p_vt": c.image("tgt", idx[rows]), "p_key": c.tgt_key[idx[rows]].copy()}
 
     def whole_bank(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Every training image (references and targets) and its scene key, built once."""
@@ -226,6 +266,11 @@ class PACETask(CachedHeadTask):
             step_l = (per * live).sum() / live.sum().clamp(min=1)
             total = total + w * step_l
             logs["step_nce"] = step_l.item()
+        if "p_rows" in b:
+            after = final_state(model(b["v_r"][b["p_rows"]], b["p_text"], b["p_sents"], b["p_n"]).float(), b["p_n"])
+            prog = progress_hinge(q_n[b["p_rows"]], after, b["p_vt"], b["p_key"], bank, keys, tau)
+            total = total + cfg.progress_loss * prog
+            logs["progress"] = prog.item()
         with torch.no_grad():
             q = F.normalize(q_n, dim=-1)
             logs["acc"] = ((q @ b["v_t"].T).argmax(1) == torch.arange(len(q), device=dev)).float().mean().item()
