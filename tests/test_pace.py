@@ -282,3 +282,49 @@ def test_pace_trains_a_prefix_against_its_intermediate_target(head_cfg, tiny_bac
     with pytest.raises(SystemExit, match="'final' or 'intermediate'"):
         PACETask(head_cfg(DEFAULTS, prefix_fraction=0.5, prefix_target="middle"), tiny_backbone)
 
+
+
+def test_progress_hinge_hand_made():
+    from training.train_pace import progress_hinge
+
+    target = torch.tensor([[1.0, 0.0, 0.0]])
+    bank, keys, key = torch.tensor([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0]]), torch.tensor([5, 7]), torch.tensor([7])
+    near, far = torch.tensor([[0.9, 0.1, 0.0]]), torch.tensor([[0.5, 0.5, 0.0]])
+    assert progress_hinge(near, near, target, key, bank, keys, 0.1).item() == 0.0
+    assert progress_hinge(far, near, target, key, bank, keys, 0.1).item() == 0.0  # the step helps: no loss
+
+    def lp(q):  # by hand: the bank's second row has the target's key and is left out
+        q = F.normalize(q, dim=-1)[0]
+        s = torch.stack([q @ target[0], q @ bank[0]]) / 0.1
+        return (s[0] - torch.logsumexp(s, 0)).item()
+
+    got = progress_hinge(near, far, target, key, bank, keys, 0.1).item()
+    assert got == pytest.approx(lp(near) - lp(far), rel=1e-5) and got > 0
+
+
+def test_progress_loss_composes_the_next_prefix_from_scratch(head_cfg, tiny_backbone, train_cache):
+    """Every row cut to k sentences also gets its prefix of k + 1 (the whole text at k + 1 = n)
+    as `prefix_queries` composes it, and the final target; the draws are the plain prefix
+    recipe's, so progress_loss changes no row of the batch it shares with it."""
+    kw = dict(bank_size=64, long_fraction=0.5, prefix_fraction=1.0)
+    plain = PACETask(head_cfg(DEFAULTS, **kw), tiny_backbone)
+    task = PACETask(head_cfg(DEFAULTS, progress_loss=1.0, **kw), tiny_backbone)
+    a, b = plain.batch(0, 0, random.Random(4)), task.batch(0, 0, random.Random(4))
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], rtol=0, atol=0)
+    c, strings = task.cache, json.loads((task.cache.folder / "texts.json").read_text())
+    full = PACETask(head_cfg(DEFAULTS, bank_size=64, long_fraction=0.5), tiny_backbone).batch(0, 0, random.Random(4))
+    assert len(b["p_rows"]) == sum(int(n) >= 2 for n in full["n"])
+    for j, r in enumerate(b["p_rows"].tolist()):
+        i, k = cache_row(c, full, r), int(b["n"][r]) + 1
+        sent = [strings[s] for s in c.sent_idx[c.sent_off[i]:c.sent_off[i + 1]]]
+        want = c.text(c.edit[i]) if k == len(sent) else tiny_backbone.encode_texts([" ".join(sent[:k])])[0]
+        np.testing.assert_allclose(b["p_text"][j].numpy(), want, atol=2e-3)
+        np.testing.assert_array_equal(b["p_sents"][j, :k].numpy(), c.sentences(i)[:k])
+        assert not b["p_sents"][j, k:].any() and int(b["p_n"][j]) == k
+        np.testing.assert_array_equal(b["p_vt"][j].numpy(), c.image("tgt", np.array([i]))[0])
+        assert int(b["p_key"][j]) == int(c.tgt_key[i])
+    loss, logs = task.loss(task.model, b)
+    assert np.isfinite(loss.item()) and logs["progress"] >= 0
+    with pytest.raises(SystemExit, match="needs prefix_fraction > 0"):
+        PACETask(head_cfg(DEFAULTS, progress_loss=1.0), tiny_backbone)

@@ -53,3 +53,11 @@ def test_resuming_with_another_architecture_is_refused(head_cfg, tiny_backbone, 
     wider = head_cfg(DEFAULTS, steps=4, hidden_mult=2.0)
     with pytest.raises(CheckpointError, match=r"last/model.safetensors does not fit this run's model.*has shape"):
         run(DiCETask(wider, tiny_backbone), wider)
+
+
+@pytest.mark.parametrize("key", ["steps", "eval_every", "ckpt_every", "log_every", "grad_accum"])
+def test_a_zero_interval_is_refused_by_key_before_training(head_cfg, tiny_backbone, tmp_path, key):
+    cfg = head_cfg(DEFAULTS, **{key: 0})
+    with pytest.raises(SystemExit, match=f"{key} must be a whole number >= 1, got 0"):
+        run(DiCETask(cfg, tiny_backbone), cfg)
+    assert saved_step(tmp_path / "run") == 0

@@ -146,8 +146,16 @@ def _resume(out: Path, task: TrainTask, opt: torch.optim.Optimizer) -> tuple[int
     return int(state["step"]), list(state.get("history", [])), dict(state.get("clock", {}))
 
 
+def check_intervals(cfg: LoopConfig) -> None:
+    """Refuse, by key, a step count or interval the loop would divide by or never reach."""
+    for key in ("steps", "eval_every", "ckpt_every", "log_every", "grad_accum"):
+        if getattr(cfg, key) < 1:
+            raise SystemExit(f"error: {key} must be a whole number >= 1, got {getattr(cfg, key)}")
+
+
 def run(task: TrainTask, cfg: LoopConfig, resume: bool = True) -> dict[str, float]:
     """Train `task` for cfg.steps optimizer updates; returns the final validation metrics."""
+    check_intervals(cfg)
     rank, world, local = _dist()
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
