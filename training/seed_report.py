@@ -2,6 +2,7 @@
 test split, in one process.
 
     python -m training.seed_report --seeds 0,1,2 [--benchmark world|films] [--n-queries 1000] [--json seeds.json] [--md seeds.md]
+        [--methods pace --keep docs/results/seeds_films.json]   # re-measure one method, keep the other rows
 
 Seed 0 is the shipped checkpoint, seed s > 0 the one `python -m training.build_assets --seeds`
 wrote under runs/seeds/<method>/s<s>/. Reported:
@@ -153,11 +154,34 @@ def build(seeds: list[int], n_queries: int, methods: tuple[str, ...] = METHODS, 
             "claims": claims(runs, seeds, methods), "progression_prefix": progression(runs, seeds, methods)}
 
 
+SAME = ("benchmark", "split", "seeds", "n_queries", "backbone", "n_boot")
+
+
+def claim_key(c: dict) -> tuple[str, str, str]:
+    return c["a"], c["b"], c["metric"]
+
+
+def merge(old: dict, new: dict) -> dict:
+    """`new` (some methods re-measured) laid over `old` (an earlier report of the same benchmark,
+    seeds, queries and backbone): a table row, claim or progression row comes from `new` when
+    `new` has it, else from `old`; `kept` names the methods whose rows are `old`'s, and from when."""
+    for k in SAME:
+        if old.get(k) != new.get(k):
+            raise InputError(f"--keep: the earlier report has {k} {old.get(k)!r}, this run {new.get(k)!r}")
+    kept = sorted(set(old["tables"]) - set(new["tables"]))
+    claims_ = {claim_key(c): c for c in old["claims"]} | {claim_key(c): c for c in new["claims"]}
+    return {**new, "tables": {m: new["tables"].get(m, t) for m, t in old["tables"].items()} | new["tables"],
+            "claims": list(claims_.values()), "progression_prefix": old["progression_prefix"] | new["progression_prefix"],
+            "kept": {"methods": kept, "date": old.get("kept", {}).get("date", old["date"])} if kept else {}}
+
+
 def format_markdown(rep: dict) -> str:
     pm = lambda d: f"{100 * d['mean']:.1f} ± {100 * d['std']:.1f}"  # noqa: E731
     where = {"world": "World", "films": "Film"}.get(rep.get("benchmark", "world"), rep.get("benchmark"))
     lines = [f"{where} test split, {rep['n_queries']} queries, seeds {rep['seeds']} ({rep['date']}, backbone "
-             f"{rep['backbone']}); mean ± sample std over seeds, in %.", "",
+             f"{rep['backbone']}); mean ± sample std over seeds, in %."
+             + (f" The rows of {', '.join(rep['kept']['methods'])} are kept from the report of {rep['kept']['date']}"
+                " (their checkpoints unchanged since); the others re-measured." if rep.get("kept") else ""), "",
              "| method | scoring | " + " | ".join(METRICS) + " |", "|---|---|" + "---:|" * len(METRICS)]
     for m, by in rep["tables"].items():
         for sc, t in by.items():
@@ -181,14 +205,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--methods", default=",".join(METHODS))
     ap.add_argument("--json", type=Path, help="write the report here")
     ap.add_argument("--md", type=Path, help="write the tables here (Markdown)")
+    ap.add_argument("--keep", type=Path, help="an earlier report (JSON): the rows of the methods not measured now "
+                    "are kept from it (when only some methods' checkpoints changed)")
     args = ap.parse_args(argv)
     try:
         seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
         methods = tuple(m.strip() for m in args.methods.split(",") if m.strip())
         if not seeds or len(set(seeds)) != len(seeds):
             raise InputError(f"--seeds must list distinct seeds, got {args.seeds!r}")
+        old = json.loads(args.keep.read_text()) if args.keep else None  # read before the long run
         rep = build(seeds, args.n_queries, methods, benchmark=args.benchmark)
-    except (CIRError, ValueError) as exc:
+        rep = merge(old, rep) if old is not None else rep
+    except (CIRError, ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     text = format_markdown(rep)
