@@ -19,6 +19,10 @@ default: the recipe (docs/METHODS.md). `progress_loss` > 0 (needs `prefix_fracti
 each such prefix row, a hinge on the prefix of k + 1 sentences (also composed from scratch): the
 final target's log-probability against the whole training gallery must not fall when sentence
 k + 1 is added (`progress_hinge`), which is what the prefix progression counts.
+`direction_loss` > 0 (needs `prefix_target=intermediate`) adds, for the same rows with k + 1 < n,
+1 − cos between the query's step (prefix k + 1 minus prefix k, each normalised) and the drawn
+step (the image after k + 1 edits minus the image after k; `direction_step`): the step a
+composer that draws what it reads would take (`training.progression_oracle`).
 """
 from __future__ import annotations
 
@@ -62,6 +66,7 @@ class PACESettings(HeadSettings, PACEConfig):
     prefix_fraction: float = 0.0
     prefix_target: str = "final"  # what a prefix is trained to find: the final target | intermediate
     progress_loss: float = 0.0  # weight of the k -> k+1 hinge on the prefix rows (0: off, the recipe)
+    direction_loss: float = 0.0  # weight of the k -> k+1 step-direction loss on the prefix rows (0: off)
 
 
 DEFAULTS = PACESettings()
@@ -113,6 +118,19 @@ def progress_hinge(before: torch.Tensor, after: torch.Tensor, target: torch.Tens
         return pos[:, 0] - torch.logsumexp(torch.cat([pos, neg], 1), 1)
 
     return F.relu(lp(before) - lp(after)).mean()
+
+
+def direction_step(before: torch.Tensor, after: torch.Tensor, drawn_before: torch.Tensor,
+                   drawn_after: torch.Tensor) -> torch.Tensor:
+    """mean (1 − cos(norm(after) − norm(before), drawn_after − drawn_before)), rows (B, D): zero
+    when each query step points where the drawn images step. A row whose drawn step is zero
+    (k + 1 edits drawn as the same image) adds nothing."""
+    q = F.normalize(after.float(), dim=-1) - F.normalize(before.float(), dim=-1)
+    d = drawn_after.float() - drawn_before.float()
+    live = d.norm(dim=-1) > 1e-6
+    if not live.any():
+        return q.sum() * 0
+    return (1 - F.cosine_similarity(q[live], d[live], dim=-1, eps=1e-8)).mean()
 
 
 def info_nce(q: torch.Tensor, targets: torch.Tensor, tau: float, same: torch.Tensor | None = None,
@@ -178,6 +196,11 @@ class PACETask(CachedHeadTask):
         if cfg.progress_loss < 0 or (cfg.progress_loss > 0 and cfg.prefix_fraction == 0):
             raise SystemExit(f"progress_loss must be >= 0 and needs prefix_fraction > 0, got {cfg.progress_loss} "
                              f"with prefix_fraction {cfg.prefix_fraction}")
+        if cfg.direction_loss < 0 or (cfg.direction_loss > 0 and (cfg.prefix_fraction == 0
+                                                                  or cfg.prefix_target != "intermediate")):
+            raise SystemExit(f"direction_loss must be >= 0 and needs prefix_fraction > 0 and prefix_target=intermediate "
+                             f"(the drawn images after k and k + 1 edits), got {cfg.direction_loss} with prefix_fraction "
+                             f"{cfg.prefix_fraction}, prefix_target {cfg.prefix_target!r}")
         self.prefixes = PrefixTexts(self.cache, self.backbone) if cfg.prefix_fraction > 0 else None
         self.targets = None
         if self.prefixes is not None and cfg.prefix_target == "intermediate":
@@ -213,8 +236,9 @@ class PACETask(CachedHeadTask):
         out = {"v_r": t(c.image("ref", idx)), "text": t(text), "sents": t(sents),
                "n": t(step_counts(n, self.arch)), "v_t": t(v_t), "t_key": t(tkey),
                "same": t(tkey[:, None] == tkey[None, :])}
-        if cfg.progress_loss > 0 and cuts:
+        if (cfg.progress_loss > 0 or cfg.direction_loss > 0) and cuts:
             out.update({k: t(v) for k, v in self.next_prefixes(idx, cuts).items()})
+            out["p_vk"] = t(v_t[out["p_rows"].numpy()])  # the drawn image after k edits
         if 0 < cfg.bank_size < 2 * len(c):  # a random bank each step; else the whole gallery (loss)
             pick = g.choice(2 * len(c), cfg.bank_size, replace=False)  # rows < N: references, else targets
             ref_rows, tgt_rows = pick[pick < len(c)], pick[pick >= len(c)] - len(c)
@@ -224,7 +248,10 @@ class PACETask(CachedHeadTask):
 
     def next_prefixes(self, idx: np.ndarray, cuts: list[tuple[int, int]]) -> dict[str, np.ndarray]:
         """For each row cut to k sentences, the prefix of k + 1 (the whole text when k + 1 = n),
-        composed from scratch as the prefix protocol composes it, and the final target."""
+        composed from scratch as the prefix protocol composes it, the final target and (with
+        intermediate targets) the drawn image after k + 1 edits; when k + 1 = n, the one after k, so
+        `direction_step` leaves the row out: a film's final target is another keyframe of another
+        shot, not the reference redrawn, and its difference from the drawn prefix is not the step)."""
         c = self.cache
         rows = np.array([r for r, _ in cuts], np.int64)
         ks = np.array([k + 1 for _, k in cuts], np.int64)
@@ -234,8 +261,12 @@ class PACETask(CachedHeadTask):
             i = int(idx[r])
             sents[j, :k + 1] = c.sentences(i)[:k + 1]
             text[j] = self.prefixes.embedding(i, k + 1) if k + 1 < c.n_sentences[i] else c.text(c.edit[i])
-        return {"p_rows": rows, "p_text": text, "p_sents": sents, "p_n": step_counts(ks, self.arch),
-                "p_vt": c.image("tgt", idx[rows]), "p_key": c.tgt_key[idx[rows]].copy()}
+        out = {"p_rows": rows, "p_text": text, "p_sents": sents, "p_n": step_counts(ks, self.arch),
+               "p_vt": c.image("tgt", idx[rows]), "p_key": c.tgt_key[idx[rows]].copy()}
+        if self.targets is not None:  # k + 1 = n: the drawn step is left out (the target is another keyframe)
+            out["p_vk1"] = np.stack([self.targets.target(int(idx[r]), k + 1 if k + 1 < c.n_sentences[idx[r]] else k)[0]
+                                     for r, k in cuts])
+        return out
 
     def whole_bank(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Every training image (references and targets) and its scene key, built once."""
@@ -268,9 +299,14 @@ class PACETask(CachedHeadTask):
             logs["step_nce"] = step_l.item()
         if "p_rows" in b:
             after = final_state(model(b["v_r"][b["p_rows"]], b["p_text"], b["p_sents"], b["p_n"]).float(), b["p_n"])
-            prog = progress_hinge(q_n[b["p_rows"]], after, b["p_vt"], b["p_key"], bank, keys, tau)
-            total = total + cfg.progress_loss * prog
-            logs["progress"] = prog.item()
+            if cfg.progress_loss > 0:
+                prog = progress_hinge(q_n[b["p_rows"]], after, b["p_vt"], b["p_key"], bank, keys, tau)
+                total = total + cfg.progress_loss * prog
+                logs["progress"] = prog.item()
+            if cfg.direction_loss > 0:
+                turn = direction_step(q_n[b["p_rows"]], after, b["p_vk"], b["p_vk1"])
+                total = total + cfg.direction_loss * turn
+                logs["direction"] = turn.item()
         with torch.no_grad():
             q = F.normalize(q_n, dim=-1)
             logs["acc"] = ((q @ b["v_t"].T).argmax(1) == torch.arange(len(q), device=dev)).float().mean().item()
