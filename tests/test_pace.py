@@ -328,3 +328,43 @@ def test_progress_loss_composes_the_next_prefix_from_scratch(head_cfg, tiny_back
     assert np.isfinite(loss.item()) and logs["progress"] >= 0
     with pytest.raises(SystemExit, match="needs prefix_fraction > 0"):
         PACETask(head_cfg(DEFAULTS, progress_loss=1.0), tiny_backbone)
+
+
+def test_direction_step_hand_made():
+    from training.train_pace import direction_step
+
+    before, after = torch.tensor([[2.0, 0.0]]), torch.tensor([[0.0, 3.0]])  # normalised step: (-1, 1)
+    assert direction_step(before, after, torch.tensor([[1.0, 0.0]]), torch.tensor([[0.0, 1.0]])).item() \
+        == pytest.approx(0.0, abs=1e-6)
+    assert direction_step(before, after, torch.tensor([[0.0, 1.0]]), torch.tensor([[1.0, 0.0]])).item() \
+        == pytest.approx(2.0, abs=1e-6)
+    # a row whose drawn step is zero is left out, not counted as a right angle
+    two = direction_step(before.repeat(2, 1), after.repeat(2, 1), torch.tensor([[1.0, 0.0], [1.0, 0.0]]),
+                         torch.tensor([[0.0, 1.0], [1.0, 0.0]]))
+    assert two.item() == pytest.approx(0.0, abs=1e-6)
+    none = direction_step(before, after, torch.ones(1, 2), torch.ones(1, 2))
+    assert none.item() == 0.0
+
+
+def test_direction_loss_steps_from_the_drawn_image_after_k_to_k_plus_1(head_cfg, tiny_backbone, train_cache):
+    """Each cut row's drawn images are the intermediate targets after k and k + 1 edits (after
+    k twice when k + 1 = n, which leaves the row out); the draws are the prefix recipe's."""
+    kw = dict(bank_size=64, long_fraction=0.5, prefix_fraction=1.0, prefix_target="intermediate")
+    plain = PACETask(head_cfg(DEFAULTS, **kw), tiny_backbone)
+    task = PACETask(head_cfg(DEFAULTS, direction_loss=1.0, **kw), tiny_backbone)
+    a, b = plain.batch(0, 0, random.Random(5)), task.batch(0, 0, random.Random(5))
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], rtol=0, atol=0)
+    full = PACETask(head_cfg(DEFAULTS, bank_size=64, long_fraction=0.5), tiny_backbone).batch(0, 0, random.Random(5))
+    c, both = task.cache, 0
+    for j, r in enumerate(b["p_rows"].tolist()):
+        i, k = cache_row(c, full, r), int(b["n"][r])
+        np.testing.assert_array_equal(b["p_vk"][j].numpy(), task.targets.target(i, k)[0])
+        after = task.targets.target(i, k + 1)[0] if k + 1 < c.n_sentences[i] else task.targets.target(i, k)[0]
+        np.testing.assert_array_equal(b["p_vk1"][j].numpy(), after)
+        both += k + 1 < c.n_sentences[i]
+    assert both  # some rows take a drawn step
+    loss, logs = task.loss(task.model, b)
+    assert np.isfinite(loss.item()) and 0 <= logs["direction"] <= 2 and "progress" not in logs
+    with pytest.raises(SystemExit, match="prefix_target=intermediate"):
+        PACETask(head_cfg(DEFAULTS, direction_loss=1.0, prefix_fraction=0.5), tiny_backbone)

@@ -58,6 +58,7 @@ def evaluate(bench: Benchmark, backbone: Encoder, methods: Sequence[str], scorin
              dump: IO[str] | None = None) -> tuple[dict, dict[tuple[str, str], BenchmarkResult]]:
     """Every method × scoring on `bench`: (JSON report, the raw results for submissions).
     A method that cannot be built is skipped loudly (`skipped` in the report, stderr)."""
+    from ..methods.base import get_method_class
     from ..methods.factory import create_methods
 
     opts = {sc: ScoreOpts(sc, lam, variant) for sc in scorings}  # validates scorings and λ up front
@@ -80,6 +81,9 @@ def evaluate(bench: Benchmark, backbone: Encoder, methods: Sequence[str], scorin
               "protocol": protocol_line(bench), "scoring": {sc: o.describe() for sc, o in opts.items()},
               "results": results, "extra": extra, "skipped": skipped, "seconds": timing,
               "backbone": backbone.id, "n_queries": bench.n_queries(),
+              # which weights each trained method's numbers are of (a seed table reads it back)
+              "checkpoints": {n: str((checkpoints or {}).get(n, "shipped")) for n in results
+                              if get_method_class(n).needs_checkpoint},
               "gallery_size": {k: len(g) for k, g in bench.galleries().items()}}
     overflow = text_overflow(bench, backbone)
     if overflow:
