@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     from cir_core.backbone import load_backbone
     from cir_core.benchmarks import load_benchmark
     from cir_core.eval.loop import embed_benchmark
-    from cir_core.eval.progression_failures import _checkpoints, _pair, method_breakdown
+    from cir_core.eval.progression_failures import checkpoint_arg, checkpoint_args, method_breakdown
     from cir_core.methods import create_method
     from cir_core.paths import DEFAULT_BACKBONE
 
@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path)
     a = ap.parse_args(argv)
     names = [m.strip() for m in a.methods.split(",") if m.strip()]
-    folders = _checkpoints(ap, [_pair(ap, c) for c in a.checkpoint], names, False)
+    folders = checkpoint_args(ap, [checkpoint_arg(ap, c) for c in a.checkpoint], names, False)
     bb = load_backbone(DEFAULT_BACKBONE)
     films = {"n_films": a.n_films} if a.benchmark == "films" else {}
     if a.n_films is not None and not films:

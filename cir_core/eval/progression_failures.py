@@ -116,7 +116,8 @@ def method_breakdown(bench, method, data, scoring: str = "cosine", n_boot: int =
     return out
 
 
-def _pair(ap: argparse.ArgumentParser, text: str) -> tuple[str, str]:
+def checkpoint_arg(ap: argparse.ArgumentParser, text: str) -> tuple[str, str]:
+    """One --checkpoint METHOD=DIR as (method, folder); a malformed one is the parser's error."""
     from cir_core.settings import checkpoint_pair
 
     try:
@@ -125,7 +126,7 @@ def _pair(ap: argparse.ArgumentParser, text: str) -> tuple[str, str]:
         ap.error(str(e))
 
 
-def _checkpoints(ap: argparse.ArgumentParser, pairs: list[tuple[str, str]], names: list[str],
+def checkpoint_args(ap: argparse.ArgumentParser, pairs: list[tuple[str, str]], names: list[str],
                  other_backbone: bool) -> dict[str, str | None]:
     """{trained method: its checkpoint folder, None for the shipped one}, every pair checked before
     anything is embedded: a method not asked for or named twice, one that takes no checkpoint, a
@@ -178,7 +179,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path)
     a = ap.parse_args(argv)
     names = [m.strip() for m in a.methods.split(",") if m.strip()]
-    folders = _checkpoints(ap, [_pair(ap, c) for c in a.checkpoint], names, a.backbone != DEFAULT_BACKBONE)
+    pairs = [checkpoint_arg(ap, c) for c in a.checkpoint]
+    folders = checkpoint_args(ap, pairs, names, a.backbone != DEFAULT_BACKBONE)
     bb = load_backbone(a.backbone)
     bench = load_benchmark(a.benchmark, split=a.split, n_queries=a.n_queries, image_size=bb.image_size,
                            progression=True)
