@@ -255,11 +255,14 @@ def test_prefix_training_reads_each_prefix_as_the_prefix_protocol_composes_it(he
 
 def cache_row(cache, batch, r):
     """The cache query behind row r of a batch drawn with the recipe (its final target intact),
-    found by its reference and target images together; exactly one query must match."""
-    pair = np.concatenate([cache.image("ref", np.arange(len(cache))), cache.image("tgt", np.arange(len(cache)))], 1)
-    d = np.abs(pair - np.concatenate([batch["v_r"][r].numpy(), batch["v_t"][r].numpy()])).sum(1)
-    i = int(np.argmin(d))
-    assert d[i] == 0 and (d == 0).sum() == 1
+    found by its reference image, text and target image together; queries that match all three are
+    the same query drawn twice by the stream (their sentences must agree too)."""
+    every = np.arange(len(cache))
+    pair = np.concatenate([cache.image("ref", every), cache.text(cache.edit[every]), cache.image("tgt", every)], 1)
+    d = np.abs(pair - np.concatenate([batch["v_r"][r].numpy(), batch["text"][r].numpy(),
+                                      batch["v_t"][r].numpy()])).sum(1)
+    i, same = int(np.argmin(d)), np.flatnonzero(d == 0)
+    assert d[i] == 0 and all(np.array_equal(cache.sentences(int(j)), cache.sentences(i)) for j in same)
     return i
 
 
@@ -368,3 +371,45 @@ def test_direction_loss_steps_from_the_drawn_image_after_k_to_k_plus_1(head_cfg,
     assert np.isfinite(loss.item()) and 0 <= logs["direction"] <= 2 and "progress" not in logs
     with pytest.raises(SystemExit, match="prefix_target=intermediate"):
         PACETask(head_cfg(DEFAULTS, direction_loss=1.0, prefix_fraction=0.5), tiny_backbone)
+
+
+def test_info_nce_hard_bias_counts_a_negative_w_times():
+    q, t = F.normalize(torch.randn(4, 6), dim=-1), F.normalize(torch.randn(4, 6), dim=-1)
+    h = F.normalize(torch.randn(4, 1, 6), dim=-1)
+    on = torch.ones(4, 1, dtype=torch.bool)
+    copies = info_nce(q, t, 0.1, hard=h.repeat(1, 8, 1), hard_valid=on.repeat(1, 8))
+    biased = info_nce(q, t, 0.1, hard=h, hard_valid=on, hard_bias=torch.full((4, 1), float(np.log(8))))
+    assert biased.item() == pytest.approx(copies.item(), rel=1e-5)
+    assert info_nce(q, t, 0.1, hard=h, hard_valid=on, hard_bias=torch.zeros(4, 1)).item() \
+        == pytest.approx(info_nce(q, t, 0.1, hard=h, hard_valid=on).item(), rel=1e-6)
+
+
+def test_step_negative_is_the_image_before_the_last_sentence_read(head_cfg, tiny_backbone, train_cache):
+    """A row cut to k sentences gets the drawn image after k - 1 edits (the reference at k = 1), a
+    whole row of n >= 2 the one after n - 1, a single sentence none; the draws are the prefix
+    recipe's, and the negative can only raise the loss."""
+    kw = dict(bank_size=64, long_fraction=0.7, prefix_fraction=0.5, prefix_target="intermediate")
+    plain = PACETask(head_cfg(DEFAULTS, **kw), tiny_backbone)
+    task = PACETask(head_cfg(DEFAULTS, step_negative=8.0, **kw), tiny_backbone)
+    a, b = plain.batch(0, 0, random.Random(6)), task.batch(0, 0, random.Random(6))
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], rtol=0, atol=0)
+    full = PACETask(head_cfg(DEFAULTS, bank_size=64, long_fraction=0.7), tiny_backbone).batch(0, 0, random.Random(6))
+    c, seen = task.cache, {"ref": 0, "drawn": 0, "whole": 0, "single": 0}
+    for r in range(len(full["n"])):
+        i, k, n = cache_row(c, full, r), int(b["n"][r]), int(c.n_sentences[cache_row(c, full, r)])
+        if n == 1:
+            assert not b["s_valid"][r]
+            seen["single"] += 1
+            continue
+        want, key = ((c.image("ref", np.array([i]))[0], int(c.ref_key[i])) if k == 1
+                     else task.targets.target(i, k - 1))
+        np.testing.assert_array_equal(b["s_neg"][r].numpy(), want)
+        assert bool(b["s_valid"][r]) == (key != int(b["t_key"][r]))
+        seen["ref" if k == 1 else "whole" if k == n else "drawn"] += 1
+    assert all(seen.values()), seen
+    with_neg, logs = task.loss(task.model, b)
+    without, _ = plain.loss(task.model, a)
+    assert with_neg.item() > without.item() and logs["hard"] > _["hard"]
+    with pytest.raises(SystemExit, match="step_negative must be >= 0 and needs"):
+        PACETask(head_cfg(DEFAULTS, step_negative=1.0, prefix_fraction=0.5), tiny_backbone)

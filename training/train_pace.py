@@ -23,6 +23,11 @@ k + 1 is added (`progress_hinge`), which is what the prefix progression counts.
 1 − cos between the query's step (prefix k + 1 minus prefix k, each normalised) and the drawn
 step (the image after k + 1 edits minus the image after k; `direction_step`): the step a
 composer that draws what it reads would take (`training.progression_oracle`).
+`step_negative` w > 0 (needs `prefix_target=intermediate`) adds to each multi-sentence row's
+negatives of q_n the image drawn before its last sentence read (`step_negatives`): a row cut to
+k sentences gets the image after k − 1 edits (the reference when k = 1), a whole row of n the one
+after n − 1, counted w times (log w on its logit); none of these is in the mining bank, so without
+it the model never has to tell "the same character, place and company, the old pose" from the new.
 """
 from __future__ import annotations
 
@@ -67,6 +72,7 @@ class PACESettings(HeadSettings, PACEConfig):
     prefix_target: str = "final"  # what a prefix is trained to find: the final target | intermediate
     progress_loss: float = 0.0  # weight of the k -> k+1 hinge on the prefix rows (0: off, the recipe)
     direction_loss: float = 0.0  # weight of the k -> k+1 step-direction loss on the prefix rows (0: off)
+    step_negative: float = 0.0  # copies of the image before the last sentence read, a negative of q_n (0: off)
 
 
 DEFAULTS = PACESettings()
@@ -135,10 +141,11 @@ def direction_step(before: torch.Tensor, after: torch.Tensor, drawn_before: torc
 
 def info_nce(q: torch.Tensor, targets: torch.Tensor, tau: float, same: torch.Tensor | None = None,
              hard: torch.Tensor | None = None, hard_valid: torch.Tensor | None = None,
-             reduction: str = "mean") -> torch.Tensor:
+             reduction: str = "mean", hard_bias: torch.Tensor | None = None) -> torch.Tensor:
     """InfoNCE of q (B, D) against the batch's targets (B, D) (row b's positive is target b),
-    plus per-row extra negatives hard (B, C, D) where hard_valid. `same` (B, B) marks pairs of
-    rows with the same target scene (not negatives of each other)."""
+    plus per-row extra negatives hard (B, C, D) where hard_valid, each logit raised by hard_bias
+    (B, C) when given (log w: the negative counted w times). `same` (B, B) marks pairs of rows
+    with the same target scene (not negatives of each other)."""
     q = F.normalize(q.float(), dim=-1)
     logits = q @ targets.float().T / tau
     if same is not None:
@@ -146,6 +153,8 @@ def info_nce(q: torch.Tensor, targets: torch.Tensor, tau: float, same: torch.Ten
                                     float("-inf"))
     if hard is not None and hard.shape[1]:
         h = torch.einsum("bd,bcd->bc", q, hard.float()) / tau
+        if hard_bias is not None:
+            h = h + hard_bias
         logits = torch.cat([logits, h.masked_fill(~hard_valid, float("-inf"))], 1)
     return F.cross_entropy(logits, torch.arange(len(q), device=q.device), reduction=reduction)
 
@@ -201,6 +210,11 @@ class PACETask(CachedHeadTask):
             raise SystemExit(f"direction_loss must be >= 0 and needs prefix_fraction > 0 and prefix_target=intermediate "
                              f"(the drawn images after k and k + 1 edits), got {cfg.direction_loss} with prefix_fraction "
                              f"{cfg.prefix_fraction}, prefix_target {cfg.prefix_target!r}")
+        if cfg.step_negative < 0 or (cfg.step_negative > 0 and (cfg.prefix_fraction == 0
+                                                                or cfg.prefix_target != "intermediate")):
+            raise SystemExit(f"step_negative must be >= 0 and needs prefix_fraction > 0 and prefix_target=intermediate "
+                             f"(the drawn images before the last sentence read), got {cfg.step_negative} with "
+                             f"prefix_fraction {cfg.prefix_fraction}, prefix_target {cfg.prefix_target!r}")
         self.prefixes = PrefixTexts(self.cache, self.backbone) if cfg.prefix_fraction > 0 else None
         self.targets = None
         if self.prefixes is not None and cfg.prefix_target == "intermediate":
@@ -217,7 +231,7 @@ class PACETask(CachedHeadTask):
         idx = np.concatenate([g.choice(self.long_pool, n_long, replace=False),
                               g.choice(self.single_pool, min(len(self.single_pool), bs - n_long),
                                        replace=False)])
-        n = c.n_sentences[idx].copy()
+        n, n_whole = c.n_sentences[idx].copy(), c.n_sentences[idx]
         sents = np.zeros((len(idx), int(n.max()), c.dim), np.float32)
         for r, i in enumerate(idx):
             sents[r, :n[r]] = c.sentences(int(i))
@@ -236,6 +250,9 @@ class PACETask(CachedHeadTask):
         out = {"v_r": t(c.image("ref", idx)), "text": t(text), "sents": t(sents),
                "n": t(step_counts(n, self.arch)), "v_t": t(v_t), "t_key": t(tkey),
                "same": t(tkey[:, None] == tkey[None, :])}
+        if cfg.step_negative > 0:
+            img, key, live = self.step_negatives(idx, n_whole, cuts)
+            out.update(s_neg=t(img), s_valid=t(live & (key != tkey)))  # a no-op last edit is no negative
         if (cfg.progress_loss > 0 or cfg.direction_loss > 0) and cuts:
             out.update({k: t(v) for k, v in self.next_prefixes(idx, cuts).items()})
             out["p_vk"] = t(v_t[out["p_rows"].numpy()])  # the drawn image after k edits
@@ -245,6 +262,23 @@ class PACETask(CachedHeadTask):
             out["bank"] = t(np.concatenate([c.image("ref", ref_rows), c.image("tgt", tgt_rows)]))
             out["bank_keys"] = t(np.concatenate([c.ref_key[ref_rows], c.tgt_key[tgt_rows]]))
         return out
+
+    def step_negatives(self, idx: np.ndarray, n_whole: np.ndarray,
+                       cuts: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per batch row, (image (B, D), key (B,), live (B,)): the drawn image before the last
+        sentence the row reads: after k − 1 edits for a row cut to k (the reference, k = 1), after
+        n − 1 for a whole row of n >= 2; single-sentence rows have none (live False)."""
+        c = self.cache
+        img, key = np.zeros((len(idx), c.dim), np.float32), np.zeros(len(idx), np.int64)
+        live = n_whole >= 2
+        last = {r: k for r, k in cuts}
+        for r in np.flatnonzero(live):
+            i, k = int(idx[r]), last.get(int(r), int(n_whole[r]))
+            if k == 1:
+                img[r], key[r] = c.image("ref", np.array([i]))[0], c.ref_key[i]
+            else:
+                img[r], key[r] = self.targets.target(i, k - 1)
+        return img, key, live
 
     def next_prefixes(self, idx: np.ndarray, cuts: list[tuple[int, int]]) -> dict[str, np.ndarray]:
         """For each row cut to k sentences, the prefix of k + 1 (the whole text when k + 1 = n),
@@ -287,7 +321,12 @@ class PACETask(CachedHeadTask):
                                          cfg.mine_per_step, cfg.mine_cap)
         hard = bank[idx]  # (B, C, D)
         q_n = final_state(states, b["n"])
-        main = info_nce(q_n, b["v_t"], tau, b["same"], hard, valid)
+        bias = None
+        if "s_neg" in b:  # the image before the last sentence read, counted step_negative times
+            hard, valid = torch.cat([hard, b["s_neg"][:, None]], 1), torch.cat([valid, b["s_valid"][:, None]], 1)
+            bias = torch.zeros(valid.shape, device=dev)
+            bias[:, -1] = float(np.log(cfg.step_negative))
+        main = info_nce(q_n, b["v_t"], tau, b["same"], hard, valid, hard_bias=bias)
         total, logs = main, {"nce": main.item(), "hard": valid.float().sum(1).mean().item()}
         w = cfg.step_loss
         if w > 0:
