@@ -132,6 +132,9 @@ def test_mining_hand_made_bank():
     # the cap keeps what q_n scores highest: e2 under q_1
     idx, valid = mine_hard_negatives(states, n, pos, bank, keys, torch.tensor([7]), 4, 1)
     assert idx[valid].tolist() == [2]
+    # two keys per row (spare_final: the intermediate positive's and the final target's): neither is mined
+    idx, valid = mine_hard_negatives(states, n, pos, bank, keys, torch.tensor([[7, 2]]), per_step=4, cap=8)
+    assert set(idx[valid].tolist()) == {1}
     # every returned candidate beats the positive at some step
     scores = states[0] @ bank.T
     for j in idx[valid].tolist():
@@ -413,3 +416,39 @@ def test_step_negative_is_the_image_before_the_last_sentence_read(head_cfg, tiny
     assert with_neg.item() > without.item() and logs["hard"] > _["hard"]
     with pytest.raises(SystemExit, match="step_negative must be >= 0 and needs"):
         PACETask(head_cfg(DEFAULTS, step_negative=1.0, prefix_fraction=0.5), tiny_backbone)
+
+
+def test_spare_final_keeps_a_prefix_rows_final_target_out_of_its_negatives(head_cfg, tiny_backbone, train_cache):
+    """spare_final adds each row's final key (its target before any cut), marks a batch row whose
+    positive is that final target as not a negative, and changes no draw of the prefix recipe."""
+    kw = dict(bank_size=64, long_fraction=0.7, prefix_fraction=1.0, prefix_target="intermediate")
+    plain = PACETask(head_cfg(DEFAULTS, **kw), tiny_backbone)
+    task = PACETask(head_cfg(DEFAULTS, spare_final=True, **kw), tiny_backbone)
+    a, b = plain.batch(0, 0, random.Random(7)), task.batch(0, 0, random.Random(7))
+    for k in a:
+        if k != "same":
+            torch.testing.assert_close(a[k], b[k], rtol=0, atol=0)
+    full = PACETask(head_cfg(DEFAULTS, bank_size=64, long_fraction=0.7), tiny_backbone).batch(0, 0, random.Random(7))
+    np.testing.assert_array_equal(b["f_key"].numpy(), full["t_key"].numpy())
+    cut = b["t_key"] != b["f_key"]
+    assert cut.any()
+    t_key, f_key = b["t_key"].numpy(), b["f_key"].numpy()
+    want = (t_key[:, None] == t_key[None, :]) | (f_key[:, None] == t_key[None, :])
+    np.testing.assert_array_equal(b["same"].numpy(), want)
+    assert torch.equal(b["same"] & ~a["same"], b["same"] ^ a["same"])  # only ever more pairs spared
+    loss, _ = task.loss(task.model, b)
+    assert np.isfinite(loss.item())
+    with pytest.raises(SystemExit, match="spare_final needs"):
+        PACETask(head_cfg(DEFAULTS, spare_final=True, prefix_fraction=0.5), tiny_backbone)
+
+
+def test_label_audit_counts_prefix_rows_whose_final_target_is_mined(head_cfg, tiny_backbone):
+    from training.pace_label_audit import audit
+
+    cfg = head_cfg(DEFAULTS, long_fraction=0.7, prefix_fraction=1.0, prefix_target="intermediate", spare_final=True)
+    task = PACETask(cfg, tiny_backbone)
+    out = audit(task, batches=2)
+    rng = random.Random(0)
+    cut = sum(int((b["t_key"] != b["f_key"]).sum()) for b in (task.batch(s, 0, rng) for s in range(2)))
+    assert out["prefix_rows"] == cut > 0
+    assert 0 <= out["final_mined_share"] <= 1 and 0 <= out["final_above_positive_share"] <= 1

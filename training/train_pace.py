@@ -28,6 +28,9 @@ negatives of q_n the image drawn before its last sentence read (`step_negatives`
 k sentences gets the image after k − 1 edits (the reference when k = 1), a whole row of n the one
 after n − 1, counted w times (log w on its logit); none of these is in the mining bank, so without
 it the model never has to tell "the same character, place and company, the old pose" from the new.
+`spare_final` (with `prefix_target=intermediate`) keeps a prefix row's own final target out of its
+negatives (mined or in the batch): it satisfies every prefix of its text, so the prefix
+progression ranks it, while the recipe may mine it against the row's intermediate target.
 """
 from __future__ import annotations
 
@@ -73,6 +76,7 @@ class PACESettings(HeadSettings, PACEConfig):
     progress_loss: float = 0.0  # weight of the k -> k+1 hinge on the prefix rows (0: off, the recipe)
     direction_loss: float = 0.0  # weight of the k -> k+1 step-direction loss on the prefix rows (0: off)
     step_negative: float = 0.0  # copies of the image before the last sentence read, a negative of q_n (0: off)
+    spare_final: bool = False  # a prefix row's own final target is never one of its negatives (it satisfies the prefix)
 
 
 DEFAULTS = PACESettings()
@@ -89,11 +93,15 @@ def mine_hard_negatives(states: torch.Tensor, n: torch.Tensor, positives: torch.
     positives (B, D); bank (M, D). Returns (idx (B, C) into the bank, valid (B, C) bool): the
     union over valid steps of each step's top-`per_step` bank entries that score above the
     positive, capped at C = min(cap, M) entries ranked by q_n's score. Entries whose key equals
-    the positive's key (the same scene) are never returned."""
+    the positive's key (the same scene; pos_keys (B,), or (B, P): any of a row's P keys) are never
+    returned."""
     states, positives, bank = states.float(), positives.float(), bank.float()
     B, K1, _ = states.shape
     M = bank.shape[0]
-    same = (bank_keys[None, :] == pos_keys[:, None]) if bank_keys is not None and pos_keys is not None else None
+    same = None
+    if bank_keys is not None and pos_keys is not None:
+        keys = pos_keys.reshape(B, -1)
+        same = (bank_keys[None, :, None] == keys[:, None, :]).any(-1)
     hits = torch.zeros(B, M, device=bank.device)
     final = torch.empty(B, M, device=bank.device)
     for k in range(K1):  # one step at a time: (rows, M) scores, whatever the bank's size
@@ -210,6 +218,9 @@ class PACETask(CachedHeadTask):
             raise SystemExit(f"direction_loss must be >= 0 and needs prefix_fraction > 0 and prefix_target=intermediate "
                              f"(the drawn images after k and k + 1 edits), got {cfg.direction_loss} with prefix_fraction "
                              f"{cfg.prefix_fraction}, prefix_target {cfg.prefix_target!r}")
+        if cfg.spare_final and (cfg.prefix_fraction == 0 or cfg.prefix_target != "intermediate"):
+            raise SystemExit("spare_final needs prefix_fraction > 0 and prefix_target=intermediate (with final targets "
+                             "the final target is the prefix rows' positive already)")
         if cfg.step_negative < 0 or (cfg.step_negative > 0 and (cfg.prefix_fraction == 0
                                                                 or cfg.prefix_target != "intermediate")):
             raise SystemExit(f"step_negative must be >= 0 and needs prefix_fraction > 0 and prefix_target=intermediate "
@@ -250,6 +261,9 @@ class PACETask(CachedHeadTask):
         out = {"v_r": t(c.image("ref", idx)), "text": t(text), "sents": t(sents),
                "n": t(step_counts(n, self.arch)), "v_t": t(v_t), "t_key": t(tkey),
                "same": t(tkey[:, None] == tkey[None, :])}
+        if cfg.spare_final:  # the final target satisfies every prefix of its text: never its rows' negative
+            fkey = c.tgt_key[idx].copy()
+            out.update(f_key=t(fkey), same=t((tkey[:, None] == tkey[None, :]) | (fkey[:, None] == tkey[None, :])))
         if cfg.step_negative > 0:
             img, key, live = self.step_negatives(idx, n_whole, cuts)
             out.update(s_neg=t(img), s_valid=t(live & (key != tkey)))  # a no-op last edit is no negative
@@ -317,7 +331,8 @@ class PACETask(CachedHeadTask):
         tau = cfg.tau
         states = model(b["v_r"], b["text"], b["sents"], b["n"]).float()  # (B, K+1, D)
         bank, keys = (b["bank"], b["bank_keys"]) if "bank" in b else (t.to(dev) for t in self.whole_bank())
-        idx, valid = mine_hard_negatives(states.detach(), b["n"], b["v_t"], bank, keys, b["t_key"],
+        spared = torch.stack([b["t_key"], b["f_key"]], 1) if "f_key" in b else b["t_key"]
+        idx, valid = mine_hard_negatives(states.detach(), b["n"], b["v_t"], bank, keys, spared,
                                          cfg.mine_per_step, cfg.mine_cap)
         hard = bank[idx]  # (B, C, D)
         q_n = final_state(states, b["n"])
