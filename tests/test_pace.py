@@ -290,6 +290,19 @@ def test_pace_trains_a_prefix_against_its_intermediate_target(head_cfg, tiny_bac
 
 
 
+def lever_batches(head_cfg, backbone, seed, lever, changed=(), **kw):
+    """The prefix recipe's task (settings kw) and one with `lever` added, each batch drawn with
+    the same rng, and the uncut batch of the same draws (`full`). The lever may change only the
+    keys `changed` of what the recipe's batch holds: it adds terms, never other draws."""
+    plain, task = PACETask(head_cfg(DEFAULTS, **kw), backbone), PACETask(head_cfg(DEFAULTS, **lever, **kw), backbone)
+    a, b = plain.batch(0, 0, random.Random(seed)), task.batch(0, 0, random.Random(seed))
+    for k in set(a) - set(changed):
+        torch.testing.assert_close(a[k], b[k], rtol=0, atol=0)
+    uncut = {k: v for k, v in kw.items() if k in ("bank_size", "long_fraction")}
+    full = PACETask(head_cfg(DEFAULTS, **uncut), backbone).batch(0, 0, random.Random(seed))
+    return plain, task, a, b, full
+
+
 def test_progress_hinge_hand_made():
     from training.train_pace import progress_hinge
 
@@ -312,14 +325,9 @@ def test_progress_loss_composes_the_next_prefix_from_scratch(head_cfg, tiny_back
     """Every row cut to k sentences also gets its prefix of k + 1 (the whole text at k + 1 = n)
     as `prefix_queries` composes it, and the final target; the draws are the plain prefix
     recipe's, so progress_loss changes no row of the batch it shares with it."""
-    kw = dict(bank_size=64, long_fraction=0.5, prefix_fraction=1.0)
-    plain = PACETask(head_cfg(DEFAULTS, **kw), tiny_backbone)
-    task = PACETask(head_cfg(DEFAULTS, progress_loss=1.0, **kw), tiny_backbone)
-    a, b = plain.batch(0, 0, random.Random(4)), task.batch(0, 0, random.Random(4))
-    for k in a:
-        torch.testing.assert_close(a[k], b[k], rtol=0, atol=0)
+    _, task, a, b, full = lever_batches(head_cfg, tiny_backbone, 4, dict(progress_loss=1.0), bank_size=64,
+                                        long_fraction=0.5, prefix_fraction=1.0)
     c, strings = task.cache, json.loads((task.cache.folder / "texts.json").read_text())
-    full = PACETask(head_cfg(DEFAULTS, bank_size=64, long_fraction=0.5), tiny_backbone).batch(0, 0, random.Random(4))
     assert len(b["p_rows"]) == sum(int(n) >= 2 for n in full["n"])
     for j, r in enumerate(b["p_rows"].tolist()):
         i, k = cache_row(c, full, r), int(b["n"][r]) + 1
@@ -355,13 +363,8 @@ def test_direction_step_hand_made():
 def test_direction_loss_steps_from_the_drawn_image_after_k_to_k_plus_1(head_cfg, tiny_backbone, train_cache):
     """Each cut row's drawn images are the intermediate targets after k and k + 1 edits (after
     k twice when k + 1 = n, which leaves the row out); the draws are the prefix recipe's."""
-    kw = dict(bank_size=64, long_fraction=0.5, prefix_fraction=1.0, prefix_target="intermediate")
-    plain = PACETask(head_cfg(DEFAULTS, **kw), tiny_backbone)
-    task = PACETask(head_cfg(DEFAULTS, direction_loss=1.0, **kw), tiny_backbone)
-    a, b = plain.batch(0, 0, random.Random(5)), task.batch(0, 0, random.Random(5))
-    for k in a:
-        torch.testing.assert_close(a[k], b[k], rtol=0, atol=0)
-    full = PACETask(head_cfg(DEFAULTS, bank_size=64, long_fraction=0.5), tiny_backbone).batch(0, 0, random.Random(5))
+    _, task, a, b, full = lever_batches(head_cfg, tiny_backbone, 5, dict(direction_loss=1.0), bank_size=64,
+                                        long_fraction=0.5, prefix_fraction=1.0, prefix_target="intermediate")
     c, both = task.cache, 0
     for j, r in enumerate(b["p_rows"].tolist()):
         i, k = cache_row(c, full, r), int(b["n"][r])
@@ -391,13 +394,8 @@ def test_step_negative_is_the_image_before_the_last_sentence_read(head_cfg, tiny
     """A row cut to k sentences gets the drawn image after k - 1 edits (the reference at k = 1), a
     whole row of n >= 2 the one after n - 1, a single sentence none; the draws are the prefix
     recipe's, and the negative can only raise the loss."""
-    kw = dict(bank_size=64, long_fraction=0.7, prefix_fraction=0.5, prefix_target="intermediate")
-    plain = PACETask(head_cfg(DEFAULTS, **kw), tiny_backbone)
-    task = PACETask(head_cfg(DEFAULTS, step_negative=8.0, **kw), tiny_backbone)
-    a, b = plain.batch(0, 0, random.Random(6)), task.batch(0, 0, random.Random(6))
-    for k in a:
-        torch.testing.assert_close(a[k], b[k], rtol=0, atol=0)
-    full = PACETask(head_cfg(DEFAULTS, bank_size=64, long_fraction=0.7), tiny_backbone).batch(0, 0, random.Random(6))
+    plain, task, a, b, full = lever_batches(head_cfg, tiny_backbone, 6, dict(step_negative=8.0), bank_size=64,
+                                            long_fraction=0.7, prefix_fraction=0.5, prefix_target="intermediate")
     c, seen = task.cache, {"ref": 0, "drawn": 0, "whole": 0, "single": 0}
     for r in range(len(full["n"])):
         i, k, n = cache_row(c, full, r), int(b["n"][r]), int(c.n_sentences[cache_row(c, full, r)])
@@ -421,14 +419,8 @@ def test_step_negative_is_the_image_before_the_last_sentence_read(head_cfg, tiny
 def test_spare_final_keeps_a_prefix_rows_final_target_out_of_its_negatives(head_cfg, tiny_backbone, train_cache):
     """spare_final adds each row's final key (its target before any cut), marks a batch row whose
     positive is that final target as not a negative, and changes no draw of the prefix recipe."""
-    kw = dict(bank_size=64, long_fraction=0.7, prefix_fraction=1.0, prefix_target="intermediate")
-    plain = PACETask(head_cfg(DEFAULTS, **kw), tiny_backbone)
-    task = PACETask(head_cfg(DEFAULTS, spare_final=True, **kw), tiny_backbone)
-    a, b = plain.batch(0, 0, random.Random(7)), task.batch(0, 0, random.Random(7))
-    for k in a:
-        if k != "same":
-            torch.testing.assert_close(a[k], b[k], rtol=0, atol=0)
-    full = PACETask(head_cfg(DEFAULTS, bank_size=64, long_fraction=0.7), tiny_backbone).batch(0, 0, random.Random(7))
+    _, task, a, b, full = lever_batches(head_cfg, tiny_backbone, 7, dict(spare_final=True), ("same",), bank_size=64,
+                                        long_fraction=0.7, prefix_fraction=1.0, prefix_target="intermediate")
     np.testing.assert_array_equal(b["f_key"].numpy(), full["t_key"].numpy())
     cut = b["t_key"] != b["f_key"]
     assert cut.any()
