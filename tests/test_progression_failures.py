@@ -17,11 +17,15 @@ def test_step_table_lists_every_real_step_by_hand():
     assert t["query"].tolist() == [0, 0, 0, 2]
     assert t["family"].tolist() == ["pose", "scene", "pose", "relation"]
     assert t["before"].tolist() == [10, 5, 7, 50] and t["after"].tolist() == [5, 7, 7, 2]
+    assert t["k"].tolist() == [1, 2, 3, 1]  # sentences 1 -> 1..2, 1..2 -> 1..3, 1..3 -> 1..4; 1 -> 1..2
     out = breakdown(t, n_boot=200)
     assert out["steps"] == 4 and out["improved_or_held"] == 0.75  # 10->5, 7->7, 50->2 hold; 5->7 worsens
     assert out["by_family"]["pose"]["improved_or_held"] == 1.0 and out["by_family"]["scene"]["improved_or_held"] == 0.0
     assert out["by_rank_before"]["1-9"] == {"steps": 2, "improved_or_held": 0.5, "ci95": out["by_rank_before"]["1-9"]["ci95"]}
     assert out["worsened"] == 1 and out["median_worsening_factor"] == round(8 / 6, 3)
+    # by place: both 1 -> 2 steps hold (10->5, 50->2), the 2 -> 3 step worsens (5->7), 3 -> 4 holds (7->7)
+    assert {b: (v["steps"], v["improved_or_held"]) for b, v in out["by_step"].items()} == \
+        {"1->2": (2, 1.0), "2->3": (1, 0.0), "3+": (1, 1.0)}
     # without pose: the scene step (worsened) and the relation step (improved)
     assert out["without_family"]["pose"]["steps"] == 2 and out["without_family"]["pose"]["improved_or_held"] == 0.5
     assert out["without_family"]["scene"]["improved_or_held"] == 1.0
@@ -110,20 +114,22 @@ def test_cli_diagnoses_a_val_candidate_with_its_own_backbone_and_checkpoint(monk
     seen = {}
     bb = types.SimpleNamespace(id="bb-x", image_size=32)
     monkeypatch.setattr(cir_core.backbone, "load_backbone", lambda spec: seen.setdefault("backbone", spec) and bb)
+    bench = types.SimpleNamespace(world=types.SimpleNamespace(queries=[None] * 7))
     monkeypatch.setattr(cir_core.benchmarks, "load_benchmark",
-                        lambda name, **k: seen.setdefault("bench", (name, k["split"])))
+                        lambda name, **k: seen.setdefault("bench", (name, k["split"], k["n_films"])) and bench)
     monkeypatch.setattr(cir_core.eval.loop, "embed_benchmark", lambda bench, b: "data")
     monkeypatch.setattr(cir_core.methods, "create_method",
                         lambda name, b, folder=None: seen.setdefault("methods", []).append((name, folder)) or name)
     row = {"steps": 2, "improved_or_held": 50.0, "ci95": [0.0, 100.0], "by_family": {}, "without_family": {},
-           "worsened": 1, "median_worsening_factor": 2.0}
+           "by_step": {}, "worsened": 1, "median_worsening_factor": 2.0}
     monkeypatch.setattr(pf, "method_breakdown", lambda *a, **k: row)
     out, ck = tmp_path / "p.json", str(tmp_path)
-    pf.main(["--split", "val", "--backbone", "local-dir:B", "--methods", "pace,sum",
+    pf.main(["--split", "val", "--n-films", "104", "--backbone", "local-dir:B", "--methods", "pace,sum",
              "--checkpoint", f"pace={ck}", "--json", str(out)])
-    assert seen == {"backbone": "local-dir:B", "bench": ("films", "val"), "methods": [("pace", ck), ("sum", None)]}
+    assert seen == {"backbone": "local-dir:B", "bench": ("films", "val", 104), "methods": [("pace", ck), ("sum", None)]}
     rep = json.loads(out.read_text())
     assert rep["split"] == "val" and rep["checkpoints"] == {"pace": ck} and rep["backbone"] == "bb-x"
+    assert rep["n_films"] == 104 and rep["n_queries"] == 7
     pf.main(["--methods", "pace", "--json", str(out)])  # the shipped backbone: the shipped checkpoint
     assert seen["methods"][-1] == ("pace", None) and json.loads(out.read_text())["checkpoints"] == {"pace": "shipped"}
 
