@@ -285,16 +285,17 @@ def test_pace_trains_a_prefix_against_its_intermediate_target(head_cfg, tiny_bac
     np.testing.assert_array_equal(b["same"].numpy(), keys[:, None] == keys[None, :])  # built from the new keys
     loss, _ = task.loss(task.model, b)
     assert np.isfinite(loss.item())
-    with pytest.raises(SystemExit, match="'final' or 'intermediate'"):
+    with pytest.raises(SystemExit, match="'final', 'intermediate' or 'nested'"):
         PACETask(head_cfg(DEFAULTS, prefix_fraction=0.5, prefix_target="middle"), tiny_backbone)
 
 
 
 def lever_batches(head_cfg, backbone, seed, lever, changed=(), **kw):
-    """The prefix recipe's task (settings kw) and one with `lever` added, each batch drawn with
-    the same rng, and the uncut batch of the same draws (`full`). The lever may change only the
-    keys `changed` of what the recipe's batch holds: it adds terms, never other draws."""
-    plain, task = PACETask(head_cfg(DEFAULTS, **kw), backbone), PACETask(head_cfg(DEFAULTS, **lever, **kw), backbone)
+    """The prefix recipe's task (settings kw) and one with `lever` added (a lever key overrides
+    kw's), each batch drawn with the same rng, and the uncut batch of the same draws (`full`). The
+    lever may change only the keys `changed` of what the recipe's batch holds: it adds terms,
+    never other draws."""
+    plain, task = PACETask(head_cfg(DEFAULTS, **kw), backbone), PACETask(head_cfg(DEFAULTS, **{**kw, **lever}), backbone)
     a, b = plain.batch(0, 0, random.Random(seed)), task.batch(0, 0, random.Random(seed))
     for k in set(a) - set(changed):
         torch.testing.assert_close(a[k], b[k], rtol=0, atol=0)
@@ -444,3 +445,59 @@ def test_label_audit_counts_prefix_rows_whose_final_target_is_mined(head_cfg, ti
     cut = sum(int((b["t_key"] != b["f_key"]).sum()) for b in (task.batch(s, 0, rng) for s in range(2)))
     assert out["prefix_rows"] == cut > 0
     assert 0 <= out["final_mined_share"] <= 1 and 0 <= out["final_above_positive_share"] <= 1
+
+
+def test_nested_nce_hand_made_and_one_positive_is_info_nce():
+    from training.train_pace import nested_nce
+
+    g = torch.Generator().manual_seed(0)
+    q, t = F.normalize(torch.randn(4, 6, generator=g), dim=-1), F.normalize(torch.randn(4, 6, generator=g), dim=-1)
+    h, on = F.normalize(torch.randn(4, 3, 6, generator=g), dim=-1), torch.rand(4, 3, generator=g) > 0.3
+    same = torch.eye(4, dtype=torch.bool)
+    same[0, 2] = True
+    one = torch.zeros(4, 2, dtype=torch.bool)
+    one[:, 0] = True  # column 1 padding: ignored
+    pos = torch.stack([t, -t], 1)
+    assert nested_nce(q, t, pos, one, 0.1, same, h, on).item() == \
+        pytest.approx(info_nce(q, t, 0.1, same, h, on).item(), rel=1e-5)
+    # row 0 with a second positive p: the mean of two cross-entropies, each without the other positive
+    p = F.normalize(torch.randn(6, generator=g), dim=-1)
+    pos[0, 1], both = p, one.clone()
+    both[0, 1] = True
+    negs = torch.cat([q[0] @ t[[1, 3]].T, (q[0] @ h[0].T)[on[0]]]) / 0.1  # t[2] is `same`, t[0] the positive
+    ce = lambda s: (torch.logsumexp(torch.cat([s[None], negs]), 0) - s).item()  # noqa: E731
+    row0 = (ce(q[0] @ t[0] / 0.1) + ce(q[0] @ p / 0.1)) / 2
+    rows = nested_nce(q, t, pos, both, 0.1, same, h, on).item() * 4
+    rest = nested_nce(q, t, pos, one, 0.1, same, h, on).item() * 4 - ce(q[0] @ t[0] / 0.1)
+    assert rows - rest == pytest.approx(row0, rel=1e-4)
+
+
+def test_nested_prefix_targets_are_every_state_that_has_read_the_prefix(head_cfg, tiny_backbone, train_cache):
+    """A row cut to k of n sentences has the drawn images after k, ..., n - 1 edits and the final
+    target as positives, and each is spared from the mining and the batch's negatives; an uncut
+    row has its own target alone; the draws are the intermediate recipe's."""
+    _, task, a, b, full = lever_batches(head_cfg, tiny_backbone, 8, dict(prefix_target="nested"), ("same",),
+                                        bank_size=64, long_fraction=0.7, prefix_fraction=0.5,
+                                        prefix_target="intermediate")
+    c, cuts = task.cache, 0
+    for r in range(len(full["n"])):
+        i, k = cache_row(c, full, r), int(b["n"][r])
+        n, live = int(c.n_sentences[i]), b["pos_valid"][r].numpy()
+        if k == n or n == 1:
+            assert live.tolist() == [True] + [False] * (len(live) - 1)
+            continue
+        cuts += 1
+        want = [task.targets.target(i, j) for j in range(k, n)] + [(c.image("tgt", np.array([i]))[0], int(c.tgt_key[i]))]
+        assert live.sum() == len(want) == n - k + 1 and live[:len(want)].all()
+        for j, (img, key) in enumerate(want):
+            np.testing.assert_array_equal(b["pos"][r, j].numpy(), img)
+            assert int(b["pos_key"][r, j]) == key
+    assert cuts
+    keys = b["t_key"].numpy()
+    want_same = (b["pos_key"].numpy()[:, :, None] == keys[None, None, :]).any(1)
+    np.testing.assert_array_equal(b["same"].numpy(), want_same)
+    assert torch.equal(b["same"] & ~a["same"], b["same"] ^ a["same"])  # only ever more pairs spared
+    loss, _ = task.loss(task.model, b)
+    assert np.isfinite(loss.item())
+    with pytest.raises(SystemExit, match="step_negative must be >= 0 and needs"):
+        PACETask(head_cfg(DEFAULTS, step_negative=1.0, prefix_fraction=0.5, prefix_target="nested"), tiny_backbone)

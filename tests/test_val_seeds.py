@@ -51,3 +51,12 @@ def test_a_trainer_metric_needs_the_recorded_checkpoint(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["--method", "dice", f"x={a}"])  # no dice result in it: named, not a KeyError
     assert "no dice/cosine result" in capsys.readouterr().err
+
+
+def test_one_seed_prints_no_spread(tmp_path):
+    from training.val_seeds import lines
+
+    one, two = report(tmp_path / "a.json", 0.5, 0.8, 0.7), report(tmp_path / "b.json", 0.52, 0.8, 0.72)
+    solo = lines(summarise({"x": [one]}, "pace"))[0]
+    assert "±" not in solo and "R@1 50.00" in solo
+    assert "R@1 51.00 ± 1.41" in lines(summarise({"x": [one, two]}, "pace"))[0]

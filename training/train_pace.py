@@ -28,6 +28,11 @@ negatives of q_n the image drawn before its last sentence read (`step_negatives`
 k sentences gets the image after k − 1 edits (the reference when k = 1), a whole row of n the one
 after n − 1, counted w times (log w on its logit); none of these is in the mining bank, so without
 it the model never has to tell "the same character, place and company, the old pose" from the new.
+`prefix_target=nested` trains a prefix row cut to k sentences against every drawn state that
+has read them: the images after k, k + 1, ..., n − 1 edits and the final target, each a positive
+of its own against the same negatives (the row's other positives are left out of each one's
+denominator, `nested_nce`), so the query of k sentences sits among the states that satisfy them,
+and that set narrows onto the final target as k grows, which is what the prefix progression ranks.
 `spare_final` (with `prefix_target=intermediate`) keeps a prefix row's own final target out of its
 negatives (mined or in the batch): it satisfies every prefix of its text, so the prefix
 progression ranks it, while the recipe may mine it against the row's intermediate target.
@@ -72,7 +77,7 @@ class PACESettings(HeadSettings, PACEConfig):
     mine_cap: int = 64
     step_loss: float = 0.0
     prefix_fraction: float = 0.0
-    prefix_target: str = "final"  # what a prefix is trained to find: the final target | intermediate
+    prefix_target: str = "final"  # what a prefix is trained to find: the final target | intermediate | nested
     progress_loss: float = 0.0  # weight of the k -> k+1 hinge on the prefix rows (0: off, the recipe)
     direction_loss: float = 0.0  # weight of the k -> k+1 step-direction loss on the prefix rows (0: off)
     step_negative: float = 0.0  # copies of the image before the last sentence read, a negative of q_n (0: off)
@@ -167,6 +172,26 @@ def info_nce(q: torch.Tensor, targets: torch.Tensor, tau: float, same: torch.Ten
     return F.cross_entropy(logits, torch.arange(len(q), device=q.device), reduction=reduction)
 
 
+def nested_nce(q: torch.Tensor, targets: torch.Tensor, pos: torch.Tensor, pos_valid: torch.Tensor, tau: float,
+               same: torch.Tensor | None = None, hard: torch.Tensor | None = None,
+               hard_valid: torch.Tensor | None = None) -> torch.Tensor:
+    """InfoNCE with several positives per row, each against the same negatives (the batch's other
+    targets, unless `same`, and the valid `hard` ones) and not against the row's other positives:
+    the mean over a row's valid positives pos (B, P, D) of −log(e^{s_p} / (e^{s_p} + Σ e^{s_neg})),
+    then over rows. A row whose only positive is its own target (column 0) is `info_nce`'s row."""
+    q = F.normalize(q.float(), dim=-1)
+    neg = (q @ targets.float().T / tau).masked_fill(torch.eye(len(q), dtype=torch.bool, device=q.device), float("-inf"))
+    if same is not None:
+        neg = neg.masked_fill(same, float("-inf"))
+    if hard is not None and hard.shape[1]:
+        h = torch.einsum("bd,bcd->bc", q, hard.float()) / tau
+        neg = torch.cat([neg, h.masked_fill(~hard_valid, float("-inf"))], 1)
+    s = torch.einsum("bd,bpd->bp", q, pos.float()) / tau
+    per = torch.logaddexp(s, torch.logsumexp(neg, 1, keepdim=True)) - s
+    per = per.masked_fill(~pos_valid, 0.0)
+    return (per.sum(1) / pos_valid.sum(1)).mean()
+
+
 class PrefixTexts:
     """f_T of every proper prefix of the cache's multi-sentence edits, " ".join(sentences[:k]) for
     1 <= k < n, as `prefix_queries` composes them: k = 1 is the first sentence's own row of the
@@ -208,8 +233,8 @@ class PACETask(CachedHeadTask):
         self.single_pool = np.flatnonzero(nsent == 1)
         if not 0.0 <= cfg.prefix_fraction <= 1.0:
             raise SystemExit(f"prefix_fraction must be in [0, 1], got {cfg.prefix_fraction}")
-        if cfg.prefix_target not in ("final", "intermediate"):
-            raise SystemExit(f"prefix_target is 'final' or 'intermediate', not {cfg.prefix_target!r}")
+        if cfg.prefix_target not in ("final", "intermediate", "nested"):
+            raise SystemExit(f"prefix_target is 'final', 'intermediate' or 'nested', not {cfg.prefix_target!r}")
         if cfg.progress_loss < 0 or (cfg.progress_loss > 0 and cfg.prefix_fraction == 0):
             raise SystemExit(f"progress_loss must be >= 0 and needs prefix_fraction > 0, got {cfg.progress_loss} "
                              f"with prefix_fraction {cfg.prefix_fraction}")
@@ -228,7 +253,7 @@ class PACETask(CachedHeadTask):
                              f"prefix_fraction {cfg.prefix_fraction}, prefix_target {cfg.prefix_target!r}")
         self.prefixes = PrefixTexts(self.cache, self.backbone) if cfg.prefix_fraction > 0 else None
         self.targets = None
-        if self.prefixes is not None and cfg.prefix_target == "intermediate":
+        if self.prefixes is not None and cfg.prefix_target in ("intermediate", "nested"):
             from .prefix_targets import PrefixTargets
 
             self.targets = PrefixTargets(self.cache, self.backbone)
@@ -261,6 +286,10 @@ class PACETask(CachedHeadTask):
         out = {"v_r": t(c.image("ref", idx)), "text": t(text), "sents": t(sents),
                "n": t(step_counts(n, self.arch)), "v_t": t(v_t), "t_key": t(tkey),
                "same": t(tkey[:, None] == tkey[None, :])}
+        if cfg.prefix_target == "nested" and cuts:  # every drawn state that has read the prefix is a positive
+            pos, pkey, pval = self.nested_positives(idx, cuts, v_t, tkey)
+            out.update(pos=t(pos), pos_key=t(pkey), pos_valid=t(pval),
+                       same=t((pkey[:, :, None] == tkey[None, None, :]).any(1)))
         if cfg.spare_final:  # the final target satisfies every prefix of its text: never its rows' negative
             fkey = c.tgt_key[idx].copy()
             out.update(f_key=t(fkey), same=t((tkey[:, None] == tkey[None, :]) | (fkey[:, None] == tkey[None, :])))
@@ -276,6 +305,25 @@ class PACETask(CachedHeadTask):
             out["bank"] = t(np.concatenate([c.image("ref", ref_rows), c.image("tgt", tgt_rows)]))
             out["bank_keys"] = t(np.concatenate([c.ref_key[ref_rows], c.tgt_key[tgt_rows]]))
         return out
+
+    def nested_positives(self, idx: np.ndarray, cuts: list[tuple[int, int]], v_t: np.ndarray,
+                         tkey: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per batch row, (images (B, P, D), keys (B, P), valid (B, P)): column 0 the row's own
+        positive (`v_t`, `tkey`); a row cut to k of n sentences adds the drawn images after
+        k + 1, ..., n − 1 edits and the final target (P = the longest such list). Padding repeats
+        column 0 with valid False."""
+        c = self.cache
+        extra = {r: [self.targets.target(int(idx[r]), j) for j in range(k + 1, int(c.n_sentences[idx[r]]))]
+                 + [(c.image("tgt", idx[r:r + 1])[0], int(c.tgt_key[idx[r]]))] for r, k in cuts}
+        P = 1 + max(len(v) for v in extra.values())
+        img = np.repeat(v_t[:, None], P, 1)
+        key = np.repeat(tkey[:, None], P, 1)
+        valid = np.zeros((len(idx), P), bool)
+        valid[:, 0] = True
+        for r, more in extra.items():
+            for j, (im, kk) in enumerate(more, 1):
+                img[r, j], key[r, j], valid[r, j] = im, kk, True
+        return img, key, valid
 
     def step_negatives(self, idx: np.ndarray, n_whole: np.ndarray,
                        cuts: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -331,7 +379,7 @@ class PACETask(CachedHeadTask):
         tau = cfg.tau
         states = model(b["v_r"], b["text"], b["sents"], b["n"]).float()  # (B, K+1, D)
         bank, keys = (b["bank"], b["bank_keys"]) if "bank" in b else (t.to(dev) for t in self.whole_bank())
-        spared = torch.stack([b["t_key"], b["f_key"]], 1) if "f_key" in b else b["t_key"]
+        spared = torch.stack([b["t_key"], b["f_key"]], 1) if "f_key" in b else b.get("pos_key", b["t_key"])
         idx, valid = mine_hard_negatives(states.detach(), b["n"], b["v_t"], bank, keys, spared,
                                          cfg.mine_per_step, cfg.mine_cap)
         hard = bank[idx]  # (B, C, D)
@@ -341,7 +389,10 @@ class PACETask(CachedHeadTask):
             hard, valid = torch.cat([hard, b["s_neg"][:, None]], 1), torch.cat([valid, b["s_valid"][:, None]], 1)
             bias = torch.zeros(valid.shape, device=dev)
             bias[:, -1] = float(np.log(cfg.step_negative))
-        main = info_nce(q_n, b["v_t"], tau, b["same"], hard, valid, hard_bias=bias)
+        if "pos" in b:
+            main = nested_nce(q_n, b["v_t"], b["pos"], b["pos_valid"], tau, b["same"], hard, valid)
+        else:
+            main = info_nce(q_n, b["v_t"], tau, b["same"], hard, valid, hard_bias=bias)
         total, logs = main, {"nce": main.item(), "hard": valid.float().sum(1).mean().item()}
         w = cfg.step_loss
         if w > 0:

@@ -85,7 +85,8 @@ def lines(rep: dict[str, Any]) -> list[str]:
     out = []
     for name, g in rep["groups"].items():
         per = "; ".join(f"{k} " + " / ".join(f"{s[k]:.1f}" for s in g["seeds"]) for k in g["mean"])
-        mean = ", ".join(f"{k} {v:.2f} ± {g['std'][k] or 0:.2f}" for k, v in g["mean"].items())
+        sd = g["std"]  # None for one seed: no spread to print, not a spread of 0
+        mean = ", ".join(f"{k} {v:.2f}" + ("" if sd[k] is None else f" ± {sd[k]:.2f}") for k, v in g["mean"].items())
         diff = ", ".join(f"{k} {v:+.2f}" for k, v in g.get("minus_first", {}).items())
         out.append(f"{name} ({len(g['seeds'])} seeds): {mean}" + (f"; minus the first: {diff}" if diff else ""))
         out.append(f"  per seed: {per}")
