@@ -152,43 +152,49 @@ def direction_step(before: torch.Tensor, after: torch.Tensor, drawn_before: torc
     return (1 - F.cosine_similarity(q[live], d[live], dim=-1, eps=1e-8)).mean()
 
 
-def info_nce(q: torch.Tensor, targets: torch.Tensor, tau: float, same: torch.Tensor | None = None,
-             hard: torch.Tensor | None = None, hard_valid: torch.Tensor | None = None,
-             reduction: str = "mean", hard_bias: torch.Tensor | None = None) -> torch.Tensor:
-    """InfoNCE of q (B, D) against the batch's targets (B, D) (row b's positive is target b),
-    plus per-row extra negatives hard (B, C, D) where hard_valid, each logit raised by hard_bias
-    (B, C) when given (log w: the negative counted w times). `same` (B, B) marks pairs of rows
-    with the same target scene (not negatives of each other)."""
-    q = F.normalize(q.float(), dim=-1)
+def batch_logits(q: torch.Tensor, targets: torch.Tensor, tau: float, same: torch.Tensor | None = None,
+                 hard: torch.Tensor | None = None, hard_valid: torch.Tensor | None = None,
+                 hard_bias: torch.Tensor | None = None, diagonal: bool = True) -> torch.Tensor:
+    """(B, B + C) logits of unit q (B, D): the batch's targets (B, D), those `same` (B, B) marks as
+    the row's scene left out, then the valid extra negatives hard (B, C, D), each raised by
+    hard_bias (B, C) when given (log w: the negative counted w times). Row b's own target (the
+    diagonal) is kept, or with diagonal=False left out; what is left out is -inf."""
+    eye = torch.eye(len(q), dtype=torch.bool, device=q.device)
     logits = q @ targets.float().T / tau
-    if same is not None:
-        logits = logits.masked_fill(same & ~torch.eye(len(q), dtype=torch.bool, device=q.device),
-                                    float("-inf"))
+    drop = None if same is None else same & ~eye
+    if not diagonal:
+        drop = eye if drop is None else drop | eye
+    if drop is not None:
+        logits = logits.masked_fill(drop, float("-inf"))
     if hard is not None and hard.shape[1]:
         h = torch.einsum("bd,bcd->bc", q, hard.float()) / tau
         if hard_bias is not None:
             h = h + hard_bias
         logits = torch.cat([logits, h.masked_fill(~hard_valid, float("-inf"))], 1)
+    return logits
+
+
+def info_nce(q: torch.Tensor, targets: torch.Tensor, tau: float, same: torch.Tensor | None = None,
+             hard: torch.Tensor | None = None, hard_valid: torch.Tensor | None = None,
+             reduction: str = "mean", hard_bias: torch.Tensor | None = None) -> torch.Tensor:
+    """InfoNCE of q (B, D) against the batch's targets (B, D) (row b's positive is target b), the
+    other targets unless `same` and the valid `hard` ones as negatives (`batch_logits`)."""
+    q = F.normalize(q.float(), dim=-1)
+    logits = batch_logits(q, targets, tau, same, hard, hard_valid, hard_bias)
     return F.cross_entropy(logits, torch.arange(len(q), device=q.device), reduction=reduction)
 
 
 def nested_nce(q: torch.Tensor, targets: torch.Tensor, pos: torch.Tensor, pos_valid: torch.Tensor, tau: float,
                same: torch.Tensor | None = None, hard: torch.Tensor | None = None,
                hard_valid: torch.Tensor | None = None) -> torch.Tensor:
-    """InfoNCE with several positives per row, each against the same negatives (the batch's other
-    targets, unless `same`, and the valid `hard` ones) and not against the row's other positives:
-    the mean over a row's valid positives pos (B, P, D) of −log(e^{s_p} / (e^{s_p} + Σ e^{s_neg})),
-    then over rows. A row whose only positive is its own target (column 0) is `info_nce`'s row."""
+    """InfoNCE with several positives per row, each against the same negatives (`batch_logits`
+    without the diagonal) and not against the row's other positives: the mean over a row's valid
+    positives pos (B, P, D) of −log(e^{s_p} / (e^{s_p} + Σ e^{s_neg})), then over rows. A row whose
+    only positive is its own target (column 0) is `info_nce`'s row."""
     q = F.normalize(q.float(), dim=-1)
-    neg = (q @ targets.float().T / tau).masked_fill(torch.eye(len(q), dtype=torch.bool, device=q.device), float("-inf"))
-    if same is not None:
-        neg = neg.masked_fill(same, float("-inf"))
-    if hard is not None and hard.shape[1]:
-        h = torch.einsum("bd,bcd->bc", q, hard.float()) / tau
-        neg = torch.cat([neg, h.masked_fill(~hard_valid, float("-inf"))], 1)
     s = torch.einsum("bd,bpd->bp", q, pos.float()) / tau
-    per = torch.logaddexp(s, torch.logsumexp(neg, 1, keepdim=True)) - s
-    per = per.masked_fill(~pos_valid, 0.0)
+    neg = torch.logsumexp(batch_logits(q, targets, tau, same, hard, hard_valid, diagonal=False), 1, keepdim=True)
+    per = (torch.logaddexp(s, neg) - s).masked_fill(~pos_valid, 0.0)
     return (per.sum(1) / pos_valid.sum(1)).mean()
 
 
