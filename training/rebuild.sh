@@ -54,6 +54,7 @@ rm -f assets/embeddings/*.npz  # keyed by the old backbone: never read again
 # nothing else runs in this step: both cores (the build_assets entries pin one thread, for lanes)
 OMP_NUM_THREADS=2 $PY -m training.ship_gallery
 OMP_NUM_THREADS=2 $PY -m training.embed_cache --n 20000 --threads 2
+OMP_NUM_THREADS=2 $PY -m training.embed_cache --n 80000 --threads 2  # PACE's (n_train 80000, 2026-12-06)
 # the film val galleries the trainers validate on (24 films at 500 val queries, 10 at PACT's 200),
 # embedded once here rather than by two lanes at once
 for f in "24 500" "10 200"; do
@@ -91,8 +92,9 @@ lane2() {
 }
 if [ "${LANES:-2}" = 2 ]; then
   # two lanes of about equal CPU time on one thread each (per seed, measured at the 2026-12-01
-  # rebuild on a quiet machine: PACT and compose-only ~7 min, DiCE ~2.5, PACE ~8.5; SEARLE ~13,
-  # Pic2Word ~6, LinCIR ~12; the lanes took 56 min, the whole script 58)
+  # rebuild on a quiet machine: PACT and compose-only ~7 min, DiCE ~2.5, PACE ~8.5 (~21 since its
+  # recipe reads 80,000 queries, 2026-12-06: lane 1 is now the longer); SEARLE ~13, Pic2Word ~6,
+  # LinCIR ~12; the lanes took 56 min, the whole script 58)
   two_lanes lane1 "$OUT/lane1.log" lane2 "$OUT/lane2.log" || exit $?
 else
   lane2 && lane1
