@@ -41,3 +41,13 @@ def test_steps_and_worsened_ones_are_the_benchmarks(tiny_backbone, films):
     # the last prefix state is the target's: the chain of edits reaches it
     q = bench.films.queries[bench.progression_rows()[0]]
     assert prefix_states(q)[-1] == q.target_key
+
+
+def test_rows_above_follow_the_benchmarks_tie_rule():
+    from training.progression_overtakers import rows_above
+
+    s = np.array([0.5, 0.9, 0.5, 0.2, 0.5])
+    # ground truth {2, 4}: the best is 2 (tied with 4, the lower row); 1 is higher, 0 tied and lower
+    assert rows_above(s, {2, 4}, 2).tolist() == [0, 1]
+    with pytest.raises(AssertionError, match="rank is 3"):
+        rows_above(s, {2, 4}, 3)

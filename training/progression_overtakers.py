@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +54,17 @@ def newcomer_kinds(above_before: np.ndarray, above_after: np.ndarray, keys: list
     return out
 
 
+def rows_above(scores: np.ndarray, gt: set[int], rank: int) -> np.ndarray:
+    """The rows ranked before the best-ranked ground truth in one row of scores (higher, or tied
+    and lower: the benchmark's tie rule), checked against its `rank`."""
+    cols = np.fromiter(gt, np.int64)
+    best = cols[np.lexsort((cols, -scores[cols]))[0]]
+    a = np.flatnonzero((scores > scores[best]) | ((scores == scores[best]) & (np.arange(len(scores)) < best)))
+    if len(a) != rank:
+        raise AssertionError(f"{len(a)} rows above the ground truth, but its rank is {rank}")
+    return a
+
+
 def method_overtakers(bench: Any, method: Any, data: Any) -> dict[str, Any]:
     """The newcomers of every worsened and every held step of `method` on the film `bench`."""
     from cir_core.benchmarks.common import refs_at
@@ -62,12 +74,8 @@ def method_overtakers(bench: Any, method: Any, data: Any) -> dict[str, Any]:
     films, t = bench.films, bench.truth
     g, norms = data.emb["gallery"], data.norms.get("gallery")
     keys = [it.keyframe.state.keys() for it in films.items]
-    count: dict[tuple, int] = {}  # (actor, key) -> keyframes showing that actor in that state
-    count_actor: dict[int, int] = {}  # actor -> keyframes showing that actor
-    for kk in keys:
-        for who, key in kk.items():
-            count[(who, key)] = count.get((who, key), 0) + 1
-            count_actor[who] = count_actor.get(who, 0) + 1
+    count = Counter(pair for kk in keys for pair in kk.items())  # (actor, key): keyframes in that state
+    count_actor = Counter(who for kk in keys for who in kk)  # actor: keyframes showing them
     opts = ScoreOpts("cosine").for_method(method)
     sides = ("worsened", "worsened from the top 100", "held")
     tally = {s: {"steps": 0, **dict.fromkeys(KINDS, 0), "with prefix answer": 0} for s in sides}
@@ -75,19 +83,13 @@ def method_overtakers(bench: Any, method: Any, data: Any) -> dict[str, Any]:
     for i in bench.progression_rows():
         q, r, gt = films.queries[i], int(t["ref"][i]), t["gt"][i]
         states = prefix_states(q)
-        qs = np.stack(method.prefix_queries(refs_at(g, norms, slice(r, r + 1)), list(q.sentences)))
-        q0 = method.compose_empty(refs_at(g, norms, slice(r, r + 1)))
+        ref = refs_at(g, norms, slice(r, r + 1))
+        qs = np.stack(method.prefix_queries(ref, list(q.sentences)))
+        q0 = method.compose_empty(ref)
         sc = score_matrix(Queries(qs, np.repeat(q0, len(qs), 0), np.repeat(g[r][None], len(qs), 0)), g, opts)
         sc[:, r] = -np.inf  # the reference is removed from every ranking
         ranks = set_ranks(sc, [gt] * len(qs), np.full(len(qs), r))
-        cols = np.fromiter(gt, np.int64)
-        above = []
-        for j in range(len(qs)):  # rows before the best ground truth: higher score, or tied and lower
-            best = cols[np.lexsort((cols, -sc[j, cols]))[0]]
-            a = np.flatnonzero((sc[j] > sc[j, best]) | ((sc[j] == sc[j, best]) & (np.arange(len(g)) < best)))
-            if len(a) != ranks[j]:
-                raise AssertionError(f"query {q.query_id}: {len(a)} rows above the ground truth, rank {ranks[j]}")
-            above.append(a)
+        above = [rows_above(sc[j], gt, int(ranks[j])) for j in range(len(qs))]
         base.append(count_actor[q.character] / len(g))
         for k in range(1, len(qs)):
             kinds = newcomer_kinds(above[k - 1], above[k], keys, q.character, states[k])
