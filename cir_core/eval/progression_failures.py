@@ -3,8 +3,8 @@
 after each) is one observation: did the rank improve or hold? The steps are broken down by the
 added sentence's op family (films: scene / spatial / pose / relation / attribute; the world: its
 op), by its place in the text (1 -> 2, 2 -> 3, later) and by the rank before the step, each rate
-with a query-level bootstrap 95 % interval (a query's steps are resampled together). For the steps that worsen, the median factor rank_after /
-rank_before says how far.
+with a query-level bootstrap 95 % interval (a query's steps are resampled together). For the
+steps that worsen, the median factor rank_after / rank_before says how far.
 
     python -m cir_core.eval.progression_failures [--benchmark films|world] [--split test|val] [--methods pace,pact,sum]
         [--n-films N] [--scoring cosine] [--backbone local-dir:DIR] [--checkpoint pace=DIR] [--json p.json]
