@@ -58,7 +58,7 @@ def test_compare_world_query_marks_and_progression(engine):
     assert res.progression.method == "pace" and res.progression.native
     assert len(res.progression.steps) == len(q.sentences)
     assert [s.sentence for s in res.progression.steps] == list(q.sentences)
-    assert set(res.timings) == {"encode", "compose", "search", "total"}
+    assert set(res.timings) == {"encode", "compose", "search", "wait", "build", "total"}
     assert res.to_dict()["reference"]["item_id"] == engine.view.item_id(row)
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cir_core import timing
 from cir_core.engine import MAX_STEPS, MAX_TEXT_CHARS, CompareResult, check_edit
 from cir_core.methods import list_methods, method_label
 from cir_core.errors import CIRError, InputError
@@ -56,11 +57,18 @@ def clip_edit(text: str, limit: int = MAX_TEXT_CHARS) -> tuple[str, str | None]:
                  f"{len(' '.join(cut.split())):,} (up to “…{tail}”) were used.")
 
 
+SHOWN_APART_MS = 10.0  # a wait or a build shorter than this is not worth a word in the header
+
+
 def column_header(m: Any, scoring: str) -> str:
+    """The method's name (and λ), its own compose and search time, and apart from them what it
+    waited for other requests and spent in one-time builds, when that is worth a word."""
     if not m.ok:
         return f"**{md_text(m.label)}**\n\n<span class='col-err'>⚠ {md_text(m.error)}</span>"
     lam = f" · λ {m.lam:.2f}" if scoring == "chord" and m.lam is not None else ""
-    return f"**{md_text(m.label)}**{lam}\n\ncompose {fmt_ms(m.compose_ms)} · search {fmt_ms(m.search_ms)}"
+    return f"**{md_text(m.label)}**{lam}\n\ncompose {fmt_ms(m.compose_ms)} · search {fmt_ms(m.search_ms)}" + \
+        "".join(f" · {what} {fmt_ms(ms)}" for what, ms in (("waited", m.wait_ms), ("first use", m.build_ms))
+                if ms >= SHOWN_APART_MS)
 
 
 def empty_headers(names: list[str]) -> list[tuple[str, list]]:
@@ -80,7 +88,9 @@ def compare_view(engine: Engine, ref_id: str | None, upload: str | None, edit: s
     try:
         edit, cut = clip_edit(edit or "")
         check_edit(edit)  # an empty edit is reported before an upload is encoded
-        with engine.admit():  # busy: said at once, before an upload is encoded
+        # busy: said at once, before an upload is encoded; an upload's wait for the shared
+        # encoder is the request's wait, not its encode time (cir_core.timing)
+        with engine.admit(), timing.account():
             ref = resolve_reference(engine, ref_id, upload)
             res = engine.compare(ref, edit, k=int(k), scoring=scoring,
                                  lam=None if own_lambda else float(lam), methods=names)
@@ -204,9 +214,14 @@ def status_line(res: CompareResult, backbone_id: str | None = None) -> str:
 
 
 def timings_line(res: CompareResult, render_ms: float) -> str:
+    """Each stage's own time, then apart from them the time spent waiting behind other requests
+    and in one-time builds (a method's first load, CIReVL's caption bank), then the total."""
     t = res.timings
+    apart = "".join(f" · {what} {fmt_ms(t.get(key, 0.0))}" for key, what in
+                    (("wait", "waiting for other requests"), ("build", "one-time builds"))
+                    if t.get(key, 0.0) >= SHOWN_APART_MS)
     return (f"Time: encode {fmt_ms(t['encode'])} · compose {fmt_ms(t['compose'])} · search "
-            f"{fmt_ms(t['search'])} · thumbnails {fmt_ms(render_ms)} · "
+            f"{fmt_ms(t['search'])} · thumbnails {fmt_ms(render_ms)}{apart} · "
             f"**total {fmt_ms(t['total'] + render_ms)}**")
 
 
@@ -238,7 +253,7 @@ def compare_api(engine: Engine, reference_id: str | None, edit: str | None, k: i
         if unknown:
             raise InputError(f"unknown method {unknown[0]!r}; registered: {', '.join(list_methods())}")
         edit, cut = clip_edit(edit or "")
-        with engine.admit():  # busy: said at once, before an upload is encoded
+        with engine.admit(), timing.account():  # busy: said at once, before an upload is encoded
             ref = resolve_reference(engine, reference_id, upload)
             res = engine.compare(ref, edit, k=int(k), scoring=str(scoring).lower(), lam=lam, methods=names)
     except CIRError as exc:

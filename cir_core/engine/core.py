@@ -103,7 +103,7 @@ def load_engine(cfg: EngineConfig, progress_cb: Callable[..., None] | None = Non
         # The shipped embeddings of the default world gallery: a clean clone's first start
         # encodes nothing (they are used only where the backbone and every fingerprint match).
         emb, norms = EmbeddingCache(root, shipped=SHIPPED_EMBEDDINGS).embed(
-            gallery, backbone, progress_cb=progress_cb, with_norms=True)
+            gallery, backbone, progress=True, progress_cb=progress_cb, with_norms=True)
     names = shown_methods(cfg.methods)
     # the optional methods' folders too: the app may add their columns (a repo without them
     # costs only those columns)

@@ -5,12 +5,12 @@ their marks). `Engine.compare` runs them."""
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 
+from .. import timing
 from ..errors import CIRError, InputError
 from ..inputs import check_edit_text
 from ..memo import TextMemo
@@ -60,27 +60,60 @@ def compare(view: GalleryView, methods: MethodSet, searcher: Searcher, reference
     """Every method's top-k for (reference, edit), and the per-sentence progression.
 
     `lam`: Chord's λ for every method; None uses each method's own `chord_lambda`.
-    Raises `InputError` for a bad edit / k / scoring; a method that fails gets `error` set."""
-    t_start = time.perf_counter()
-    req = make_request(view, methods, reference, edit, k, ScoreOpts(scoring, lam, variant), names, progression)
-    t0 = time.perf_counter()
-    encode(req, methods.memo)
-    encode_ms = reference.encode_ms + (time.perf_counter() - t0) * 1000
-    t0 = time.perf_counter()
-    results, jobs, steps = compose(req, methods)
-    prog, prog_job = compose_progression(req, methods, steps)
-    compose_ms = (time.perf_counter() - t0) * 1000
-    t0 = time.perf_counter()
-    query_id, targets = view.ground_truth(reference, req.text)
-    jobs += [prog_job] if prog_job is not None else []
-    ranking, search_ms = search(req, jobs, searcher)
-    present(req, jobs, ranking, view, targets, query_id is not None, search_ms)
-    total_search = (time.perf_counter() - t0) * 1000
-    timings = {"encode": encode_ms, "compose": compose_ms, "search": total_search,
-               "total": reference.encode_ms + (time.perf_counter() - t_start) * 1000}
+    Raises `InputError` for a bad edit / k / scoring; a method that fails gets `error` set.
+
+    Timings are this request's own work per stage; the time it waited behind other requests'
+    work and spent in one-time builds (a method's first load, CIReVL's caption bank) is counted
+    apart, as "wait" and "build", per method too (`cir_core.timing`)."""
+    with timing.account():
+        before = timing.charges()  # e.g. an upload's encode, charged by the caller's account
+        t_start = timing.now()
+        loads = load_methods(methods, names if names is not None else methods.default())
+        req = make_request(view, methods, reference, edit, k, ScoreOpts(scoring, lam, variant), names, progression)
+        with Stage() as enc:
+            encode(req, methods.memo)
+        with Stage() as comp:
+            results, jobs, steps = compose(req, methods, loads)
+            prog, prog_job = compose_progression(req, methods, steps)
+        with Stage() as srch:
+            query_id, targets = view.ground_truth(reference, req.text)
+            jobs += [prog_job] if prog_job is not None else []
+            ranking, search_ms = search(req, jobs, searcher)
+            present(req, jobs, ranking, view, targets, query_id is not None, search_ms)
+        spent = timing.charges()
+        timings = {"encode": reference.encode_ms + enc.own_ms, "compose": comp.own_ms, "search": srch.own_ms,
+                   "wait": spent.wait_s * 1000, "build": spent.build_s * 1000,
+                   "total": reference.encode_ms + (before.total_s + timing.now() - t_start) * 1000}
     return CompareResult(reference, req.text, list(req.sentences), req.k, scoring, lam, variant, query_id,
                          sorted(targets), results, prog, {key: round(v, 2) for key, v in timings.items()},
                          text_notes(methods.memo, req))
+
+
+class Stage:
+    """A stage's own time: its wall time less what it waited for other requests and spent in
+    one-time builds (`own_ms`, `spent` after the block)."""
+
+    def __enter__(self) -> "Stage":
+        self.t0, self.c0 = timing.now(), timing.charges()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.spent = timing.charges().since(self.c0)
+        self.own_ms = max(0.0, timing.now() - self.t0 - self.spent.total_s) * 1000
+
+
+def load_methods(methods: MethodSet, names: Sequence[str]) -> dict[str, timing.Charges]:
+    """Build each method on its first use (a one-time build), each one's wait and build time
+    kept for its column; a method that cannot load says why later, in its column."""
+    out = {}
+    for n in names:
+        before = timing.charges()
+        try:
+            methods.get(n)
+        except CIRError:
+            pass
+        out[n] = timing.charges().since(before)
+    return out
 
 
 def check_edit(edit: str | None) -> tuple[str, list[str]]:
@@ -157,18 +190,24 @@ def encode(req: Request, memo: TextMemo) -> list[str]:
 
 
 # -- stage 2: compose -------------------------------------------------------------------------------
-def compose(req: Request, methods: MethodSet) -> tuple[list[MethodResult], list[Job], list[np.ndarray] | None]:
+def compose(req: Request, methods: MethodSet, loads: dict[str, timing.Charges] | None = None,
+            ) -> tuple[list[MethodResult], list[Job], list[np.ndarray] | None]:
     """(every method's result, the jobs to rank, the progression's steps when its method's column
-    computed them); a method that fails keeps its error in its own column."""
+    computed them); a method that fails keeps its error in its own column. `loads`: what each
+    method's first load waited and built (`load_methods`), added to its own."""
     results, jobs, steps = [], [], None
     for name in req.names:
         res = MethodResult(name, method_label(name))
         results.append(res)
+        load = (loads or {}).get(name, timing.Charges())
+        res.wait_ms, res.build_ms = load.wait_s * 1000, load.build_s * 1000
         try:
             m = methods.get(name)
-            t = time.perf_counter()
-            q, q0, mine = _queries(name, m, req, methods)
-            res.compose_ms = (time.perf_counter() - t) * 1000
+            with Stage() as own:
+                q, q0, mine = _queries(name, m, req, methods)
+            res.compose_ms = own.own_ms
+            res.wait_ms += own.spent.wait_s * 1000
+            res.build_ms += own.spent.build_s * 1000
         except CIRError as exc:
             res.error = str(exc)
             continue
@@ -257,9 +296,9 @@ def search(req: Request, jobs: list[Job], searcher: Searcher) -> tuple[Ranking |
     q_empty = np.concatenate([np.repeat(j.q_empty, n, 0) for j, n in zip(jobs, sizes)]) if chord else None
     opts = req.opts.per_query(np.repeat([j.lam or 0.0 for j in jobs], sizes))
     exclude = np.full(sum(sizes), -1 if req.reference.row is None else req.reference.row)
-    t = time.perf_counter()
+    t = timing.now()
     got = rank(Queries(np.concatenate([j.queries for j in jobs]), q_empty, req.v_r), searcher, opts, req.k, exclude)
-    return got, (time.perf_counter() - t) * 1000
+    return got, (timing.now() - t) * 1000
 
 
 # -- stage 4: present -------------------------------------------------------------------------------

@@ -42,8 +42,10 @@ class MethodResult:
     hits: list[Hit] = field(default_factory=list)
     error: str | None = None
     lam: float | None = None  # the Chord λ used (None for cosine)
-    compose_ms: float = 0.0
+    compose_ms: float = 0.0  # its own work: waits and one-time builds are apart
     search_ms: float = 0.0
+    wait_ms: float = 0.0  # waiting behind other requests' work (the shared batch worker, a lock)
+    build_ms: float = 0.0  # one-time builds on its first use (its load, CIReVL's caption bank)
 
     @property
     def ok(self) -> bool:
@@ -80,7 +82,7 @@ class CompareResult:
     target_rows: list[int]
     methods: list[MethodResult]
     progression: Progression | None
-    timings: dict[str, float]  # ms per stage: encode, compose, search, total
+    timings: dict[str, float]  # ms: encode, compose, search (each its own work), wait, build, total
     notes: list[str] = field(default_factory=list)  # what the user should know (a text cut short)
 
     def to_dict(self) -> dict:
