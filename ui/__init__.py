@@ -3,15 +3,17 @@
     demo = build_demo(AppConfig(world_queries=30))   # or build_demo(engine=my_engine)
     demo.launch(**launch_kwargs(cfg))
 
-The engine (backbone, gallery embeddings, index, methods) is built on the first page load, with a
-progress bar while a new gallery is embedded; a later start reads the embeddings from the cache.
+The engine (backbone, gallery embeddings, index, methods) is built in the background from the
+start (or the first page load); meanwhile the page's banner and a progress bar say what is being
+done, with n/N and an ETA (a new gallery embedded, a download, an index). A later start reads
+the embeddings from the cache.
 """
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
-from .common import CSS, EngineHolder, md_text, theme, warn
+from .common import CSS, POLL_S, EngineHolder, md_text, report_progress, theme, warn
 from .settings import AppConfig
 
 if TYPE_CHECKING:
@@ -45,10 +47,12 @@ def _label(name: str) -> str:
 DELETE_CACHE = (600, 3600)
 
 
-def build_demo(config: AppConfig | None = None, engine: Engine | None = None) -> Any:
+def build_demo(config: AppConfig | None = None, engine: Engine | None = None,
+               loader: Callable[..., Engine] | None = None) -> Any:
     """The Blocks app. `engine` skips loading (tests inject a small one); otherwise the engine
-    is built from `config` on the first page load. With `config.annotation_only` the app has
-    the Annotate tab and the viewer's own Results only."""
+    is built from `config` (by `loader(config, progress_cb=...)`, default
+    `cir_core.engine.load_engine`) when the app starts or the first page loads. With
+    `config.annotation_only` the app has the Annotate tab and the viewer's own Results only."""
     import gradio as gr
 
     from . import annotate, annotation_results, compare, figures
@@ -58,7 +62,7 @@ def build_demo(config: AppConfig | None = None, engine: Engine | None = None) ->
     # events) after every event by default: a cost that grows with the session. Every 1,000
     # events is plenty for the dashboard; read when gr.Blocks creates its queue.
     os.environ.setdefault("GRADIO_ANALYTICS_CACHE_FREQUENCY", "1000")
-    holder = EngineHolder(cfg, engine)
+    holder = EngineHolder(cfg, engine, loader)
     services = annotate.ServiceHolder(cfg.db)
     from cir_core.paths import cache_dir
 
@@ -81,19 +85,31 @@ def build_demo(config: AppConfig | None = None, engine: Engine | None = None) ->
                 res_outputs, res_load = annotation_results.build(services, holder, own_only=only)
 
         def on_load(request, progress=gr.Progress()):
+            """While the engine is built (the gallery embedded, a download, an index) the banner
+            says how far with n/N and an ETA, and so does the progress bar; then the tabs fill."""
             from cir_core.errors import CIRError
 
             n_out = 1 + (0 if only else len(ctab.load_outputs) + len(fig_outputs))
+            banner_only = (lambda line: line) if only else (lambda line: [line] + [gr.skip()] * (n_out - 1))
+            holder.start()
+            shown = None
+            while not holder.wait(POLL_S):
+                line = holder.loading_line()
+                report_progress(progress)
+                if line != shown:
+                    shown = line
+                    yield banner_only(line)
             try:
                 eng = holder.get(progress)
             except CIRError as exc:
                 warn(str(exc))
-                msg = f"⚠ {md_text(exc)}"
-                return msg if only else [msg] + [gr.skip()] * (n_out - 1)
+                yield banner_only(f"⚠ {md_text(exc)}")
+                return
             if only:
-                return banner(eng)  # one output: the value itself
+                yield banner(eng)  # one output: the value itself
+                return
             params = dict(getattr(request, "query_params", None) or {})  # none outside a page load
-            return [banner(eng), *ctab.load(eng, params), *fig_load(eng)]
+            yield [banner(eng), *ctab.load(eng, params), *fig_load(eng)]
 
         # Gradio passes the request (the permalink's query parameters) by the annotation; with
         # postponed annotations and gradio imported in this function it must be the class itself.
@@ -103,7 +119,10 @@ def build_demo(config: AppConfig | None = None, engine: Engine | None = None) ->
         # the page at once must not wait for each other one by one.
         group = {"api_visibility": "private", "concurrency_limit": annotate.ANNOTATE_CONCURRENCY,
                  "concurrency_id": "annotate"}
-        loaded = demo.load(on_load, None, load_outputs, **group)
+        # the bar over one large component (the first page of the gallery, which it fills); the
+        # banner above says the same in words
+        loaded = demo.load(on_load, None, load_outputs, show_progress_on=[top] if only else [ctab.browser],
+                           **group)
         if not only:
             ctab.after_load(loaded)  # a permalink's request, once its inputs are filled
         demo.load(atab.load, None, atab.load_outputs, **group)

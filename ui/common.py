@@ -1,17 +1,19 @@
 """What the tabs share: the lazily built engine, result thumbnails with their marks, the look."""
 from __future__ import annotations
 
+import contextvars
 import gc
 import html
 import logging
 import math
 import re
 import threading
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
 
 from PIL import Image, ImageDraw
 
 from cir_core.errors import CIRError
+from cir_core.progress import running
 
 from .settings import AppConfig
 
@@ -26,9 +28,15 @@ LEGEND = ("<span class='legend-target'>green frame, ✓</span> ground-truth targ
           "<span class='legend-same'>●</span> same character as the reference")
 
 
+POLL_S = 0.5  # how often a waiting handler looks at the long work it waits for
+
+
 class EngineHolder:
-    """Builds the engine on first use (from the page load, with a progress bar) and keeps it.
-    A load failure is remembered and re-raised with its message: fix the setting and restart."""
+    """Builds the engine once, in a thread of its own (`start`; the app starts it while the
+    server starts), and keeps it. Whoever needs it meanwhile waits in `get`, told through a
+    `gr.Progress` how far the build is (the gallery embedded, a download, an index: n/N and
+    an ETA, `cir_core.progress.running`). A load failure is remembered and re-raised with its
+    message: fix the setting and restart."""
 
     def __init__(self, config: AppConfig, engine: Engine | None = None,
                  loader: Callable[..., Any] | None = None):
@@ -37,49 +45,79 @@ class EngineHolder:
         self.error: CIRError | None = None
         self._loader = loader
         self._lock = threading.Lock()
+        self._started = engine is not None
+        self._ready = threading.Event()
+        if engine is not None:
+            self._ready.set()
+
+    def start(self) -> None:
+        """Begin building the engine in the background (once)."""
+        with self._lock:
+            if self._started:
+                return
+            self._started = True
+        threading.Thread(target=self._build, name="engine-build", daemon=True).start()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Whether the engine is built (or failed) within `timeout` seconds."""
+        return self._ready.wait(timeout)
+
+    def _build(self) -> None:
+        from cir_core.engine import load_engine
+
+        def cb(done: int, total: int, desc: str | None = None) -> None:
+            # Encoding a user's gallery can take hours: not under app.py's start-up pause
+            # of the collector (the start's objects are frozen first, not swept).
+            if total and not gc.isenabled() and desc is None:
+                gc.freeze()
+                gc.enable()
+
+        try:
+            self.engine = (self._loader or load_engine)(self.config, progress_cb=cb)
+        except CIRError as exc:
+            self.error = exc
+        except Exception as exc:  # noqa: BLE001 - said on the page, with the log's traceback
+            logging.getLogger(__name__).exception("the engine could not be built")
+            self.error = CIRError(f"{type(exc).__name__}: {exc}".splitlines()[0])
+        else:
+            # The engine's millions of long-lived objects (torch, the gallery) leave the
+            # GC's view: later collections scan only what requests allocate, instead of
+            # pausing a click for a full sweep of the heap now and then. No collection
+            # first (CPython's gc.freeze recipe): with the app's start it would sweep ~1.1M
+            # objects (0.6 s of the first answer) to free ~17k (~15 MB), measured.
+            gc.freeze()
+        finally:
+            gc.enable()  # app.py pauses the collector for the start-up
+            self._ready.set()
 
     def get(self, progress: Any = None) -> Engine:
+        """The engine, once built (starting the build if nobody has); meanwhile `progress` (a
+        `gr.Progress`) is told what the build is doing."""
         if self.engine is not None:
             return self.engine
-        with self._lock:
-            if self.engine is None and self.error is None:
-                from cir_core.engine import load_engine
+        self.start()
+        if progress is not None:
+            progress(0.0, desc="Loading the backbone and the gallery")
+        while not self._ready.wait(POLL_S):
+            report_progress(progress)
+        if self.error is not None:
+            raise type(self.error)(f"The workbench could not start: {self.error}")
+        assert self.engine is not None
+        return self.engine
 
-                def cb(done: int, total: int, desc: str | None = None) -> None:
-                    # Encoding a user's gallery can take hours: not under app.py's start-up pause
-                    # of the collector (the start's objects are frozen first, not swept).
-                    if total and not gc.isenabled() and desc is None:
-                        gc.freeze()
-                        gc.enable()
-                    if progress is not None and total and desc is not None:  # a Hub gallery's download
-                        progress((done, total), desc=f"Downloading {desc} (cached for later starts)", unit="bytes")
-                    elif progress is not None and total:
-                        progress((done, total), desc="Embedding the gallery (first run only; cached "
-                                 "for later starts)", unit="images")
-
-                if progress is not None:
-                    progress(0.0, desc="Loading the backbone and the gallery")
-                try:
-                    self.engine = (self._loader or load_engine)(self.config, progress_cb=cb)
-                except CIRError as exc:
-                    self.error = exc
-                else:
-                    # The engine's millions of long-lived objects (torch, the gallery) leave the
-                    # GC's view: later collections scan only what requests allocate, instead of
-                    # pausing a click for a full sweep of the heap now and then. No collection
-                    # first (CPython's gc.freeze recipe): with the app's start it would sweep ~1.1M
-                    # objects (0.6 s of the first answer) to free ~17k (~15 MB), measured.
-                    gc.freeze()
-                finally:
-                    gc.enable()  # app.py pauses the collector for the start-up
-            if self.error is not None:
-                raise type(self.error)(f"The workbench could not start: {self.error}")
-            return self.engine
+    def loading_line(self) -> str:
+        """What the page says while the engine is built: the long work in flight with n/N and an
+        ETA, or that the backbone and the gallery are loading."""
+        tasks = running()
+        if not tasks:
+            return "**Loading** the backbone and the gallery…"
+        return "**Loading** · " + " · ".join(md_text(t.line(), 400) for t in tasks[-2:]) + \
+            " (first run only: cached for later starts)" * any("embedding" in t.desc for t in tasks)
 
     def warm_up(self) -> threading.Thread:
         """Start building the engine now, in the background (the app's first page load then
-        finds it ready or waits for it), then answer one request with it (`Engine.warm_up`);
-        failures are kept for `get` to report."""
+        finds it ready or waits for it, told how far it is), then answer one request with it
+        (`Engine.warm_up`); failures are kept for `get` to report."""
         def build() -> None:
             try:
                 engine = self.get()
@@ -93,6 +131,48 @@ class EngineHolder:
         t = threading.Thread(target=build, name="engine-warm-up", daemon=True)
         t.start()
         return t
+
+
+def report_progress(progress: Any) -> None:
+    """Tell a `gr.Progress` about the newest long work in flight (n/N, elapsed, ETA)."""
+    tasks = running()
+    if progress is None or not tasks:
+        return
+    t = tasks[-1]
+    if t.total:
+        progress((min(t.done, t.total), t.total), desc=t.line(), unit=t.unit)
+    else:
+        progress(None, desc=t.line())
+
+
+T = TypeVar("T")
+
+
+def run_reporting(fn: Callable[[], T], progress: Any) -> T:
+    """`fn()` in a thread of its own (this context copied, so its toasts and its request's
+    account go where they would), telling `progress` meanwhile about the long work it waits
+    for: a method's first load, CIReVL's caption bank, another request's build."""
+    if progress is None:
+        return fn()
+    ctx = contextvars.copy_context()
+    box: dict[str, Any] = {}
+
+    def go() -> None:
+        try:
+            box["value"] = ctx.run(fn)
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            box["error"] = exc
+
+    t = threading.Thread(target=go, name="cir-request", daemon=True)
+    t.start()
+    while True:
+        t.join(POLL_S)
+        if not t.is_alive():
+            break
+        report_progress(progress)
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
 
 
 # -- user text on the page -------------------------------------------------------------------------

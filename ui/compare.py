@@ -23,7 +23,7 @@ from cir_core.methods import extra_methods, method_label, shown_methods
 from cir_core.search import DEFAULT_LAMBDA
 
 from .common import (LEGEND, EngineHolder, bool_in, event_index, int_in, list_in, md_text, number_noted,
-                     text_in, warn)
+                     run_reporting, text_in, warn)
 from .permalink import LINK_JS, from_query, link_query
 from .preview import preview_box, wire_preview
 from .settings import AppConfig
@@ -52,6 +52,7 @@ class CompareTab:
     load_outputs: list
     load: Any  # (engine, the page URL's query parameters) -> values for load_outputs
     after_load: Any  # (the page load's event) -> None: presses Compare for a permalink
+    browser: Any = None  # the reference browser (the page load's progress bar is drawn over it)
 
 
 MAX_ID = 500  # a gallery id or a search is never longer; longer input is cut, then not found
@@ -106,7 +107,8 @@ def build(holder: EngineHolder, cfg: AppConfig) -> CompareTab:
                       [c.browser, c.page_label, c.rows_state, c.page_state, c.examples, c.example_ids,
                        c.ref_id, c.edit, c.preview, c.ref_info, c.k, c.scoring, c.own_lambda, c.lam, c.extra],
                       lambda engine, params=None: _load(engine, params, optional),
-                      lambda dep: dep.then(None, None, None, js=AUTORUN_JS, api_visibility="private"))
+                      lambda dep: dep.then(None, None, None, js=AUTORUN_JS, api_visibility="private"),
+                      c.browser)
 
 
 def _reference_panel(c: SimpleNamespace) -> None:
@@ -297,8 +299,10 @@ def _wire_compare(holder: EngineHolder, c: SimpleNamespace, names: list[str], op
             view = CompareView(status=f"⚠ {md_text(exc)}", columns=empty_headers(active), error=str(exc))
         else:
             notes = [n for n in (k_note, None if own else lam_note) if n]
-            view = compare_view(engine, ref, path, text_in(text, MAX_EDIT_SENT), int(k), text_in(sc, 20), own,
-                                lam, active, notes=notes)
+            edit = text_in(text, MAX_EDIT_SENT)
+            # a first use (a method's load, CIReVL's caption bank) says how far it is meanwhile
+            view = run_reporting(lambda: compare_view(engine, ref, path, edit, int(k), text_in(sc, 20), own,
+                                                      lam, active, notes=notes), progress)
         if view.error:
             warn(view.error)
         got = dict(zip(active, view.columns))
