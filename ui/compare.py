@@ -24,12 +24,12 @@ from cir_core.search import DEFAULT_LAMBDA
 
 from .common import (LEGEND, EngineHolder, bool_in, event_index, int_in, list_in, md_text, number_noted,
                      run_reporting, text_in, warn)
-from .permalink import LINK_JS, from_query, link_query
+from .permalink import LINK_JS, UNLINK_JS, from_query, link_query
 from .preview import preview_box, wire_preview
 from .settings import AppConfig
-from .reference import (NO_REFERENCE, PAGE_SIZE, PICK_THUMB, example_items, page_view,  # noqa: F401
-                        reference_info, reference_view, resolve_reference, select_example,
-                        select_from_page, upload_view)
+from .reference import (NO_REFERENCE, NO_REFERENCE_INFO, PAGE_SIZE, PICK_THUMB, example_items,  # noqa: F401
+                        page_view, reference_info, reference_key, reference_view, resolve_reference,
+                        select_example, select_from_page, stale_status, upload_view)
 from .results import (CompareView, column_header, compare_api, compare_view,  # noqa: F401
                       details, empty_headers, progression_header, status_line, timings_line)
 from .uploads import UploadRefused, uploaded_path  # noqa: F401
@@ -203,11 +203,16 @@ def _results_panel(c: SimpleNamespace, names: list[str], optional: list[str]) ->
     with gr.Accordion("Raw result (JSON): ids, scores, marks, timings", open=False):
         c.details_json = gr.JSON(show_label=False)
     c.picks = gr.State({})
+    c.result_ref = gr.State("")  # `reference_key` of the reference the shown results belong to
 
 
 def _wire_reference(holder: EngineHolder, c: SimpleNamespace) -> None:
     """Browsing, searching, picking, uploading and typing a reference. Every input is coerced
-    (`ui.common.*_in`) and every user error is a toast plus a line in the tab."""
+    (`ui.common.*_in`) and every user error is a toast plus a line in the tab. After each change
+    of reference, results shown for another one are marked stale (`c.stale`, `mark_stale`)."""
+    stale = dict(fn=mark_stale, inputs=[c.ref_id, c.upload, c.result_ref, c.status],
+                 outputs=[c.status, c.permalink, c.csv], api_visibility="private")
+    c.stale = lambda dep: dep.then(**stale).then(None, [c.status], None, js=UNLINK_JS, api_visibility="private")
 
     def on_page(search_text: Any, page: Any, delta: int):
         try:
@@ -233,7 +238,8 @@ def _wire_reference(holder: EngineHolder, c: SimpleNamespace) -> None:
             return gr.skip(), gr.skip(), f"⚠ {md_text(exc)}", gr.skip()
         return ref, img, info, None
 
-    c.browser.select(on_pick, [c.rows_state], [c.ref_id, c.preview, c.ref_info, c.upload], api_visibility="private")
+    c.stale(c.browser.select(on_pick, [c.rows_state], [c.ref_id, c.preview, c.ref_info, c.upload],
+                             api_visibility="private"))
 
     def on_example(ids: Any, evt: gr.SelectData):
         try:
@@ -247,21 +253,28 @@ def _wire_reference(holder: EngineHolder, c: SimpleNamespace) -> None:
             return gr.skip(), gr.skip(), gr.skip(), f"⚠ {md_text(exc)}", gr.skip()
         return ref, text, img, info, None
 
-    c.examples.select(on_example, [c.example_ids], [c.ref_id, c.edit, c.preview, c.ref_info, c.upload],
-                      api_visibility="private")
+    c.stale(c.examples.select(on_example, [c.example_ids], [c.ref_id, c.edit, c.preview, c.ref_info, c.upload],
+                              api_visibility="private"))
 
-    def on_upload(file: Any):
+    def on_upload(file: Any, ref: Any):
         try:
             path = uploaded_path(file)
             if not path:
                 return gr.skip(), gr.skip(), gr.skip(), gr.skip()
             img, info = upload_view(holder.get(), path)
         except CIRError as exc:
-            warn(str(exc))  # the bad file is dropped; the previous reference stays
-            return None, gr.skip(), gr.skip(), f"⚠ {md_text(exc)} The previous reference is kept."
+            warn(str(exc))  # the bad file is dropped (and with it an upload it replaced)
+            kept = text_in(ref, MAX_ID).strip()
+            if kept:  # a gallery reference was chosen: it stays, and is named
+                return None, gr.skip(), gr.skip(), f"⚠ {md_text(exc)} The previous reference {md_text(kept)} is kept."
+            return None, "", None, f"⚠ {md_text(exc)}\n\n{NO_REFERENCE_INFO}"
         return gr.skip(), "", img, info
 
-    c.upload.upload(on_upload, [c.upload], [c.upload, c.ref_id, c.preview, c.ref_info], api_visibility="private")
+    c.stale(c.upload.upload(on_upload, [c.upload, c.ref_id], [c.upload, c.ref_id, c.preview, c.ref_info],
+                            api_visibility="private"))
+    # the upload's ×: the upload was the reference, so there is none now (and the page says so)
+    c.stale(c.upload.clear(lambda: ("", None, NO_REFERENCE_INFO), None, [c.ref_id, c.preview, c.ref_info],
+                           api_visibility="private"))
 
     def on_ref_id(ref: Any):
         ref = text_in(ref, MAX_ID)
@@ -274,9 +287,22 @@ def _wire_reference(holder: EngineHolder, c: SimpleNamespace) -> None:
             return gr.skip(), f"⚠ {md_text(exc)}", gr.skip()  # (preview, info, upload)
         return img, info, None
 
-    c.ref_id.submit(on_ref_id, [c.ref_id], [c.preview, c.ref_info, c.upload], api_visibility="private")
+    c.stale(c.ref_id.submit(on_ref_id, [c.ref_id], [c.preview, c.ref_info, c.upload], api_visibility="private"))
     c.own_lambda.change(lambda own: gr.update(interactive=not bool_in(own, True)), [c.own_lambda], [c.lam],
                         api_visibility="private")
+
+
+def mark_stale(ref: Any, up: Any, shown: Any, status: Any) -> list[Any]:
+    """After a change of reference: results shown for another reference are marked stale in the
+    status, and their permalink and CSV are hidden until Compare runs again."""
+    try:
+        path = uploaded_path(up)
+    except CIRError:
+        path = None
+    note = stale_status(reference_key(text_in(ref, MAX_ID), path), text_in(shown, 5000), text_in(status, 20_000))
+    if note is None:
+        return [gr.skip(), gr.skip(), gr.skip()]
+    return [note, gr.update(visible=False), gr.update(visible=False)]
 
 
 def _wire_compare(holder: EngineHolder, c: SimpleNamespace, names: list[str], optional: list[str],
@@ -311,13 +337,16 @@ def _wire_compare(holder: EngineHolder, c: SimpleNamespace, names: list[str], op
                                                          None if own else lam, [n for n in active if n in optional])
         return (view_updates(view, int(k)) + [gr.update(visible=n in active) for n in optional]
                 + [view.picks, gr.update(value=view.csv, visible=bool(view.csv)),
-                   gr.update(value=link, visible=bool(link))])
+                   gr.update(value=link, visible=bool(link)), "" if view.error else reference_key(ref, path)])
 
     c.extra.change(lambda extra: [gr.update(visible=n in list_in(extra)) for n in optional], [c.extra], c.opt_cols,
                    api_visibility="private")
     inputs = [c.ref_id, c.upload, c.edit, c.k, c.scoring, c.own_lambda, c.lam, c.extra]
     outputs = [c.status, c.timings, *c.col_heads, *c.col_gals, c.prog_head, *c.step_mds, *c.step_gals,
-               c.details_json, *c.opt_cols, c.picks, c.csv, c.permalink]
+               c.details_json, *c.opt_cols, c.picks, c.csv, c.permalink, c.result_ref]
+    # "Use as the reference" in the result preview runs the Compare again (`ui.preview`)
+    c.compare_run = dict(fn=on_compare, inputs=inputs, outputs=outputs, api_visibility="private",
+                         concurrency_limit=concurrency, concurrency_id="compare")
     # The button's event feeds ~40 components; programs use the JSON endpoint below instead.
     c.run.click(on_compare, inputs, outputs, api_name="compare_view", api_visibility="undocumented",
                 concurrency_limit=concurrency, concurrency_id="compare").then(

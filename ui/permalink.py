@@ -28,6 +28,14 @@ LINK_JS = """(q) => {
 }"""
 
 
+# Results marked stale (their reference changed): the address bar no longer holds their link.
+UNLINK_JS = """(status) => {
+  if ((status || '').includes('Stale:') && window.location.search) {
+    try { window.history.replaceState(null, '', window.location.pathname); } catch (e) {}
+  }
+}"""
+
+
 def link_query(ref_id: str, edit: str, k: int, scoring: str, lam: float | None,
                extra: Sequence[str]) -> str:
     """'?ref=…&edit=…&k=…&scoring=…[&lambda=…][&methods=a,b]' (lambda only when one λ is set for

@@ -1,6 +1,7 @@
 """The Compare tab's result preview: a clicked result at full size over the page, with its
-method, rank, score, id and caption, and "Use as the reference". `compare.build` lays it out
-(`preview_box`) and wires it to the result galleries (`wire_preview`)."""
+method, rank, score, id and caption, and "Use as the reference" (which runs the Compare again
+on it). `compare.build` lays it out (`preview_box`) and wires it to the result galleries
+(`wire_preview`)."""
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -11,6 +12,7 @@ import gradio as gr
 from cir_core.errors import CIRError
 
 from .common import EngineHolder, dict_in, event_index, float_in, int_in, list_in, md_text, warn
+from .permalink import LINK_JS
 from .reference import reference_view
 
 if TYPE_CHECKING:
@@ -77,10 +79,13 @@ def wire_preview(holder: EngineHolder, c: SimpleNamespace, keys: list[str], gall
             return gr.skip(), gr.skip(), f"⚠ {md_text(exc)}", gr.skip(), gr.update(visible=False)
         return item, img, info, None, gr.update(visible=False)
 
+    # the new reference's results at once: the status, columns, permalink and CSV never belong
+    # to the reference it replaced
     c.lb_use.click(on_use, [c.lb_pick], [c.ref_id, c.preview, c.ref_info, c.upload, c.lightbox],
                    api_visibility="private").then(
                        None, None, None, js="() => document.getElementById('ref-id')?.scrollIntoView({block: 'center'})",
-                       api_visibility="private")
+                       api_visibility="private").then(**c.compare_run).then(
+                           None, [c.permalink], [c.permalink], js=LINK_JS, api_visibility="private")
     c.lb_close.click(lambda: gr.update(visible=False), None, [c.lightbox], api_visibility="private", queue=False)
 
 

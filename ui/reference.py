@@ -4,6 +4,7 @@ wires them."""
 from __future__ import annotations
 
 import math
+import os
 from typing import TYPE_CHECKING, Any
 
 from cir_core.errors import CIRError
@@ -16,6 +17,32 @@ if TYPE_CHECKING:
 PAGE_SIZE = 24
 PICK_THUMB = 128
 NO_REFERENCE = "Choose a reference first: click a gallery image, upload one, or pick an example query."
+NO_REFERENCE_INFO = "**No reference.** Click a gallery image, upload one, or pick an example query."
+STALE = "⚠ **Stale:**"
+
+
+def reference_key(ref_id: str | None, upload: str | None) -> str:
+    """What identifies the reference a request would use (an upload wins): 'id:test/000140',
+    'upload:/tmp/…/photo.png', or '' for none."""
+    if upload:
+        return f"upload:{upload}"
+    return f"id:{ref_id.strip()}" if ref_id and ref_id.strip() else ""
+
+
+def _key_label(key: str) -> str:
+    kind, _, value = key.partition(":")
+    return md_text(value) if kind == "id" else f"the upload {md_text(os.path.basename(value))}" if value else "none"
+
+
+def stale_status(now: str, shown: str, status: str) -> str | None:
+    """The Compare status once the reference changed under results shown for another one (None:
+    the results still belong to the reference): says so first, the results' own status after."""
+    if not shown or now == shown:
+        return None
+    rest = status.split("\n\n", 1)[1] if status.startswith(STALE) and "\n\n" in status else status
+    return (f"{STALE} the results below are for {_key_label(shown)}; the reference is now "
+            f"{_key_label(now) if now else 'none'}. Press Compare to update them; their link and CSV are "
+            f"withdrawn until then.\n\n{rest}")
 
 
 def page_view(engine: Engine, search: str, page: int) -> tuple[list, str, list[int], int]:
