@@ -126,12 +126,14 @@ def test_the_page_load_takes_a_permalink(engine):
     ref = engine.view.item_id(7)
     out = _load(engine, {"ref": ref, "edit": EDIT, "k": "5", "scoring": "chord", "lambda": "0.2",
                          "methods": "image-only"}, OPTIONAL)
-    *_, ref_id, edit, _, info, k, scoring, own, lam, extra = out
-    assert (ref_id, edit, k, scoring, own, extra) == (ref, EDIT, 5, "Chord", False, ["image-only"])
+    *_, ref_id, edit, _, info, k, scoring, own, lam, extra, search, examples_note = out
+    assert (ref_id, edit["value"], k, scoring, own, extra) == (ref, EDIT, 5, "Chord", False, ["image-only"])
     assert lam["value"] == 0.2 and lam["interactive"] is True and ref in info
+    # the hints speak of the gallery shown (here the world)
+    assert "square" in edit["placeholder"] and "caption" in search["placeholder"] and "world" in examples_note
     first = engine.view.item_id(engine.view.query(engine.view.example_queries()[0].query_id)[1])
     plain_load = _load(engine, {}, OPTIONAL)
-    assert plain_load[6] == first and plain_load[-5:] == [gr.skip()] * 5  # the first example, as before
+    assert plain_load[6] == first and plain_load[-7:-2] == [gr.skip()] * 5  # the first example, as before
     with pytest.warns(UserWarning, match="cannot be opened"):  # the toast (outside an event: a warning)
         unknown = _load(engine, {"ref": "test/999999", "edit": EDIT}, OPTIONAL)
     assert unknown[6] == first  # not the link's: the page's script then presses nothing

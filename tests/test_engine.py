@@ -182,7 +182,7 @@ def test_search_examples_and_queries(engine):
     assert engine.view.search(engine.view.item_id(7)) == [7]
     ex = engine.view.example_queries()
     assert len(ex) == 6 and len(ex[0].sentences) >= 2
-    with pytest.raises(InputError, match="no world query"):
+    with pytest.raises(InputError, match="no query .test-99999. in this benchmark"):
         engine.view.query("test-99999")
 
 

@@ -29,7 +29,9 @@ def banner(engine: Engine) -> str:
     status = engine.methods.status()
     marks = " · ".join(f"{'✓' if err is None else '⚠'} {_label(n)}" for n, err in status.items())
     n = len(engine.view.gallery)
-    kind = "generated world, test split" if engine.view.bench is not None else "images"
+    split = getattr(engine.view.queries, "split", "")
+    kind = {"world": f"generated world, {split} split", "films": f"film world keyframes, {split} split"}.get(
+        engine.view.domain, "images")
     lines = [f"**Backbone** `{engine.backbone.id}` · **Gallery** {engine.view.gallery.name} ({n:,} {kind}; "
              f"{engine.searcher.kind} search) · **Methods** {marks}"]
     lines += [f"⚠ {note}" for note in engine.notes]

@@ -24,8 +24,8 @@ TARGET_RGB = (26, 150, 65)  # the green frame of a ground-truth target (same as 
 SAME_RGB = (33, 102, 172)  # the blue dot of a result showing the reference's character
 THUMB = 160
 
-LEGEND = ("<span class='legend-target'>green frame, ✓</span> ground-truth target (world queries) · "
-          "<span class='legend-same'>●</span> same character as the reference")
+LEGEND = ("<span class='legend-target'>green frame, ✓</span> ground-truth target (the world's and the "
+          "films' test queries) · <span class='legend-same'>●</span> same character as the reference")
 
 
 POLL_S = 0.5  # how often a waiting handler looks at the long work it waits for

@@ -28,7 +28,7 @@ from .permalink import LINK_JS, UNLINK_JS, from_query, link_query
 from .preview import preview_box, wire_preview
 from .settings import AppConfig
 from .reference import (NO_REFERENCE, NO_REFERENCE_INFO, PAGE_SIZE, PICK_THUMB, example_items,  # noqa: F401
-                        page_view, reference_info, reference_key, reference_view, resolve_reference,
+                        hints, page_view, reference_info, reference_key, reference_view, resolve_reference,
                         select_example, select_from_page, stale_status, upload_view)
 from .results import (CompareView, column_header, compare_api, compare_view,  # noqa: F401
                       details, empty_headers, progression_header, status_line, timings_line)
@@ -105,7 +105,8 @@ def build(holder: EngineHolder, cfg: AppConfig) -> CompareTab:
                  [*c.col_gals, *c.step_gals])
     return CompareTab(c.ref_id, c.upload, c.edit, c.k, c.scoring, c.own_lambda, c.lam,
                       [c.browser, c.page_label, c.rows_state, c.page_state, c.examples, c.example_ids,
-                       c.ref_id, c.edit, c.preview, c.ref_info, c.k, c.scoring, c.own_lambda, c.lam, c.extra],
+                       c.ref_id, c.edit, c.preview, c.ref_info, c.k, c.scoring, c.own_lambda, c.lam, c.extra,
+                       c.search, c.examples_note],
                       lambda engine, params=None: _load(engine, params, optional),
                       lambda dep: dep.then(None, None, None, js=AUTORUN_JS, api_visibility="private"),
                       c.browser)
@@ -116,7 +117,7 @@ def _reference_panel(c: SimpleNamespace) -> None:
     with gr.Tabs():
         with gr.Tab("Gallery", id="ref-gallery"):
             with gr.Row():
-                c.search = gr.Textbox(placeholder="Search id, character or caption (e.g. Ada beach)",
+                c.search = gr.Textbox(placeholder="Search id, character or caption",
                                       show_label=False, scale=4, container=False, elem_id="ref-search")
                 c.search_btn = gr.Button("Search", scale=1, size="sm")
             c.browser = gr.Gallery(show_label=False, columns=6, rows=4, height="auto", allow_preview=False,
@@ -133,7 +134,8 @@ def _reference_panel(c: SimpleNamespace) -> None:
                         "ground truth; choosing a gallery image or an example replaces it.",
                         elem_classes="small-note")
         with gr.Tab("Examples", id="ref-examples"):
-            gr.Markdown("World test queries with their edits: click one to load both.", elem_classes="small-note")
+            # what the examples are depends on the gallery: set when the engine is up (`_load`)
+            c.examples_note = gr.Markdown("", elem_classes="small-note", elem_id="ref-examples-note")
             c.examples = gr.Gallery(show_label=False, columns=3, height=420, allow_preview=False,
                                     object_fit="cover", elem_id="ref-examples-gallery", buttons=[],
                                     interactive=False)
@@ -152,8 +154,7 @@ def _edit_panel(c: SimpleNamespace, optional: list[str]) -> None:
     # No max_length: the browser would cut a long paste silently. The counter says how long it
     # is; past the limit the request uses its beginning and says so in the status.
     c.edit = gr.Textbox(label="Edit (one or more sentences)", lines=3, max_lines=8,
-                        placeholder="Make the square blue. Move the character to the left.",
-                        elem_id="edit-text")
+                        placeholder="Describe the change", elem_id="edit-text")
     c.counter = gr.Markdown(f"0 / {MAX_TEXT_CHARS:,} characters", elem_id="edit-counter",
                             elem_classes="small-note")
     with gr.Row():
@@ -398,10 +399,11 @@ def _load(engine: Engine, params: Any, optional: list[str]) -> list:
     (`AUTORUN_JS` then presses Compare)."""
     items, label, shown, page = page_view(engine, "", 0)
     ex_items, ex_ids = example_items(engine)
-    first = [gr.skip()] * 4
+    hint = hints(engine)
+    first = [gr.skip(), gr.update(placeholder=hint.edit), gr.skip(), gr.skip()]
     if ex_ids:
         ref, text, img, info = select_example(engine, ex_ids, 0)
-        first = [ref, text, img, info]
+        first = [ref, gr.update(value=text, placeholder=hint.edit), img, info]
     settings = [gr.skip()] * 5
     linked = from_query(params, optional)
     if linked.ref:
@@ -410,11 +412,13 @@ def _load(engine: Engine, params: Any, optional: list[str]) -> list:
         except CIRError as exc:
             linked.notes.append(f"The link's reference cannot be opened: {exc}")
         else:
-            first = [linked.ref, linked.edit if linked.edit is not None else "", img, info]
+            first = [linked.ref, gr.update(value=linked.edit if linked.edit is not None else "",
+                                           placeholder=hint.edit), img, info]
             settings = [gr.skip() if linked.k is None else linked.k,
                         gr.skip() if linked.scoring is None else linked.scoring,
                         linked.lam is None, gr.update(value=linked.lam if linked.lam is not None else DEFAULT_LAMBDA,
                                                       interactive=linked.lam is not None), linked.extra]
     for note in linked.notes:
         warn(note)
-    return [items, label, shown, page, ex_items, ex_ids, *first, *settings]
+    return [items, label, shown, page, ex_items, ex_ids, *first, *settings,
+            gr.update(placeholder=hint.search), hint.examples]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import os
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cir_core.errors import CIRError
@@ -19,6 +20,36 @@ PICK_THUMB = 128
 NO_REFERENCE = "Choose a reference first: click a gallery image, upload one, or pick an example query."
 NO_REFERENCE_INFO = "**No reference.** Click a gallery image, upload one, or pick an example query."
 STALE = "⚠ **Stale:**"
+
+
+@dataclass(frozen=True)
+class Hints:
+    """What the Compare tab's placeholders and notes say, for the kind of gallery it shows."""
+
+    search: str
+    edit: str
+    examples: str
+
+
+HINTS = {
+    "world": Hints("Search id, character or caption (e.g. Ada beach)",
+                   "Make the square blue. Move the character to the left.",
+                   "Test queries of the generated world, with their edits: click one to load both. "
+                   "In the results, its ground-truth target is framed in green."),
+    "films": Hints("Search a keyframe id, a film id or an actor (e.g. Ada, tt9100003)",
+                   "Make the character sit down. Turn the character to face left.",
+                   "Test queries of the film world (MovieNet-shaped: a keyframe, what should change "
+                   "about one actor): click one to load both. In the results, every keyframe that "
+                   "answers it is framed in green."),
+    "images": Hints("Search id, character or caption",
+                    "Describe the change, e.g. Make it night. Add a red car.",
+                    "This gallery has no example queries: they come with the generated world "
+                    "(--gallery world) and the film world (--gallery world:films)."),
+}
+
+
+def hints(engine: Engine) -> Hints:
+    return HINTS.get(engine.view.domain, HINTS["images"])
 
 
 def reference_key(ref_id: str | None, upload: str | None) -> str:
@@ -66,7 +97,8 @@ def reference_info(engine: Engine, ref: Reference) -> str:
     if ref.row is None:
         return (f"**{md_text(ref.label)}** · encoded in {fmt_ms(ref.encode_ms)}\n\n"
                 "Character unknown (uploaded image): no identity or ground-truth marks.")
-    who = f" · character **{md_text(ref.character)}**" if ref.character else ""
+    many = ref.character and ", " in ref.character  # a film keyframe: its cast
+    who = f" · {'cast' if many else 'character'} **{md_text(ref.character)}**" if ref.character else ""
     cap = engine.view.caption(ref.row)
     return f"**{md_text(ref.item_id)}**{who}" + (f"\n\n<small>{md_text(cap, 1000)}</small>" if cap else "")
 
@@ -92,10 +124,14 @@ def upload_view(engine: Engine, path: str | None) -> tuple[Any, str]:
 
 
 def example_items(engine: Engine) -> tuple[list, list[str]]:
+    """The example queries' thumbnails and captions ('test-00004 · Ada: Move the character…' on
+    the films, whose keyframes show several actors), and their ids."""
     items, ids = [], []
     for q in engine.view.example_queries():
         _, row = engine.view.query(q.query_id)
-        text = q.text if len(q.text) <= 70 else q.text[:68] + "…"
+        who = engine.view.query_character(engine.view.reference_from_row(row), q.text)
+        text = (f"{who}: " if who else "") + q.text
+        text = text if len(text) <= 70 else text[:68] + "…"
         items.append((engine.view.thumbnail(row, PICK_THUMB), f"{q.query_id} · {text}"))
         ids.append(q.query_id)
     return items, ids
@@ -105,7 +141,11 @@ def select_example(engine: Engine, ids: list[str], index: int) -> tuple[str, str
     """(reference id, edit text, preview, info) of example query number `index`."""
     q, row = engine.view.query(ids[int(index)])
     ref_id = engine.view.item_id(row)
-    return (ref_id, q.text, *reference_view(engine, ref_id))
+    img, info = reference_view(engine, ref_id)
+    who = engine.view.query_character(engine.view.reference_from_row(row), q.text)
+    if who:
+        info += f"\n\nQuery **{md_text(q.query_id)}** is about **{md_text(who)}**."
+    return ref_id, q.text, img, info
 
 
 def resolve_reference(engine: Engine, ref_id: str | None, upload: str | None) -> Any:

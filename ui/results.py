@@ -113,7 +113,9 @@ def compare_view(engine: Engine, ref_id: str | None, upload: str | None, edit: s
             before = s.hits
     render_ms = (time.perf_counter() - t0) * 1000
     out = Path(csv_dir) if csv_dir else TEMP.root  # its sweeper removes the files 2 min on
-    return CompareView(status=status_line(res, engine.backbone.id), timings=timings_line(res, render_ms),
+    follows = engine.view.query_character(res.reference, res.edit) if res.query_id else None
+    return CompareView(status=status_line(res, engine.backbone.id, engine.view.domain, follows),
+                       timings=timings_line(res, render_ms),
                        columns=columns,
                        progression_header=progression_header(prog), steps=steps,
                        details=details(res, render_ms), picks=picks, edit=edit,
@@ -190,13 +192,22 @@ def _csv_hit(h: Any) -> dict:
             "character": h.character or "", "same_character": flag(h.same_character)}
 
 
-def status_line(res: CompareResult, backbone_id: str | None = None) -> str:
+def status_line(res: CompareResult, backbone_id: str | None = None, domain: str = "world",
+                follows: str | None = None) -> str:
+    """The request in one paragraph: the reference, the edit's length, k and scoring; whether it
+    is a benchmark query (`domain`: "world" or "films"; a film query `follows` one actor) whose
+    ground truth is framed; what is unavailable; the notes."""
     ref = res.reference
     who = f" ({md_text(ref.character)})" if ref.character else ""
     n = len(res.sentences)
     head = f"Reference **{md_text(ref.label)}**{who} · {n} sentence{'s' * (n != 1)} · top-{res.k} by " \
            f"{'Chord' if res.scoring == 'chord' else 'cosine'}"
-    if res.query_id:
+    if res.query_id and domain == "films":
+        about = f", about **{md_text(follows)}**" if follows else ""
+        gt = (f"This is film query **{md_text(res.query_id)}**{about}: every keyframe that answers it is "
+              "framed in green" + (f", and a blue dot marks the keyframes where {md_text(follows)} appears."
+                                   if follows else "."))
+    elif res.query_id:
         gt = f"This is world query **{md_text(res.query_id)}**: its ground-truth target is framed in green."
     elif ref.row is not None and res.reference.character:
         gt = "Free-text edit: no ground truth for it, so only identity marks are shown."

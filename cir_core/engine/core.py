@@ -34,8 +34,9 @@ SHOWCASE = 6  # demo queries (cir_core.world.data.showcase_queries) in the app's
 
 def open_gallery(spec: str, world_queries: int, image_size: int,
                  cache: Path | None = None) -> tuple[Gallery, Any]:
-    """(gallery, world benchmark or None) for 'world' / 'world:val', 'world:films' (the film
-    world's keyframes), an image folder or a manifest.
+    """(gallery, its benchmark or None) for 'world' / 'world:val' (the world benchmark),
+    'world:films' / 'world:films-val' (the film world's keyframes and its film benchmark), an
+    image folder or a manifest.
     A world split is read from `cache` or the shipped assets when there (else generated, and
     written to `cache` when given)."""
     if spec in ("world", "world:test", "world:val"):
@@ -49,10 +50,12 @@ def open_gallery(spec: str, world_queries: int, image_size: int,
                               [f for f in (mine, SHIPPED_WORLD) if f is not None], cache=mine)
         return bench.gallery(image_size), bench
     if spec in ("world:films", "world:films-val"):
-        from ..world.films.benchmark import film_gallery
+        from ..world.films.benchmark import build_film_benchmark
 
-        # every keyframe of the test (or val) films: ~103k (24k); embedded once, then cached
-        return film_gallery("val" if spec.endswith("-val") else "test", image_size), None
+        # every keyframe of the test (or val) films: ~103k (24k), embedded once, then cached; with
+        # the split's queries (1,000 / 500) and their ground truth, for the app's examples
+        films = build_film_benchmark("val" if spec.endswith("-val") else "test")
+        return films.gallery(image_size), films
     if spec.startswith("movienet:"):
         from ..benchmarks import load_movienet_queryset
 

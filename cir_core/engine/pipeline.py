@@ -79,7 +79,8 @@ def compare(view: GalleryView, methods: MethodSet, searcher: Searcher, reference
             query_id, targets = view.ground_truth(reference, req.text)
             jobs += [prog_job] if prog_job is not None else []
             ranking, search_ms = search(req, jobs, searcher)
-            present(req, jobs, ranking, view, targets, query_id is not None, search_ms)
+            present(req, jobs, ranking, view, targets, query_id is not None, search_ms,
+                    view.query_character(reference, req.text))
         spent = timing.charges()
         timings = {"encode": reference.encode_ms + enc.own_ms, "compose": comp.own_ms, "search": srch.own_ms,
                    "wait": spent.wait_s * 1000, "build": spent.build_s * 1000,
@@ -303,12 +304,13 @@ def search(req: Request, jobs: list[Job], searcher: Searcher) -> tuple[Ranking |
 
 # -- stage 4: present -------------------------------------------------------------------------------
 def present(req: Request, jobs: list[Job], ranking: Ranking | None, view: GalleryView, targets: set[int],
-            known_gt: bool, search_ms: float) -> None:
-    """Each job's hits, marked (target, the reference's character), into its result."""
+            known_gt: bool, search_ms: float, follows: str | None = None) -> None:
+    """Each job's hits, marked (target, the reference's character: `follows`, the one a film
+    query is about, among a keyframe's cast), into its result."""
     if ranking is None:
         return
     share = search_ms / len(jobs)
-    ref_char, pid, row = req.reference.character, req.reference.character_pid, 0
+    ref_char, pid, row = req.reference.character, req.reference.character_pid or follows, 0
     for job in jobs:
         n = len(job.queries)
         hits = [_hits(view, ranking.ids[i], ranking.scores[i], targets, known_gt, ref_char, pid)

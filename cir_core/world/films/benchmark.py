@@ -76,6 +76,7 @@ def _film_items(films: list[Film]) -> list[FilmItem]:
 
 @dataclass
 class FilmBenchmark:
+    domain = "films"  # what the app's hints speak of (`cir_core.engine.GalleryView.domain`)
     split: str
     films: list[Film]
     items: list[FilmItem]
@@ -104,6 +105,12 @@ class FilmBenchmark:
             for who, key in it.keyframe.state.keys().items():
                 idx.setdefault(key, []).append((r, who))
         return idx
+
+    def character_name(self, qi: int) -> str:
+        """The name of the actor query `qi` follows (the gallery's `character_ids` hold names)."""
+        from ..spec import NAMES
+
+        return NAMES[self.queries[qi].character]
 
     def gt_sets(self) -> list[set[int]]:
         """Every keyframe showing the query's actor in the target's situation (reference excluded)."""
