@@ -405,6 +405,13 @@ CSS = """
   border: 1px solid var(--border-color-primary); background: var(--background-fill-secondary);}
 .ann-pair figcaption {font-size: 0.85rem; color: var(--body-text-color-subdued);}
 .ann-missing {padding: 40px 8px; border: 1px dashed var(--border-color-primary); border-radius: 8px;}
+/* the neighbourhood map (ui/why.py): an SVG at its column's width, its legend wrapping under it */
+.why-map {margin: 8px 0; max-width: 760px;}
+.why-map-svg {width: 100%; height: auto; color: var(--body-text-color);}
+.why-legend {display: flex; flex-wrap: wrap; gap: 4px 16px; list-style: none; padding: 0; margin: 6px 0;
+  font-size: 0.85rem;}
+.why-legend li {display: flex; align-items: center; gap: 3px; margin: 0;}
+.why-map figcaption {font-size: 0.85rem; color: var(--body-text-color);}
 #ref-examples-gallery .caption-label {text-align: left !important; display: -webkit-box;
   -webkit-line-clamp: 3; -webkit-box-orient: vertical; overflow: hidden;}
 """

@@ -201,6 +201,8 @@ def _results_panel(c: SimpleNamespace, names: list[str], optional: list[str]) ->
                                           object_fit="contain", buttons=[], interactive=False, scale=5,
                                           elem_id=f"prog-step-{i + 1}", elem_classes="prog-gallery",
                                           allow_preview=False))
+    # why the results are where they are: the map (a click on a result gives its score terms)
+    c.why_map = gr.HTML("", elem_id="why-map", padding=False)
     with gr.Accordion("Raw result (JSON): ids, scores, marks, timings", open=False):
         c.details_json = gr.JSON(show_label=False)
     c.picks = gr.State({})
@@ -344,7 +346,7 @@ def _wire_compare(holder: EngineHolder, c: SimpleNamespace, names: list[str], op
                    api_visibility="private")
     inputs = [c.ref_id, c.upload, c.edit, c.k, c.scoring, c.own_lambda, c.lam, c.extra]
     outputs = [c.status, c.timings, *c.col_heads, *c.col_gals, c.prog_head, *c.step_mds, *c.step_gals,
-               c.details_json, *c.opt_cols, c.picks, c.csv, c.permalink, c.result_ref]
+               c.details_json, c.why_map, *c.opt_cols, c.picks, c.csv, c.permalink, c.result_ref]
     # "Use as the reference" in the result preview runs the Compare again (`ui.preview`)
     c.compare_run = dict(fn=on_compare, inputs=inputs, outputs=outputs, api_visibility="private",
                          concurrency_limit=concurrency, concurrency_id="compare")
@@ -390,6 +392,7 @@ def view_updates(view: CompareView, k: int) -> list[Any]:
     out += [gr.update(value=s[0] if s else "", visible=s is not None) for s in steps]
     out += [gr.update(value=s[1] if s else [], visible=s is not None, columns=max(k, 1)) for s in steps]
     out.append(view.details)
+    out.append(view.map_html)
     return out
 
 

@@ -13,6 +13,7 @@ from cir_core.errors import CIRError
 
 from .common import EngineHolder, dict_in, event_index, float_in, int_in, list_in, md_text, warn
 from .permalink import LINK_JS
+from .why import why_text
 from .reference import reference_view
 
 if TYPE_CHECKING:
@@ -90,7 +91,8 @@ def wire_preview(holder: EngineHolder, c: SimpleNamespace, keys: list[str], gall
 
 
 def preview_info(engine: Engine, pick: dict) -> str:
-    """The preview's heading: method, rank, score, id, marks, character, caption."""
+    """The preview's heading: method, rank, score, id, marks, character, why it ranks there
+    (its score terms and its ranks under cosine and Chord), caption."""
     parts = [f"**{md_text(pick.get('label'))}** · #{int_in(pick.get('rank'), 0, 0, 10**6)} · score "
              f"{float_in(pick.get('score'), 0.0, -1e9, 1e9):.3f} · `{md_text(pick.get('item_id'))}`"]
     if pick.get("is_target"):
@@ -99,4 +101,6 @@ def preview_info(engine: Engine, pick: dict) -> str:
     if isinstance(who, str) and who:
         parts.append(f"character **{md_text(who)}**" + (" (same as the reference)" if pick.get("same_character") else ""))
     cap = engine.view.caption(int(pick["row"]))
-    return " · ".join(parts) + (f"\n\n<small>{md_text(cap, 1000)}</small>" if cap else "")
+    why = why_text(pick.get("why"), str(pick.get("scoring") or "cosine"))
+    return " · ".join(parts) + (f"\n\n{why}" if why else "") + \
+        (f"\n\n<small>{md_text(cap, 1000)}</small>" if cap else "")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import csv
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +19,7 @@ from cir_core.search import DEFAULT_LAMBDA
 from .common import fmt_ms, gallery_items, md_text
 from .reference import resolve_reference
 from .tempfiles import TEMP
+from .why import map_html
 
 if TYPE_CHECKING:
     from cir_core.engine import Engine
@@ -39,6 +40,7 @@ class CompareView:
     picks: dict[str, list[dict]] = field(default_factory=dict)
     csv: str | None = None  # the top-k of every method (and step) as a CSV file
     edit: str = ""  # the edit the request used (cut to the limit), as typed
+    map_html: str = ""  # the neighbourhood map (`ui.why.map_html`)
 
 
 def clip_edit(text: str, limit: int = MAX_TEXT_CHARS) -> tuple[str, str | None]:
@@ -100,7 +102,7 @@ def compare_view(engine: Engine, ref_id: str | None, upload: str | None, edit: s
     t0 = time.perf_counter()
     columns = [(column_header(m, scoring), gallery_items(engine, m.hits) if m.ok else [])
                for m in res.methods]
-    picks = {f"col-{m.name}": [_pick(m.label, h) for h in m.hits] for m in res.methods}
+    picks = {f"col-{m.name}": [_pick(m.label, h, res.scoring) for h in m.hits] for m in res.methods}
     steps = []
     prog = res.progression
     if prog is not None:
@@ -109,8 +111,15 @@ def compare_view(engine: Engine, ref_id: str | None, upload: str | None, edit: s
             span = "sentence 1" if s.index == 1 else f"sentences 1–{s.index}"
             steps.append((f"**Step {s.index}** · {span}\n\nadds “{md_text(s.sentence, 2000)}”",
                           gallery_items(engine, s.hits, moved=moves(before, s.hits) if s.index > 1 else None)))
-            picks[f"step-{s.index}"] = [_pick(f"{prog.label} step {s.index}", h) for h in s.hits]
+            picks[f"step-{s.index}"] = [_pick(f"{prog.label} step {s.index}", h, res.scoring) for h in s.hits]
             before = s.hits
+    ids = {h.row: h.item_id for m in res.methods for h in m.hits}
+    if res.reference.row is not None:
+        ids[res.reference.row] = res.reference.item_id or ""
+    for r in res.target_rows:
+        ids.setdefault(r, engine.view.item_id(r))
+    why_map = map_html(res.map, {m.name: m.label for m in res.methods} |
+                       ({prog.method: prog.label} if prog is not None else {}), ids)
     render_ms = (time.perf_counter() - t0) * 1000
     out = Path(csv_dir) if csv_dir else TEMP.root  # its sweeper removes the files 2 min on
     follows = engine.view.query_character(res.reference, res.edit) if res.query_id else None
@@ -119,7 +128,7 @@ def compare_view(engine: Engine, ref_id: str | None, upload: str | None, edit: s
                        columns=columns,
                        progression_header=progression_header(prog), steps=steps,
                        details=details(res, render_ms), picks=picks, edit=edit,
-                       csv=str(write_topk_csv(res, out / csv_name())))
+                       csv=str(write_topk_csv(res, out / csv_name())), map_html=why_map)
 
 
 def add_notes(res: CompareResult, notes: list[str], k_asked: int) -> None:
@@ -145,9 +154,11 @@ def moves(before: list, hits: list) -> list[str]:
     return out
 
 
-def _pick(label: str, hit: Any) -> dict:
+def _pick(label: str, hit: Any, scoring: str = "cosine") -> dict:
+    why = asdict(hit.why) if getattr(hit, "why", None) is not None else None
     return {"label": label, "rank": hit.rank, "row": hit.row, "item_id": hit.item_id, "score": hit.score,
-            "is_target": hit.is_target, "character": hit.character, "same_character": hit.same_character}
+            "is_target": hit.is_target, "character": hit.character, "same_character": hit.same_character,
+            "why": why, "scoring": scoring}
 
 
 def csv_name() -> str:

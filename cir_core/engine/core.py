@@ -182,13 +182,14 @@ class Engine:
 
     def compare(self, reference: Reference, edit: str, k: int = 8, scoring: str = "cosine",
                 lam: float | None = None, methods: Sequence[str] | None = None,
-                progression: bool = True, variant: str = "empty") -> CompareResult:
+                progression: bool = True, variant: str = "empty", explained: bool = True) -> CompareResult:
         """Every method's top-k for (reference, edit) and the per-sentence progression
         (`pipeline.compare`). `lam`: Chord's λ for every method; None: each method's own.
-        Raises `Busy` when `max_requests` are in flight already."""
+        `explained`: each hit's score terms and ranks under both scorings, and the map of the
+        neighbourhood. Raises `Busy` when `max_requests` are in flight already."""
         with self.admit():
-                return pipeline.compare(self.view, self.methods, self.searcher, reference, edit, k, scoring, lam,
-                                    methods, progression, variant)
+            return pipeline.compare(self.view, self.methods, self.searcher, reference, edit, k, scoring, lam,
+                                    methods, progression, variant, explained)
 
     def warm_up(self) -> None:
         """Answer one request and discard it, so the first visitor does not pay for what is built

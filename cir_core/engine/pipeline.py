@@ -5,7 +5,7 @@ their marks). `Engine.compare` runs them."""
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 import numpy as np
@@ -20,9 +20,10 @@ from ..search.scoring import Queries, ScoreOpts
 from ..search.searcher import Ranking, Searcher, rank
 from ..text import split_sentences
 from .common import MAX_K, MAX_STEPS
+from .explain import Explained, explain_hits, neighbourhood_map
 from .gallery_view import GalleryView
 from .method_set import MethodSet
-from .results import CompareResult, Hit, MethodResult, Progression, Reference, Step
+from .results import CompareResult, Hit, MethodResult, NeighbourhoodMap, Progression, Reference, Step
 
 log = logging.getLogger(__name__)
 
@@ -56,11 +57,16 @@ class Job:
 
 
 def compare(view: GalleryView, methods: MethodSet, searcher: Searcher, reference: Reference, edit: str, k: int = 8, scoring: str = "cosine", lam: float | None = None,
-            names: Sequence[str] | None = None, progression: bool = True, variant: str = "empty") -> CompareResult:
+            names: Sequence[str] | None = None, progression: bool = True, variant: str = "empty",
+            explained: bool = True) -> CompareResult:
     """Every method's top-k for (reference, edit), and the per-sentence progression.
 
     `lam`: Chord's λ for every method; None uses each method's own `chord_lambda`.
     Raises `InputError` for a bad edit / k / scoring; a method that fails gets `error` set.
+
+    With `explained`, each method's hits say why they rank where they do (`Hit.why`: the cosine
+    and Chord's λ·direction term, the rank under each scoring) and the result holds the map of
+    the neighbourhood (`CompareResult.map`), `explain` below.
 
     Timings are this request's own work per stage; the time it waited behind other requests'
     work and spent in one-time builds (a method's first load, CIReVL's caption bank) is counted
@@ -81,13 +87,15 @@ def compare(view: GalleryView, methods: MethodSet, searcher: Searcher, reference
             ranking, search_ms = search(req, jobs, searcher)
             present(req, jobs, ranking, view, targets, query_id is not None, search_ms,
                     view.query_character(reference, req.text))
+        with Stage() as why:
+            nmap = explain(req, jobs, methods, view, searcher, prog_job, targets) if explained else None
         spent = timing.charges()
         timings = {"encode": reference.encode_ms + enc.own_ms, "compose": comp.own_ms, "search": srch.own_ms,
-                   "wait": spent.wait_s * 1000, "build": spent.build_s * 1000,
+                   "explain": why.own_ms, "wait": spent.wait_s * 1000, "build": spent.build_s * 1000,
                    "total": reference.encode_ms + (before.total_s + timing.now() - t_start) * 1000}
     return CompareResult(reference, req.text, list(req.sentences), req.k, scoring, lam, variant, query_id,
                          sorted(targets), results, prog, {key: round(v, 2) for key, v in timings.items()},
-                         text_notes(methods.memo, req))
+                         text_notes(methods.memo, req), nmap)
 
 
 class Stage:
@@ -334,3 +342,26 @@ def _hits(view: GalleryView, ids: np.ndarray, scores: np.ndarray, targets: set[i
         same = view.shows(i, pid) if pid else None if ref_char is None or ch is None else ch == ref_char
         out.append(Hit(r, i, view.item_id(i), float(s), (i in targets) if known_gt else None, ch, same))
     return out
+
+
+# -- stage 5: explain -------------------------------------------------------------------------------
+def explain(req: Request, jobs: list[Job], methods: MethodSet, view: GalleryView, searcher: Searcher,
+            prog_job: Job | None, targets: set[int]) -> NeighbourhoodMap | None:
+    """Each method's hits with their score terms and ranks under both scorings (`Hit.why`; under
+    cosine too, with the λ Chord would give the method: its q_∅ is composed once per reference
+    and kept), and the map of the neighbourhood."""
+    chord = replace(req.opts, scoring="chord")
+    items, queries = [], {}
+    for job in jobs:
+        res = job.owner
+        if not isinstance(res, MethodResult):
+            continue
+        m = methods.get(res.name)
+        q0 = job.q_empty if job.q_empty is not None else q_empty(res.name, m, replace(req, opts=chord), methods)
+        items.append(Explained(res, job.queries, q0, float(chord.lam_for(m))))
+        queries[res.name] = job.queries
+    explain_hits(items, req.reference, searcher.embeddings, searcher.norms, req.opts.variant)
+    results = [j.owner for j in jobs if isinstance(j.owner, MethodResult)]
+    prog = prog_job.owner if prog_job is not None and isinstance(prog_job.owner, Progression) else None
+    steps = prog_job.queries if prog is not None and prog.native else None
+    return neighbourhood_map(req.reference, queries, results, prog, steps, sorted(targets), searcher.embeddings)
