@@ -9,16 +9,17 @@ path of numbered points.
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
-from .engine.results import NeighbourhoodMap
+if TYPE_CHECKING:
+    from .engine.results import NeighbourhoodMap
 
 # Okabe–Ito's colour-blind-safe palette without its green (the ground truth's) and its yellow
 # (too light on white); then darker fallbacks for many columns
 METHOD_COLOURS = ("#0072B2", "#E69F00", "#CC79A7", "#D55E00", "#56B4E9", "#000000", "#6B4C9A", "#8C564B",
                   "#7F7F7F", "#17BECF", "#BCBD22", "#1F3A93")
-TARGET_COLOUR = "#1a9641"  # the green of the app's and the figures' ground-truth frame
 REFERENCE_COLOUR = "#222222"
+TARGET_COLOUR = "#1a9641"  # the green of the ground-truth frame, in the app, the figures and the map
 
 
 def method_colours(nmap: NeighbourhoodMap) -> dict[str, str]:
@@ -74,7 +75,7 @@ def draw_map(ax: Any, nmap: NeighbourhoodMap, labels: Mapping[str, str], fontsiz
                  Line2D([], [], marker="o", markerfacecolor="none", markeredgecolor=TARGET_COLOUR, linestyle="none",
                         markersize=7, label="ground truth")]
         if any(p.kind == "step" for p in pts):
-            extra.append(Line2D([], [], linestyle="--", color="#666666", label="per-sentence queries 1, 2, …"))
+            extra.append(Line2D([], [], linestyle="--", color="#666666", label="per-sentence queries"))
         handles, _ = ax.get_legend_handles_labels()
         ax.legend(handles=handles + extra, fontsize=fontsize, loc="upper left", bbox_to_anchor=(1.01, 1.0),
                   frameon=False, borderaxespad=0.0, handletextpad=0.3, labelspacing=0.35)
