@@ -28,6 +28,16 @@ def method_colours(nmap: NeighbourhoodMap) -> dict[str, str]:
     return {n: METHOD_COLOURS[i % len(METHOD_COLOURS)] for i, n in enumerate(names)}
 
 
+def ink_on(colour: str) -> str:
+    """Black or white, whichever reads better on `colour` ('#rrggbb'): the higher WCAG contrast."""
+    def lin(c: float) -> float:
+        return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+
+    r, g, b = (int(colour[i:i + 2], 16) / 255 for i in (1, 3, 5))
+    lum = 0.2126 * lin(r) + 0.7152 * lin(g) + 0.0722 * lin(b)
+    return "#000000" if (lum + 0.05) / 0.05 >= 1.05 / (lum + 0.05) else "#ffffff"
+
+
 def map_caption(nmap: NeighbourhoodMap) -> str:
     """What the axes are, in one sentence (the map's caption in the app and in figures)."""
     return (f"PCA of the {nmap.images} images (reference, results, ground truth): the two axes hold "
@@ -54,7 +64,7 @@ def draw_map(ax: Any, nmap: NeighbourhoodMap, labels: Mapping[str, str], fontsiz
             ax.plot([p.x for p in steps], [p.y for p in steps], linestyle="--", linewidth=0.9, color=colour,
                     zorder=4)
             for p in steps:
-                ax.annotate(str(p.rank), (p.x, p.y), fontsize=fontsize, ha="center", va="center", color="white",
+                ax.annotate(str(p.rank), (p.x, p.y), fontsize=fontsize, ha="center", va="center", color=ink_on(colour),
                             bbox={"boxstyle": "circle,pad=0.15", "fc": colour, "ec": "white", "lw": 0.5},
                             zorder=5)
         for p in (p for p in pts if p.kind == "query" and p.method == name):

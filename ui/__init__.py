@@ -142,6 +142,7 @@ def launch_kwargs(cfg: AppConfig | None = None) -> dict:
     ui/signin.py) with the middleware that tells it the client's address. Also makes SIGTERM a
     clean exit, so the temporary folders are removed when the process is stopped, and sets whose
     X-Forwarded-For is believed (`--trusted-proxies`; nobody's by default)."""
+    from .a11y import A11Y_JS
     from .annotate_help import HOTKEY_JS
     from .preview import PREVIEW_KEYS_JS
     from .settings import parse_proxies
@@ -155,7 +156,7 @@ def launch_kwargs(cfg: AppConfig | None = None) -> dict:
     trust_proxies(parse_proxies(cfg.trusted_proxies))
     kw = {"server_name": cfg.host, "server_port": cfg.port, "theme": theme(), "css": CSS,
           "max_file_size": MAX_UPLOAD, "footer_links": ["api", "settings"],
-          "head": HOTKEY_JS + PREVIEW_KEYS_JS,
+          "head": HOTKEY_JS + PREVIEW_KEYS_JS + A11Y_JS,
           # Gradio's 40 worker threads by default: the Compare events it lets through at once
           # (with batching they mostly wait on the engine's queue) must not starve the other tabs
           "max_threads": max(40, compare_concurrency(cfg) + 16)}

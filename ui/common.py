@@ -337,7 +337,12 @@ def fmt_ms(ms: float) -> str:
 
 
 CSS = """
+/* the page under the app (and its footer, which can run past it) in the theme's colour: in dark
+   mode the body stayed white, the footer's light text on it 1.5:1 */
+body {background: var(--body-background-fill);}
 .gradio-container {max-width: 1880px !important; margin: 0 auto;}
+/* the selected tab's text: the theme's accent (indigo-600, 6.3:1 on white) is too dark on the dark page */
+.dark [role="tab"][aria-selected="true"] {color: var(--primary-300) !important;}
 #app-title h1 {margin-bottom: 0; font-size: 1.55rem;}
 #app-title p {margin-top: 2px; color: var(--body-text-color-subdued);}
 #banner {font-size: 0.86rem; padding: 6px 12px; border-radius: 8px;
@@ -399,6 +404,7 @@ CSS = """
 #result-preview-image {height: min(640px, calc(94vw - 26px), 64vh) !important;}  /* square, as the images */
 #result-preview-image img {object-fit: contain;}
 #edit-counter p {margin: 0; text-align: right;}
+#fig-status pre {white-space: pre-wrap; overflow-wrap: anywhere;}  /* no scroll box: all of it reads */
 .ann-pair {display: flex; gap: 14px; justify-content: center;}
 .ann-pair figure {flex: 1 1 0; margin: 0; text-align: center; max-width: 50%;}
 .ann-pair img {width: 100%; max-height: 384px; object-fit: contain; border-radius: 8px;
@@ -421,7 +427,21 @@ def theme() -> Any:
     import gradio as gr
 
     # System fonts only: the default theme would fetch web fonts, and the app runs offline.
-    return gr.themes.Soft(primary_hue="indigo", secondary_hue="slate", neutral_hue="slate",
+    soft = gr.themes.Soft(primary_hue="indigo", secondary_hue="slate", neutral_hue="slate",
                           font=["ui-sans-serif", "system-ui", "Segoe UI", "Roboto", "Helvetica Neue",
                                 "Arial", "sans-serif"],
                           font_mono=["ui-monospace", "SFMono-Regular", "Menlo", "Consolas", "monospace"])
+    # Text at >= 4.5:1 contrast (WCAG AA) in light and dark (axe-core, tests/test_app_a11y.py):
+    # Soft's grey notes (slate-400 on slate-50: 2.45:1), indigo labels on their pale badge (3.6:1)
+    # and white on indigo-500 (4.46:1) are a shade darker here.
+    return soft.set(body_text_color_subdued="*neutral_600", body_text_color_subdued_dark="*neutral_300",
+                    block_label_text_color="*primary_700", block_title_text_color="*primary_700",
+                    button_primary_background_fill="*primary_600", button_primary_background_fill_hover="*primary_700",
+                    button_primary_background_fill_dark="*primary_600",
+                    button_primary_background_fill_hover_dark="*primary_700",
+                    checkbox_label_background_fill_selected="*primary_600",
+                    checkbox_label_background_fill_selected_dark="*primary_600",
+                    color_accent="*primary_600",  # the selected tab's text (one value for both modes)
+                    link_text_color="*primary_700", link_text_color_hover="*primary_800",
+                    link_text_color_visited="*primary_800", link_text_color_dark="*primary_300",
+                    link_text_color_hover_dark="*primary_200", link_text_color_visited_dark="*primary_200")

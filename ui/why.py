@@ -9,7 +9,7 @@ import html
 from typing import Any, Mapping
 
 from cir_core.engine.results import MapPoint, NeighbourhoodMap
-from cir_core.figure_map import REFERENCE_COLOUR, TARGET_COLOUR, map_caption, method_colours
+from cir_core.figure_map import REFERENCE_COLOUR, TARGET_COLOUR, ink_on, map_caption, method_colours
 
 from .common import dict_in, float_in
 
@@ -86,7 +86,7 @@ def map_html(nmap: NeighbourhoodMap | None, labels: Mapping[str, str], ids: Mapp
                 x, y = at(p)
                 titled(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="7" fill="{colour}" stroke="#fff" stroke-width="1"/>'
                        f'<text x="{x:.1f}" y="{y + 3.5:.1f}" text-anchor="middle" font-size="10" '
-                       f'fill="#fff" font-weight="bold">{p.rank}</text>', p)
+                       f'fill="{ink_on(colour)}" font-weight="bold">{p.rank}</text>', p)
         for p in (p for p in pts if p.kind == "query" and p.method == name):
             x, y = at(p)
             titled(f'<path d="{_star(x, y, 8)}" fill="{colour}" stroke="#000" stroke-width="0.8"/>', p)
