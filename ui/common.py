@@ -412,7 +412,9 @@ body {background: var(--body-background-fill);}
 .ann-pair figcaption {font-size: 0.85rem; color: var(--body-text-color-subdued);}
 .ann-missing {padding: 40px 8px; border: 1px dashed var(--border-color-primary); border-radius: 8px;}
 /* the neighbourhood map (ui/why.py): an SVG at its column's width, its legend wrapping under it */
-.why-map {margin: 8px 0; max-width: 760px;}
+.why-map-head {font-size: var(--text-lg); font-weight: 600; margin: 18px 0 2px 0;}
+.why-map-note {font-size: 0.85rem; margin: 0;}
+.why-map {margin: 8px 0; max-width: 600px;}
 .why-map-svg {width: 100%; height: auto; color: var(--body-text-color);}
 .why-legend {display: flex; flex-wrap: wrap; gap: 4px 16px; list-style: none; padding: 0; margin: 6px 0;
   font-size: 0.85rem;}

@@ -13,8 +13,8 @@ from cir_core.figure_map import REFERENCE_COLOUR, TARGET_COLOUR, ink_on, map_cap
 
 from .common import dict_in, float_in
 
-W, H = 480, 300  # the SVG's user units; it is drawn at the width of its column
-PAD_L, PAD_R, PAD_T, PAD_B = 26, 10, 10, 24
+W, H = 360, 230  # the SVG's user units: drawn at its column's width (at most 600 px), so that on a
+PAD_L, PAD_R, PAD_T, PAD_B = 22, 8, 8, 20  # phone its text is still ~8 px
 
 
 def why_text(why: Any, scoring: str) -> str:
@@ -84,8 +84,8 @@ def map_html(nmap: NeighbourhoodMap | None, labels: Mapping[str, str], ids: Mapp
                        'stroke-dasharray="4 3"/>')
             for p in steps:
                 x, y = at(p)
-                titled(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="7" fill="{colour}" stroke="#fff" stroke-width="1"/>'
-                       f'<text x="{x:.1f}" y="{y + 3.5:.1f}" text-anchor="middle" font-size="10" '
+                titled(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="6.5" fill="{colour}" stroke="#fff" stroke-width="1"/>'
+                       f'<text x="{x:.1f}" y="{y + 3.3:.1f}" text-anchor="middle" font-size="9.5" '
                        f'fill="{ink_on(colour)}" font-weight="bold">{p.rank}</text>', p)
         for p in (p for p in pts if p.kind == "query" and p.method == name):
             x, y = at(p)
@@ -102,10 +102,10 @@ def map_html(nmap: NeighbourhoodMap | None, labels: Mapping[str, str], ids: Mapp
            f'<desc id="why-map-desc">{esc(caption)}</desc>'
            f'<rect x="{PAD_L}" y="{PAD_T}" width="{W - PAD_L - PAD_R}" height="{H - PAD_T - PAD_B}" '
            'fill="none" stroke="currentColor" stroke-opacity="0.35"/>'
-           f'<text x="{(W + PAD_L) / 2:.0f}" y="{H - 6}" text-anchor="middle" font-size="11" fill="currentColor">'
+           f'<text x="{(W + PAD_L) / 2:.0f}" y="{H - 6}" text-anchor="middle" font-size="10" fill="currentColor">'
            'first axis</text>'
-           f'<text x="12" y="{(H - PAD_B) / 2:.0f}" text-anchor="middle" font-size="11" fill="currentColor" '
-           f'transform="rotate(-90 12 {(H - PAD_B) / 2:.0f})">second axis</text>'
+           f'<text x="11" y="{(H - PAD_B) / 2:.0f}" text-anchor="middle" font-size="10" fill="currentColor" '
+           f'transform="rotate(-90 11 {(H - PAD_B) / 2:.0f})">second axis</text>'
            + "".join(out) + "</svg>")
     def swatch(body: str) -> str:
         return f'<svg viewBox="0 0 16 16" width="16" height="16" aria-hidden="true">{body}</svg>'
@@ -119,7 +119,10 @@ def map_html(nmap: NeighbourhoodMap | None, labels: Mapping[str, str], ids: Mapp
         legend.append(f"<li>{star}{dot}{esc(labels.get(name, name))}: query, top-k</li>")
     if any(p.kind == "step" for p in pts):
         legend.append("<li>numbered, dashed: the per-sentence queries after sentence 1, 2, …</li>")
-    return (f'<figure class="why-map">{svg}<ul class="why-legend">{"".join(legend)}</ul>'
+    return (f'<h3 class="why-map-head">Why these results: the map of the neighbourhood</h3>'
+            '<p class="why-map-note">A click on a result gives its score terms: its cosine, Chord\'s '
+            'λ·direction term, its rank under each scoring.</p>'
+            f'<figure class="why-map">{svg}<ul class="why-legend">{"".join(legend)}</ul>'
             f'<figcaption>{esc(caption)} See docs/APP.md, “Why this result”, for what it can mislead '
             'about.</figcaption></figure>')
 
