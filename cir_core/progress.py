@@ -166,14 +166,47 @@ def tracked(desc: str, total: int | None = None, unit: str = "it", log: bool = T
     """`desc`'s work as a `Task` listed by `running()` while the block runs (and, unless `log` is
     False, its tqdm line on stderr). Call `task.update(n)` as the work advances."""
     task = Task(desc, total, unit, log=log)
-    with _RUNNING_LOCK:
-        _RUNNING.append(task)
+    _listed(task, True)
     try:
         yield task
     finally:
-        with _RUNNING_LOCK:
-            _RUNNING.remove(task)
+        _listed(task, False)
         task.close()
+
+
+def _listed(task: Task, on: bool) -> None:
+    with _RUNNING_LOCK:
+        if on:
+            _RUNNING.append(task)
+        elif task in _RUNNING:
+            _RUNNING.remove(task)
+
+
+def tracked_tqdm() -> type:
+    """A tqdm class (for a library's `tqdm_class=`, e.g. huggingface_hub's snapshot_download)
+    whose bars are also listed by `running()` while they are open: the page can say how far a
+    download the library runs is."""
+    from tqdm.auto import tqdm
+
+    class TrackedTqdm(tqdm):  # type: ignore[misc,valid-type]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self._cir_task = Task(str(self.desc or "downloading").rstrip(": "), self.total,
+                                  str(self.unit or "it"), log=False)
+            _listed(self._cir_task, True)
+
+        def update(self, n: float | None = 1) -> bool | None:
+            if n:
+                self._cir_task.update(int(n))
+            return super().update(n)
+
+        def close(self) -> None:
+            task = getattr(self, "_cir_task", None)  # close() can run from a failed __init__
+            if task is not None:
+                _listed(task, False)
+            super().close()
+
+    return TrackedTqdm
 
 
 def running() -> list[Task]:
