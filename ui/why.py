@@ -8,6 +8,7 @@ from __future__ import annotations
 import html
 from typing import Any, Mapping
 
+from cir_core.engine.explain import RANK_DEPTH
 from cir_core.engine.results import MapPoint, NeighbourhoodMap
 from cir_core.figure_map import REFERENCE_COLOUR, TARGET_COLOUR, ink_on, map_caption, method_colours
 
@@ -24,7 +25,7 @@ def why_text(why: Any, scoring: str) -> str:
     if not w:
         return ""
     num = lambda key: float_in(w.get(key), 0.0, -1e9, 1e9)  # noqa: E731
-    rank = lambda key: str(w[key]) if isinstance(w.get(key), int) else "?"  # noqa: E731 (None past EXACT_MAX)
+    rank = lambda key: str(w[key]) if isinstance(w.get(key), int) else f"> {RANK_DEPTH}"  # noqa: E731
     used = "Chord" if str(scoring).lower() == "chord" else "cosine"
     return (f"**Why here:** cosine {num('cosine'):.3f} + λ·direction {num('lam'):.2f} × {num('direction'):.3f} "
             f"= {num('lam_direction'):+.3f} → Chord {num('chord'):.3f} · rank {rank('rank_cosine')} under cosine, "

@@ -15,11 +15,12 @@ from typing import Sequence
 
 import numpy as np
 
-from ..search.index import EXACT_MAX
-from ..search.scoring import chord_terms
+from ..search.scoring import Queries, ScoreOpts, chord_terms
+from ..search.searcher import Searcher, rank
 from .results import MapPoint, MethodResult, NeighbourhoodMap, Progression, Reference, Why
 
 MAP_TARGETS = 12  # ground-truth rows drawn at most (a film query can have dozens)
+RANK_DEPTH = 200  # a result's rank under the other scoring is looked for this deep (None: deeper)
 
 
 @dataclass(frozen=True)
@@ -33,46 +34,34 @@ class Explained:
     lam: float
 
 
-def explain_hits(items: Sequence[Explained], reference: Reference, gallery: np.ndarray, norms: np.ndarray,
+def explain_hits(items: Sequence[Explained], reference: Reference, searcher: Searcher,
                  variant: str = "empty") -> None:
-    """Set each hit's `why`: its cosine and direction terms, and its rank under cosine and under
-    Chord (λ the method's) over the whole gallery, the reference left out, ties to the lower row
-    as the top-k breaks them. Ranks only up to `EXACT_MAX` rows (None past it: the terms are
-    then computed for the hits alone)."""
+    """Set each hit's `why`: its cosine and direction terms (exact, on its own row) and its rank
+    under cosine and under Chord (λ the method's), the reference left out, ranked the way the
+    searcher ranks the gallery (`cir_core.search.rank`: ties to the lower row; an approximate
+    index ranks its shortlist), as deep as `RANK_DEPTH` (None below it)."""
     if not items:
         return
     q = np.concatenate([it.q for it in items])
     q0 = np.concatenate([it.q_empty for it in items])
     v_r = np.asarray(reference.embedding, np.float32)[None]
-    lams = np.array([it.lam for it in items], np.float32)
-    whole = len(gallery) <= EXACT_MAX
-    if whole:
-        cos, direction = chord_terms(q, q0, v_r, gallery, variant, norms=norms)
-        chord = cos + lams[:, None] * direction
+    lams = [it.lam for it in items]
+    n = len(searcher)
+    depth = min(max(RANK_DEPTH, max(len(it.result.hits) for it in items)), n - (reference.row is not None))
+    exclude = np.full(len(items), -1 if reference.row is None else reference.row)
+    by_cos = rank(Queries(q, None, v_r), searcher, ScoreOpts("cosine"), depth, exclude)
+    by_chord = rank(Queries(q, q0, v_r), searcher, ScoreOpts("chord", variant=variant).per_query(lams), depth,
+                    exclude)
     for b, it in enumerate(items):
         rows = np.array([h.row for h in it.result.hits], np.int64)
         if not len(rows):
             continue
-        if whole:
-            c, d = cos[b, rows], direction[b, rows]
-            rc, rch = _ranks(cos[b], rows, reference.row), _ranks(chord[b], rows, reference.row)
-        else:
-            c, d = (x[0] for x in chord_terms(it.q, it.q_empty, v_r, gallery[rows], variant, norms=norms[rows]))
-            rc = rch = [None] * len(rows)
-        for h, ci, di, r1, r2 in zip(it.result.hits, c.tolist(), d.tolist(), rc, rch):
-            h.why = Why(ci, di, it.lam, r1, r2)
-
-
-def _ranks(scores: np.ndarray, rows: np.ndarray, exclude: int | None) -> list[int]:
-    """The 1-based rank of each of `rows` under `scores` (higher first, ties to the lower row),
-    `exclude` (the reference) left out."""
-    s = scores.copy()
-    if exclude is not None:
-        s[exclude] = -np.inf
-    x = s[rows]
-    above = (s[None, :] > x[:, None]).sum(1)
-    tied_before = ((s[None, :] == x[:, None]) & (np.arange(len(s))[None, :] < rows[:, None])).sum(1)
-    return (1 + above + tied_before).tolist()
+        c, d = (x[0] for x in chord_terms(it.q, it.q_empty, v_r, searcher.embeddings[rows], variant,
+                                          norms=searcher.norms[rows]))
+        at_cos = {int(r): i + 1 for i, r in enumerate(by_cos.ids[b].tolist()) if r >= 0}
+        at_chord = {int(r): i + 1 for i, r in enumerate(by_chord.ids[b].tolist()) if r >= 0}
+        for h, ci, di in zip(it.result.hits, c.tolist(), d.tolist()):
+            h.why = Why(ci, di, it.lam, at_cos.get(h.row), at_chord.get(h.row))
 
 
 def neighbourhood_map(reference: Reference, queries: dict[str, np.ndarray], results: Sequence[MethodResult],
@@ -88,12 +77,17 @@ def neighbourhood_map(reference: Reference, queries: dict[str, np.ndarray], resu
     images = np.concatenate([np.asarray(reference.embedding, np.float32)[None], gallery[rows]])
     if len(images) < 3:
         return None
-    images = images / np.maximum(np.linalg.norm(images, axis=1, keepdims=True), 1e-12)
+    images = (images / np.maximum(np.linalg.norm(images, axis=1, keepdims=True), 1e-12)).astype(np.float64)
     mean = images.mean(0)
-    _, sv, vt = np.linalg.svd(images - mean, full_matrices=False)
-    axes = vt[:2]
-    total = float((sv ** 2).sum())
-    explained = float((sv[:2] ** 2).sum() / total) if total > 0 else 0.0
+    centred = images - mean
+    # the PCA from the images' small Gram matrix (n x n, n <= ~130) rather than an SVD of n x D:
+    # the same axes, and LAPACK's SVD took ~0.1 s here on 2 busy cores (measured)
+    lam, u = np.linalg.eigh(centred @ centred.T)
+    lam, u = lam[::-1], u[:, ::-1]
+    keep = np.maximum(lam[:2], 1e-24)
+    axes = (centred.T @ u[:, :2] / np.sqrt(keep)).T  # (2, D), unit rows
+    total = float(np.clip(lam, 0, None).sum())
+    explained = float(np.clip(lam[:2], 0, None).sum() / total) if total > 0 else 0.0
 
     def project(x: np.ndarray) -> np.ndarray:
         x = np.asarray(x, np.float32).reshape(-1, images.shape[1])

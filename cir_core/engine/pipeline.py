@@ -360,7 +360,7 @@ def explain(req: Request, jobs: list[Job], methods: MethodSet, view: GalleryView
         q0 = job.q_empty if job.q_empty is not None else q_empty(res.name, m, replace(req, opts=chord), methods)
         items.append(Explained(res, job.queries, q0, float(chord.lam_for(m))))
         queries[res.name] = job.queries
-    explain_hits(items, req.reference, searcher.embeddings, searcher.norms, req.opts.variant)
+    explain_hits(items, req.reference, searcher, req.opts.variant)
     results = [j.owner for j in jobs if isinstance(j.owner, MethodResult)]
     prog = prog_job.owner if prog_job is not None and isinstance(prog_job.owner, Progression) else None
     steps = prog_job.queries if prog is not None and prog.native else None

@@ -28,8 +28,8 @@ class Reference:
 class Why:
     """What a result's score is made of (`cir_core.engine.explain`): its cosine to the query and
     Chord's direction term cos(q − q∅, v − v_r), the λ Chord weighs it with (the method's), the
-    Chord score they make, and the result's rank over the whole gallery under each scoring
-    (None past `cir_core.search.EXACT_MAX` rows)."""
+    Chord score they make, and the result's rank under each scoring, ranked as the gallery's
+    searcher ranks (None: below `cir_core.engine.explain.RANK_DEPTH`, 200)."""
 
     cosine: float
     direction: float
