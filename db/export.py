@@ -25,6 +25,7 @@ from sqlalchemy.orm import Session
 
 from cir_core.errors import CIRError, InputError
 from cir_core.fileio import atomic_write, csv_cell, csv_uncell
+from db.blind import opaque_id
 from db.models import Annotator, Judgment, Query, QuerySet, Task
 from db.results import short_read
 
@@ -33,9 +34,14 @@ FIELDS: tuple[str, ...] = (
     "edit", "skip_reason", "comment", "time_spent_ms", "shown_position", "created_at",
     "updated_at", "gold_identity", "gold_edit",
 )
-# What an annotator's own export holds (the Results tab): what they answered and which pair it
-# was, nothing about pooling or gold — no task id, no gold answers (db/pooling.py, docs/ANNOTATION.md).
-OWN_FIELDS: tuple[str, ...] = tuple(f for f in FIELDS if f not in ("task_id", "gold_identity", "gold_edit"))
+# What an annotator's own export holds (the Results tab): what they answered, with the pair and
+# its query named by opaque ids (db.blind.opaque_id, keyed by the set's secret), in the order they
+# were shown — nothing about pooling, gold or the gallery: no task, item or query ids (on the
+# generated world the item ids are laid out per query, so they gave the target away), no gold.
+OWN_FIELDS: tuple[str, ...] = (
+    "query_set", "query", "pair", "annotator", "status", "identity", "edit", "skip_reason", "comment",
+    "time_spent_ms", "shown_position", "created_at", "updated_at",
+)
 INT_FIELDS = frozenset({"task_id", "time_spent_ms", "shown_position"})
 SALT_ENV = "CIR_PSEUDONYM_SALT"
 
@@ -75,8 +81,27 @@ def export_rows(session: Session, annotator: str | None = None,
 
 
 def own_rows(session: Session, annotator: str) -> list[dict[str, Any]]:
-    """`annotator`'s own judgments with OWN_FIELDS only (what the Results tab offers them)."""
-    return [{k: r[k] for k in OWN_FIELDS} for r in export_rows(session, annotator=annotator)]
+    """`annotator`'s own judgments with OWN_FIELDS only (what the Results tab offers them), in
+    each set in the order the pairs were shown to them."""
+    stmt = (select(QuerySet.name, QuerySet.secret, Query.id, Task.id, Annotator.name, Judgment)
+            .join(Task, Judgment.task_id == Task.id).join(Query, Task.query_id == Query.id)
+            .join(QuerySet, Query.query_set_id == QuerySet.id)
+            .join(Annotator, Judgment.annotator_id == Annotator.id)
+            .where(Annotator.name == annotator))
+    with short_read(session):
+        if session.scalars(select(Annotator.id).where(Annotator.name == annotator)).first() is None:
+            raise InputError(f"no annotator named {annotator!r}")
+        found = session.execute(stmt).all()
+    rows = []
+    for qs_name, secret, query_id, task_id, name, j in found:
+        row = {"query_set": qs_name, "query": opaque_id(secret, "query", query_id),
+               "pair": opaque_id(secret, "pair", task_id), "annotator": name, "status": j.status,
+               "identity": j.identity, "edit": j.edit, "skip_reason": j.skip_reason, "comment": j.comment,
+               "time_spent_ms": j.time_spent_ms, "shown_position": j.shown_position,
+               "created_at": iso_utc(j.created_at), "updated_at": iso_utc(j.updated_at)}
+        rows.append({k: (None if v == "" else v) for k, v in row.items()})
+    rows.sort(key=lambda r: (r["query_set"], r["shown_position"], r["pair"]))
+    return rows
 
 
 def _export_rows(session: Session, stmt: Any, annotator: str | None,

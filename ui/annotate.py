@@ -98,8 +98,10 @@ def _view(engine: Engine, st: QueueState, note: str = "") -> AnnotateView:
         edit_md += f"\n\nThe character: **{who}**, boxed in amber on the reference."
     # "user": whose screen this is. Gradio keys a State by the session hash the request names,
     # not by who is signed in: every handler checks it (`_own_state`).
+    # "revision": the saved answer this screen shows, so a save from another tab in between is
+    # refused (db.judgments.StaleAnswer) instead of silently overwritten.
     state = {"user": st.user, "set": st.query_set, "task": t.task_id, "position": t.position,
-             "latest": st.progress.latest,
+             "latest": st.progress.latest, "revision": t.revision,
              "shown": time.time(), "identity": t.identity, "edit": t.edit, "screen": screen,
              "ref": ref, "cand": cand, "edit_md": edit_md}
     return AnnotateView(f"{screen}{note}", edit_md, ref, cand, state, t.identity, t.edit, t.comment or "")
@@ -150,7 +152,7 @@ def _valid_state(state: Any, user: str) -> dict | None:
     st = _own_state(state, user)
     task, pos = st.get("task"), st.get("position")
     if not isinstance(st.get("set"), str) or isinstance(task, bool) or not isinstance(task, int) \
-            or isinstance(pos, bool) or not isinstance(pos, int):
+            or isinstance(pos, bool) or not isinstance(pos, int) or not isinstance(st.get("revision"), (str, type(None))):
         return None
     return st
 
@@ -189,7 +191,7 @@ def choose_view(svc: AnnotationService, engine: Engine, user: str | None, state:
     comment = text_in(comment, MAX_COMMENT + 1)
     if {"identity", "edit"} <= fresh:
         saved = svc.answer(user, st["set"], st["task"], st["identity"], st["edit"],
-                           comment=comment.strip() or None, time_spent_ms=_elapsed(st))
+                           comment=comment.strip() or None, time_spent_ms=_elapsed(st), expected=st.get("revision"))
         return _view(engine, saved, "")
     other = "edit" if kind == "identity" else "identity"
     screen = st.get("screen") if isinstance(st.get("screen"), str) else ""
@@ -208,7 +210,8 @@ def skip_view(svc: AnnotationService, engine: Engine, user: str | None, state: d
     st = _valid_state(state, user)
     if st is None:
         return open_view(svc, engine, user, _set_of(state, user))
-    st_ = svc.skip(user, st["set"], st["task"], choice_in(reason, SKIP_REASONS, "other"), _elapsed(st))
+    st_ = svc.skip(user, st["set"], st["task"], choice_in(reason, SKIP_REASONS, "other"), _elapsed(st),
+                   expected=st.get("revision"))
     return _view(engine, st_)
 
 
