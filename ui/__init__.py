@@ -22,8 +22,11 @@ __all__ = ["build_demo", "launch_kwargs", "EngineHolder"]
 MAX_UPLOAD = "25mb"
 
 
-def banner(engine: Engine) -> str:
-    """One line on what the app runs: backbone, gallery, which methods load."""
+def banner(engine: Engine, annotation_only: bool = False) -> str:
+    """One line on what the app runs: backbone, gallery, which methods load. An annotation-only
+    instance names no method: its annotators must not know which methods the pool compares."""
+    if annotation_only:
+        return f"**Gallery** {md_text(engine.view.gallery.name)} ({len(engine.view.gallery):,} images)"
     status = engine.methods.status()
     marks = " · ".join(f"{'✓' if err is None else '⚠'} {_label(n)}" for n, err in status.items())
     n = len(engine.view.gallery)
@@ -45,6 +48,21 @@ def _label(name: str) -> str:
 DELETE_CACHE = (600, 3600)
 
 
+def use_own_gradio_dir() -> None:
+    """Gradio's uploads and cache in this process's own temporary root (`ui.tempfiles`), removed
+    at exit and swept after a kill, unless the operator named a folder (`GRADIO_TEMP_DIR`).
+    Before the first component is made: each reads the folder when it is created."""
+    from .tempfiles import TEMP
+
+    global _OWN_GRADIO_DIR
+    current = os.environ.get("GRADIO_TEMP_DIR")
+    if not current or current == _OWN_GRADIO_DIR:
+        _OWN_GRADIO_DIR = os.environ["GRADIO_TEMP_DIR"] = str(TEMP.gradio_dir())
+
+
+_OWN_GRADIO_DIR: str | None = None
+
+
 def build_demo(config: AppConfig | None = None, engine: Engine | None = None) -> Any:
     """The Blocks app. `engine` skips loading (tests inject a small one); otherwise the engine
     is built from `config` on the first page load. With `config.annotation_only` the app has
@@ -54,6 +72,7 @@ def build_demo(config: AppConfig | None = None, engine: Engine | None = None) ->
     from . import annotate, annotation_results, compare, figures
 
     cfg = config or AppConfig()
+    use_own_gradio_dir()
     # Gradio's queue recomputes its monitoring summary (a pandas group-by over the last 10,000
     # events) after every event by default: a cost that grows with the session. Every 1,000
     # events is plenty for the dashboard; read when gr.Blocks creates its queue.
@@ -91,7 +110,7 @@ def build_demo(config: AppConfig | None = None, engine: Engine | None = None) ->
                 msg = f"⚠ {md_text(exc)}"
                 return msg if only else [msg] + [gr.skip()] * (n_out - 1)
             if only:
-                return banner(eng)  # one output: the value itself
+                return banner(eng, annotation_only=True)  # one output: the value itself
             params = dict(getattr(request, "query_params", None) or {})  # none outside a page load
             return [banner(eng), *ctab.load(eng, params), *fig_load(eng)]
 
@@ -144,4 +163,14 @@ def launch_kwargs(cfg: AppConfig | None = None) -> dict:
         # Gradio's login page guards the whole app; the Annotate tab reads request.username.
         kw.update(signin_kwargs(cfg.annotators))
         kw["auth_message"] = "CIR Workbench: sign in with your annotator name and password."
+    from starlette.middleware import Middleware
+
+    from .http_guard import HttpGuard
+    from .settings import parse_origins
+
+    # Cross-site posts, other users' sessions and exports, unbounded uploads (ui/http_guard.py):
+    # inside the client-address middleware, so its logs name the client.
+    app_kwargs = kw.setdefault("app_kwargs", {})
+    app_kwargs["middleware"] = [*app_kwargs.get("middleware", []), Middleware(
+        HttpGuard, annotation_only=bool(cfg.annotation_only), allowed_origins=parse_origins(cfg.allowed_origins))]
     return kw

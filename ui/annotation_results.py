@@ -147,7 +147,8 @@ def _export(svc: Any, user: str, out_dir: str | Path | None) -> list[str]:
     """The viewer's own judgments (OWN_FIELDS: no task ids, no gold answers) as CSV and JSONL."""
     with svc.ReadSession() as s:
         rows = own_rows(s, user)
-    out = Path(out_dir) if out_dir else TEMP.new("cir-judgments-")
+    # Served to `user` only (ui/http_guard.py): the rows hold their comments.
+    out = Path(out_dir) if out_dir else TEMP.new("cir-judgments-", owner=user)
     safe = "".join(c if c.isalnum() else "-" for c in user)[:80]
     files = [out / f"judgments-{safe}.csv", out / f"judgments-{safe}.jsonl"]
     write_csv(rows, files[0], OWN_FIELDS)
