@@ -38,7 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--registry", default="published",
                        help="published (default), rehearsal, or a registry JSON file")
         p.add_argument("--root", action="append", default=[], metavar="DATA|KEY=DIR",
-                       help="the data: DATA/<dataset> for each dataset, or one dataset's folder as KEY=DIR (repeatable)")
+                       help="the data: DATA/<dataset> for each dataset, or one dataset's folder as "
+                            "KEY=DIR (repeatable)")
         p.add_argument("--checkpoints", type=Path, default=None,
                        help="a folder holding each checkpoint's folder (ckpt/searle-vit-l-14, ...)")
         p.add_argument("--checkpoint", action="append", default=[], metavar="KEY=DIR",

@@ -3,7 +3,7 @@ whether that is here) and `reproduce_md` (docs/REPRODUCE.md: every published cel
 and its status, generated so it cannot drift from the registry)."""
 from __future__ import annotations
 
-from .needs import Sources, check, export_args, needs, status
+from .needs import Sources, check, export_args, status
 from .registry import Registry, Row
 
 COMMAND = "python -m cir_core.reproduce"
@@ -13,7 +13,8 @@ def row_line(row: Row) -> str:
     """One line saying what a row is (besides its values)."""
     parts = [row.benchmark, row.split, row.protocol, row.preprocess if row.preprocess != "backbone" else None,
              f"subset {row.subset}" if row.subset else None,
-             row.scoring + (f" λ {row.lam:g}" if row.lam is not None else "")]
+             row.scoring + (f" λ {row.lam:g}" if row.lam is not None else " (the checkpoint's λ)" if
+                            row.scoring == "chord" else "")]
     return " · ".join(p for p in parts if p)
 
 
@@ -40,9 +41,10 @@ def cell_values(reg: Registry, row: Row) -> str:
     return ", ".join(f"{m} {v:.{d}f}" for m, v in row.values.items())
 
 
-def run_command(reg: Registry, table: str, registry_arg: str = "") -> str:
+def run_command(reg: Registry, table: str) -> str:
+    """The `run` command line of a table (with --checkpoints and --device cuda where its rows need them)."""
     ckpt = any(reg.checkpoints[r.checkpoint].kind in ("release", "recipe", "unreleased") for r in reg.table_rows(table))
-    return (f"{COMMAND} run {table}{registry_arg} --root DATA" + (" --checkpoints ckpt" if ckpt else "")
+    return (f"{COMMAND} run {table} --root DATA" + (" --checkpoints ckpt" if ckpt else "")
             + (" --device cuda" if any(reg.backbones[r.backbone].gpu for r in reg.table_rows(table)) else "")
             + " --out runs/reproduce")
 
@@ -63,7 +65,8 @@ def reproduce_md(reg: Registry, rehearsal: Registry) -> str:
         "preprocessing, scoring and λ).",
         "",
         "```bash",
-        f"{COMMAND} list [--table T] [--root DATA] [--checkpoints ckpt]     # what each row needs, and whether it is here",
+        f"{COMMAND} list [--table T] [--root DATA] [--checkpoints ckpt]     # what each row needs, "
+        "and whether it is here",
         f"{COMMAND} run TABLE [--rows ID,...] --root DATA [--checkpoints ckpt] [--device cuda] --out runs/reproduce",
         "```",
         "",
@@ -133,13 +136,10 @@ def rehearsal_md(reg: Registry) -> list[str]:
          f"(load {rec.get('load_1m', '?')}), by `{rec.get('command', '?')}`.", "",
          "```bash", f"{COMMAND} rehearse --out runs/rehearsal      # the exports below, then every rehearsal row",
          "```", "", "| dataset | exported by |", "| --- | --- |"]
-    L += [f"| `{d.key}` | `python -m cir_core.world.export {export_args(d.export)}` |" for d in reg.datasets.values()]
-    L += ["", "| row | evaluated as | checkpoint | recorded (%) | tolerance | status |", "| --- | --- | --- | --- | --- | --- |"]
+    L += [f"| `{d.key}` | `python -m cir_core.world.export {export_args(d.export, d.key)}` |"
+          for d in reg.datasets.values()]
+    L += ["", "| row | evaluated as | checkpoint | recorded (%) | tolerance | status |",
+          "| --- | --- | --- | --- | --- | --- |"]
     L += [f"| `{r.id}` | {r.method}: {row_line(r)} | `{r.checkpoint}` | {cell_values(reg, r)} | "
           f"±{reg.tolerances[r.tolerance].points:g} | {status(reg, r)} |" for r in reg.rows]
     return L
-
-
-def needs_summary(reg: Registry, row: Row) -> list[str]:
-    """The row's needs as text lines (for the JSON of `list`)."""
-    return [f"{n.what}: {n.text}" for n in needs(reg, row)]

@@ -64,7 +64,7 @@ def needs(reg: Registry, row: Row) -> list[Need]:
     """What `row` needs, each with where to get it (nothing looked up on this machine)."""
     ds, bb, ck = reg.datasets[row.data], reg.backbones[row.backbone], reg.checkpoints[row.checkpoint]
     out = [Need("data", f"data ({row.data})", f"{row.data} ({row.benchmark} {row.split}): "
-                + (f"python -m cir_core.world.export {export_args(ds.export)}" if ds.export else
+                + (f"python -m cir_core.world.export {export_args(ds.export, row.data)}" if ds.export else
                    f"get {ds.get}; layout {ds.layout}"))]
     if bb.pretrained is not None:
         out.append(Need("weights", f"weights {bb.model} {bb.pretrained}",
@@ -89,13 +89,13 @@ def needs(reg: Registry, row: Row) -> list[Need]:
     return out
 
 
-def export_args(export: dict | None) -> str:
+def export_args(export: dict | None, key: str) -> str:
     """The `python -m cir_core.world.export` arguments of a rehearsal dataset."""
     e = dict(export or {})
     args = [e.pop("format"), "--split", e.pop("split")]
     for k, v in e.items():
         args += [f"--{k.replace('_', '-')}", str(v)]
-    return " ".join(args) + " --out DATA/<dataset>"
+    return " ".join(args) + f" --out DATA/{key}"
 
 
 def check(reg: Registry, row: Row, sources: Sources) -> list[Need]:

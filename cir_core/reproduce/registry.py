@@ -354,7 +354,8 @@ def read_row(r: Reader, reg: Registry) -> Row:
                      + f", got {protocol!r}")
     pre = r.get("preprocess", str, optional=True)
     if pre is not None and (pre not in PREPROCESS or bench not in STORED):
-        raise r.fail("preprocess", f"one of {', '.join(PREPROCESS)} for {', '.join(STORED)} only, got {pre!r} for {bench}")
+        raise r.fail("preprocess", f"one of {', '.join(PREPROCESS)} for {', '.join(STORED)} only, "
+                     f"got {pre!r} for {bench}")
     scoring = r.get("scoring", str)
     if scoring not in SCORINGS:
         raise r.fail("scoring", f"must be one of {', '.join(SCORINGS)}, got {scoring!r}")

@@ -176,7 +176,11 @@ def score_rows(reg: Registry, rows: list[Row], bench: Any, data: Any, backbone: 
             results.update({r.id: RowResult(r, "skipped", f"{name}: {e}") for r in mrows})
             continue
         opts = [ScoreOpts(r.scoring, r.lam) for r in mrows]
-        scored, _ = score_method(bench, method, data, opts)
+        try:
+            scored, _ = score_method(bench, method, data, opts)
+        except CIRError as e:  # e.g. a method that needs what this benchmark cannot give it
+            results.update({r.id: RowResult(r, "skipped", f"{name}: {e}") for r in mrows})
+            continue
         for r, o, res in zip(mrows, opts, scored):
             rr = RowResult(r, "reproduced", protocol=line, backbone=backbone.id,
                            checkpoint=None if folder is None else str(folder), lam=o.lam_for(method))
