@@ -14,12 +14,14 @@ numbers appended to docs/GPU.md's "Measured" table.
    the fp32 image tower, as the evaluation runs; a fresh cache, after a warm-up batch), then
    image-only, text-only and sum composed and scored (`score_method`): images/s and queries/s.
 
-One JSON line per part on stdout; `--doc` gets one table row per part (date, commit, device).
+One JSON line per part on stdout; `--doc` gets one table row per part (date, commit, device, the
+load average when the run started and, for the embedding part, when it ended).
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 import tempfile
@@ -71,7 +73,8 @@ def embed_throughput(model: str, device: str, images: int) -> dict:
             per_method[name] = round(bench.n_queries() / (time.perf_counter() - t0), 1)
     return {"part": "embed", "model": model, "device": device, "images": n, "image_size": backbone.image_size,
             "embed_s": round(embed_s, 2), "images_per_s": round(n / embed_s, 1), "queries": bench.n_queries(),
-            "queries_per_s": per_method, "precision": "fp32 (the evaluation's path)"}
+            "queries_per_s": per_method, "precision": "fp32 (the evaluation's path)",
+            "load_1m_after": round(os.getloadavg()[0], 2)}
 
 
 def doc_rows(records: list[dict], header: dict) -> list[str]:
@@ -86,7 +89,7 @@ def doc_rows(records: list[dict], header: dict) -> list[str]:
             q = ", ".join(f"{k} {v:g}" for k, v in r["queries_per_s"].items())
             out.append(f"| {date} | {commit} | {header['device']} | embed ({r['images']} images, "
                        f"{r['image_size']} px) | {r['model']} | | | | {r['images_per_s']:g} | {q} | | "
-                       f"load {header['load']['load_1m']} |")
+                       f"{r['embed_s']:g} s, load {header['load']['load_1m']} → {r['load_1m_after']} |")
         else:
             out.append(f"| {date} | {commit} | {header['device']} | {r['trainer']} | {r['model']} | {r['batch']} | "
                        f"{r['steps_per_s']} | {r['samples_per_s']} | | | {r['peak_mem_gb'] or '—'} | "
