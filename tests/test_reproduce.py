@@ -266,3 +266,35 @@ def test_weights_are_found_in_the_hugging_face_cache(tmp_path, monkeypatch):
     (snap / "open_clip_model.safetensors").write_bytes(b"x")
     assert cached_weights("ViT-B-32", "openai") == str(snap / "open_clip_model.safetensors")
     assert weights_here(b32) and cached_weights("ViT-B-32", "no-such-tag") is None
+
+
+def test_bad_files_or_checkpoints_skip_their_rows_with_the_reason(rehearsal, tmp_path):
+    """A dataset whose files are broken, and a checkpoint of another method, skip only their rows."""
+    reg, data, cache, _ = rehearsal
+    broken = tmp_path / "circo"
+    shutil.copytree(data / "world-circo", broken)
+    (broken / "annotations" / "test.json").write_text("[{\"id\": 0}]")
+    rows = [r for r in reg.rows if r.id in ("world:sum:circo", "world:pact:cirr:chord", "world:sum:cirr")]
+    sources = Sources(data, {"world-circo": broken}, checkpoint={"shipped-pact": ROOT / "assets" / "methods" / "dice"})
+    got = {r.row.id: r for r in run_rows(reg, rows, sources, cache, None, progress=False)}
+    assert got["world:sum:circo"].status == "skipped" and "test.json entry 0: missing key" in got["world:sum:circo"].reason
+    assert got["world:pact:cirr:chord"].status == "skipped" and got["world:pact:cirr:chord"].reason.startswith("pact: ")
+    assert got["world:sum:cirr"].status == "reproduced"
+
+
+def test_record_writes_a_run_into_a_rehearsal_registry_only(rehearsal, tmp_path):
+    from cir_core.reproduce.report import build_report
+    from cir_core.reproduce.rehearsal import record
+
+    reg, _, _, results = rehearsal
+    report = build_report(reg, "all", results, "cpu")
+    report["rows"][0]["measured"]["R@1"] += 1.0  # as if this run had measured another value
+    copy = tmp_path / "rehearsal.json"
+    copy.write_text(REHEARSAL.read_text(encoding="utf-8"), encoding="utf-8")
+    assert record(copy, report) == len(reg.rows)
+    again = load_registry(copy)
+    first = again.rows[0]
+    assert first.values["R@1"] == round(results[0].measured["R@1"] + 1.0, 4)
+    assert again.recorded["commit"] == report["header"]["commit"] and again.rows[1:] == reg.rows[1:]
+    with pytest.raises(RegistryError, match="only a rehearsal registry records"):
+        record(PUBLISHED, report)

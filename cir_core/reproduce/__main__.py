@@ -52,7 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="one JSON object per row instead of text")
     p = sub.add_parser("run", help="run a table's rows and compare with the published values")
     common(p)
-    p.add_argument("table", help="a table of the registry, or all")
+    p.add_argument("table", help="a table of the registry (the first part of a row id: dice-1, pact-14, world; "
+                                  "docs/REPRODUCE.md lists them), or all")
     p.add_argument("--rows", default=None, help="comma-separated row ids or patterns (dice-1:L14:*)")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"report folder (default {DEFAULT_OUT})")
     p.add_argument("--cache-dir", type=Path, default=None, help="embedding cache (default $CIR_CACHE_DIR)")
