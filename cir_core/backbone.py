@@ -50,6 +50,30 @@ def uses_quick_gelu(model: torch.nn.Module) -> bool:
     return any(isinstance(m, QuickGELU) for m in model.modules())
 
 
+def cached_weights(model: str, pretrained: str) -> str | None:
+    """Where open_clip's weights for `model` under tag `pretrained` sit in the local cache (the
+    Hugging Face cache, or open_clip's own for a URL-only tag), without touching the network;
+    None when they are not there, or when the tag is not an open_clip tag of `model`."""
+    cfg = open_clip.pretrained.get_pretrained_cfg(model.replace("/", "-"), pretrained)
+    if not cfg:
+        return None
+    hub = cfg.get("hf_hub", "")
+    if hub:
+        from huggingface_hub import try_to_load_from_cache
+
+        repo, name = os.path.split(hub.rstrip("/")) if not hub.endswith("/") else (hub.rstrip("/"), "")
+        names = ([Path(name).with_suffix(".safetensors").name, name] if name.endswith(".bin") else [name]) if name \
+            else ["open_clip_model.safetensors", "open_clip_pytorch_model.bin"]
+        for n in names:
+            found = try_to_load_from_cache(repo, n)
+            if isinstance(found, str):
+                return found
+        return None
+    url = cfg.get("url", "")
+    path = Path("~/.cache/clip").expanduser() / os.path.basename(url) if url else None
+    return str(path) if path is not None and path.is_file() else None
+
+
 def register_project_configs() -> None:
     """Make ``model_configs/*.json`` (e.g. ``cir-tiny-vit``) known to open_clip; idempotent."""
     known = set(open_clip.list_models())
