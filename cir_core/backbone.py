@@ -20,7 +20,7 @@ from PIL import Image
 from cir_core.backbone_id import QUICKGELU, activation
 from cir_core.checkpoint import check_fit, read_state_file, shapes_of, state_dict_in, write_weights
 from cir_core.errors import BackboneError, CheckpointError
-from cir_core.fileio import atomic_write
+from cir_core.fileio import atomic_write, loads_json
 from cir_core.imageio import load_image
 from cir_core.paths import DEFAULT_BACKBONE as DEFAULT_MODEL
 from cir_core.paths import DEFAULT_BACKBONE_DIR
@@ -273,7 +273,7 @@ def load_backbone(model: str = DEFAULT_MODEL, pretrained: str | None = None, dev
                                    if folder == DEFAULT_BACKBONE_DIR else ""))
         weights = _find_local_weights(folder)
         try:
-            cfg = json.loads((folder / CONFIG_FILE).read_text())
+            cfg = loads_json((folder / CONFIG_FILE).read_text())
         except (OSError, ValueError) as exc:
             raise BackboneError(f"cannot read {folder / CONFIG_FILE}: {exc}") from None
         name, spec = str(cfg.get("model_name", folder.name)), f"local-dir:{folder}"

@@ -19,6 +19,16 @@ def sha256_file(path: str | Path) -> str:
     return digest.hexdigest()
 
 
+def loads_json(text: str | bytes) -> Any:
+    """`json.loads`, except that JSON nested past the interpreter's recursion limit raises
+    ValueError like any other malformed JSON (json's decoder recurses once per level: a 200k-deep
+    array used to escape every caller's `except ValueError` as a RecursionError)."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
+
+
 def read_table(path: Path, error: type[Exception]) -> tuple[list[tuple[int, dict[str, Any]]], list[str] | None]:
     """(rows as (line number, dict), CSV header or None for JSONL) of a JSONL or CSV file:
     JSONL if the first non-blank character is '{'. Bad JSON lines raise `error` naming the line."""
@@ -29,9 +39,9 @@ def read_table(path: Path, error: type[Exception]) -> tuple[list[tuple[int, dict
             if not line.strip():
                 continue
             try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise error(f"manifest {str(path)!r} line {n}: invalid JSON ({exc.msg})") from None
+                row = loads_json(line)
+            except ValueError as exc:
+                raise error(f"manifest {str(path)!r} line {n}: invalid JSON ({getattr(exc, 'msg', exc)})") from None
             if not isinstance(row, dict):
                 raise error(f"manifest {str(path)!r} line {n}: expected a JSON object")
             rows.append((n, row))

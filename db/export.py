@@ -24,7 +24,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from cir_core.errors import CIRError, InputError
-from cir_core.fileio import atomic_write, csv_cell, csv_uncell
+from cir_core.fileio import atomic_write, csv_cell, csv_uncell, loads_json
 from db.blind import opaque_id
 from db.models import Annotator, Judgment, Query, QuerySet, Task
 from db.results import short_read
@@ -159,7 +159,7 @@ def read_csv(path: str | Path) -> list[dict[str, Any]]:
 def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
     """Rows written by write_jsonl."""
     with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+        return [loads_json(line) for line in f if line.strip()]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -37,6 +37,7 @@ from sqlalchemy.orm import Session
 from cir_core.memo import LRU
 from db import blind
 from db.judgments import UNCHECKED, revision_of, upsert_judgment
+from db.users import name_problem
 from db.models import Annotator, Assignment, Judgment, Query, QuerySet, Task, utcnow
 
 CLAIM_TTL = timedelta(hours=2)
@@ -86,6 +87,9 @@ def _check_name(name: Any) -> str:
         raise PermissionError("sign in first: annotation needs a signed-in user")
     if len(name) > MAX_NAME:
         raise ValueError(f"user name longer than {MAX_NAME} characters")
+    problem = name_problem(name)
+    if problem:
+        raise PermissionError(problem)
     return name
 
 

@@ -19,7 +19,7 @@ from sqlalchemy import func, select
 from db import queue
 from db.faults import DBFault, fault_kind, is_fault
 from db.judgments import UNCHECKED
-from db.migrate import init_db
+from db.migrate import init_db, removed_if_left_empty
 from db.sqlite import describe, is_url, open_db, read_session_factory, session_factory
 from db.models import Assignment, GoldFeedback, Judgment, QuerySet
 
@@ -80,7 +80,8 @@ class AnnotationService:
             if self.path.parent and not self.path.parent.exists():
                 raise FileNotFoundError(f"annotation DB folder {self.path.parent} does not exist")
         self.engine = open_db(self.path, synchronous=synchronous)
-        init_db(self.engine)
+        with removed_if_left_empty(self.engine):
+            init_db(self.engine)
         self.Session = session_factory(self.engine)
         self.ReadSession = read_session_factory(self.engine)
         self._pool_lock = threading.Lock()

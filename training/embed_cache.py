@@ -45,6 +45,7 @@ from cir_core.world.films.stream import FILM_SHARE, TRAIN_TYPES, query_keys, que
 from cir_core.world.render import RENDER_VERSION
 
 from .registry import Trainer, register_trainer
+from cir_core.fileio import loads_json
 
 FORMAT_VERSION = 2  # 2: the stream interleaves film queries (issue 25)
 # Not a trainer but a build step: the frozen embeddings DiCE, PACE and PACT's targets train on.
@@ -79,7 +80,7 @@ class TrainEmbeddings:
 
     def __init__(self, folder: Path):
         self.folder = Path(folder)
-        self.meta = json.loads((self.folder / "meta.json").read_text())
+        self.meta = loads_json((self.folder / "meta.json").read_text())
         a = {k: np.load(self.folder / f"{k}.npy") for k in ARRAYS}
         self.ref_img, self.tgt_img, self.texts = a["ref_img"], a["tgt_img"], a["texts"]
         self.ref_caption, self.edit, self.target_caption = a["ref_caption"], a["edit"], a["target_caption"]

@@ -27,6 +27,7 @@ from cir_core.checkpoint import check_fit, read_weights, shapes_of, write_weight
 from cir_core.config import DictConfig, git_commit
 from cir_core.errors import InputError
 from cir_core.progress import bar as progress_bar
+from cir_core.fileio import loads_json
 
 
 C = TypeVar("C", bound="LoopConfig")
@@ -124,7 +125,7 @@ def _save(out: Path, task: TrainTask, opt: torch.optim.Optimizer, step: int, cfg
 
 def _saved_state(out: Path) -> dict | None:
     path = Path(out) / "last" / "state.json"
-    return json.loads(path.read_text()) if path.is_file() else None
+    return loads_json(path.read_text()) if path.is_file() else None
 
 
 def saved_step(out: Path) -> int:
@@ -256,7 +257,7 @@ def config_from_args(defaults: C, config_file: str | None, overrides: list[str])
         path = Path(config_file)
         if not path.is_file():
             raise InputError(f"config file not found: {config_file}")
-        data.update(json.loads(path.read_text()))
+        data.update(loads_json(path.read_text()))
     for ov in overrides:
         key, sep, val = ov.partition("=")
         if not sep:
@@ -267,6 +268,6 @@ def config_from_args(defaults: C, config_file: str | None, overrides: list[str])
 
 def _parse(s: str) -> Any:
     try:
-        return json.loads(s)
+        return loads_json(s)
     except ValueError:
         return s

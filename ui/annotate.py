@@ -234,18 +234,38 @@ class AnnotateTab:
     load: Any  # (request, profile) -> values for load_outputs
 
 
-class ServiceHolder:
-    """The annotation DB, opened on first use (a bad --db path is reported in the tab, not a crash)."""
+class DBUnavailable(RuntimeError):
+    """The annotation DB could not be opened (damaged, empty, unreachable, of a newer version)."""
 
-    def __init__(self, path: str, service: AnnotationService | None = None):
-        self.path, self.service = path, service
+
+class ServiceHolder:
+    """The annotation DB, opened on first use (a bad --db path is reported in the tab, not a crash).
+
+    A failure to open is remembered for `retry_s`: every click used to reopen the file and run
+    the migration again, and answer "Something went wrong... press N" (issue 42). Now each click
+    says what is wrong until the next attempt."""
+
+    def __init__(self, path: str, service: AnnotationService | None = None, retry_s: float = 60.0):
+        self.path, self.service, self.retry_s = path, service, retry_s
         self._lock = threading.Lock()
+        self._failed: tuple[float, str] | None = None
 
     def get(self) -> AnnotationService:
         # The Annotate and Results tabs load together: one of them opens (and migrates) the DB.
         with self._lock:
             if self.service is None:
-                self.service = AnnotationService(self.path)
+                if self._failed is not None and time.monotonic() - self._failed[0] < self.retry_s:
+                    raise DBUnavailable(self._failed[1])
+                try:
+                    self.service = AnnotationService(self.path)
+                except Exception as exc:
+                    why = describe_fault(fault_kind(exc), writing=False) if is_fault(exc) else str(exc)
+                    msg = (f"The annotation database cannot be opened: {why.rstrip('.')}. Nothing can be saved until "
+                           "it is fixed: tell the organiser.")
+                    log.error("annotation DB %s cannot be opened: %s", self.path, exc)
+                    self._failed = (time.monotonic(), msg)
+                    raise DBUnavailable(msg) from exc
+                self._failed = None
             return self.service
 
 
@@ -323,7 +343,7 @@ def guard(fn: Any, render: Any, n_out: int) -> Any:
     def run(*args):
         try:
             return render(fn(*args))
-        except (PermissionError, LookupError, ValueError) as exc:
+        except (PermissionError, LookupError, ValueError, DBUnavailable) as exc:
             msg = str(exc)
         except DBFault as exc:
             msg = exc.message()

@@ -24,7 +24,7 @@ import gradio as gr
 from db.export import OWN_FIELDS, own_rows, write_csv, write_jsonl
 from db.report import compute_report, report_figure
 
-from .annotate import NO_SIGN_IN, ServiceHolder, user_of
+from .annotate import NO_SIGN_IN, DBUnavailable, ServiceHolder, user_of
 from .common import EngineHolder, int_in, md_text, warn
 from .tempfiles import TEMP
 
@@ -204,7 +204,7 @@ def build(services: ServiceHolder, holder: EngineHolder | None = None, own_only:
         try:
             v = results_view(services, user_of(request, profile), name if isinstance(name, str) else None,
                              int_in(kk, 0, 0, 10_000), own_only=own_only)
-        except (ValueError, LookupError, PermissionError) as exc:  # a bad k: a message
+        except (ValueError, LookupError, PermissionError, DBUnavailable) as exc:  # a bad k, a DB that cannot open
             msg = str(exc)
         except Exception:
             log.exception("Results failed")

@@ -32,7 +32,7 @@ import numpy as np
 from cir_core.backbone_id import is_world_backbone
 from cir_core.config import DictConfig
 from cir_core.errors import InputError
-from cir_core.fileio import atomic_write
+from cir_core.fileio import atomic_write, loads_json
 from cir_core.paths import ASSETS_DIR, cache_dir
 
 from .base import Method, register_method
@@ -77,7 +77,7 @@ def world_bank(n: int) -> list[str]:
     key = hashlib.sha256(json.dumps([n, head]).encode()).hexdigest()[:16]
     path = cache_dir() / "cirevl" / f"world-bank-{key}.json"
     if path.exists():
-        return json.loads(path.read_text(encoding="utf-8"))
+        return loads_json(path.read_text(encoding="utf-8"))
     texts = list(dict.fromkeys(q.ref_caption for q in islice(query_stream(0), n)))
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, lambda f: json.dump(texts, f), binary=False)
@@ -138,7 +138,7 @@ def val_lambda(method: "CIReVL", path: Path = LAMBDA_FILE) -> tuple[float, str]:
     backbone and configuration, else the default (and a note saying why)."""
     if not path.is_file():
         return method.chord_lambda, f"no val-chosen λ ({path} missing): default {method.chord_lambda}"
-    rec = json.loads(path.read_text(encoding="utf-8"))
+    rec = loads_json(path.read_text(encoding="utf-8"))
     if rec.get("backbone") != method.backbone.id or rec.get("config") != method.config_key():
         return method.chord_lambda, (f"{path} was chosen for {rec.get('backbone')} with another configuration "
                                      f"or backbone: default λ {method.chord_lambda}")

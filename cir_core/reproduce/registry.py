@@ -13,7 +13,6 @@ the paper's line it was read from, and its values are checked against that line 
 """
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import dataclass, field, replace
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from cir_core.errors import InputError
+from cir_core.fileio import loads_json
 
 HERE = Path(__file__).resolve().parent
 PUBLISHED = HERE / "published.json"
@@ -214,7 +214,7 @@ def load_registry(path: str | Path = PUBLISHED) -> Registry:
     if not path.is_file():
         raise RegistryError(f"{path}: registry file not found")
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        raw = loads_json(path.read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError) as e:
         raise RegistryError(f"{path}: not valid JSON ({e})") from None
     top = Reader(raw, str(path))

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from .registry import Registry, RegistryError
+from cir_core.fileio import loads_json
 
 
 def export_datasets(reg: Registry, root: Path, progress: bool = False) -> dict[str, Path]:
@@ -38,7 +39,7 @@ def record(path: Path, report: dict[str, Any]) -> int:
     if reg.kind != "rehearsal":
         raise RegistryError(f"{path.name}: kind {reg.kind!r}: only a rehearsal registry records measured values")
     measured = {r["id"]: r for r in report["rows"]}
-    raw = json.loads(path.read_text(encoding="utf-8"))
+    raw = loads_json(path.read_text(encoding="utf-8"))
     n = 0
     for row in raw["rows"]:
         got = measured.get(row["id"])
