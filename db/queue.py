@@ -226,37 +226,41 @@ def open_tasks(session: Session, annotator: Annotator, qs: QuerySet, mine: OwnQu
     change it).
 
     Plain tasks come in the annotator's own order while fewer than `overlap` others hold them.
-    Gold pairs sit in their query's block like the others, but a query gives this annotator
-    about the set's gold-to-plain ratio times the plain pairs they get of it (randomly rounded,
-    keyed): so gold pairs are about the set's share of every queue, at random places, and a
-    query whose plain pairs all went to others gives no gold at all — a late arrival used to be
-    given the gold pairs alone, which told them which pairs those were (issue 42). A set of gold
-    pairs only has nothing to hide them among: they all come, in order."""
+    Gold pairs sit in their query's block like the others, in the share the query has of them:
+    an annotator who gets n of a query's P plain pairs gets about n/P of its G gold pairs
+    (randomly rounded, keyed), all of them when they get every plain pair, none when they get
+    none — a late arrival used to be given the gold pairs alone, which told them which pairs
+    those were (issue 42). Which of a query's gold pairs: those the fewest others hold (then a
+    keyed draw), so every gold pair is judged. A set of gold pairs only has nothing to hide them
+    among: they all come, in order."""
     rows, gold = SET_CACHE.tasks(session, qs)
     held = {t for _, t in mine.queue}
     order = SET_CACHE.order(session, annotator, qs)
-    n_gold = len(gold)
-    if n_gold == len(rows):
+    if len(gold) == len(rows):
         return [t for t in order if t not in held]
     taken = _taken_by_others(session, qs, annotator.id)
     free = [t for t in order if t not in held and (t in gold or taken.get(t, 0) < qs.overlap)]
-    if not n_gold:
+    if not gold:
         return free
-    ratio = n_gold / (len(rows) - n_gold)
     picks = SET_CACHE.gold_picks(session, annotator, qs)
     query_of = {t: q for t, q, _, _ in rows}
-    plain_of: dict[int, int] = {}  # query -> plain pairs this annotator holds or can get
+    plain_all: dict[int, int] = {}  # query -> its plain pairs
+    plain_mine: dict[int, int] = {}  # query -> plain pairs this annotator holds or can get
     golds_of: dict[int, list[int]] = {}
     for t in order:
         q = query_of[t]
         if t in gold:
             golds_of.setdefault(q, []).append(t)
-        elif t in held or taken.get(t, 0) < qs.overlap:
-            plain_of[q] = plain_of.get(q, 0) + 1
+            continue
+        plain_all[q] = plain_all.get(q, 0) + 1
+        if t in held or taken.get(t, 0) < qs.overlap:
+            plain_mine[q] = plain_mine.get(q, 0) + 1
     allowed: set[int] = set()
     for q, golds in golds_of.items():
-        k = math.floor(plain_of.get(q, 0) * ratio + picks[-q])
-        allowed.update(sorted(golds, key=picks.__getitem__)[:k])
+        if not plain_all.get(q):
+            continue  # a query of gold pairs only: pooling keeps a plain pair in every query
+        k = math.floor(plain_mine.get(q, 0) * len(golds) / plain_all[q] + picks[-q])
+        allowed.update(sorted(golds, key=lambda t: (t not in held, taken.get(t, 0), picks[t]))[:k])
     return [t for t in free if t not in gold or t in allowed]
 
 
