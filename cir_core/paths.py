@@ -6,7 +6,9 @@ import os
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-ASSETS_DIR = REPO_ROOT / "assets"
+# A checkout keeps the shipped world in its top-level assets/; `pip install` puts it inside the
+# package (setup.py maps it to cir_core/assets).
+ASSETS_DIR = REPO_ROOT / "assets" if (REPO_ROOT / "assets").is_dir() else Path(__file__).resolve().parent / "assets"
 DEFAULT_BACKBONE_DIR = ASSETS_DIR / "backbone" / "cir-tiny-vit"
 DEFAULT_BACKBONE = f"local-dir:{DEFAULT_BACKBONE_DIR}"
 DEFAULT_CHECKPOINTS = ASSETS_DIR / "methods"  # one <method>/ folder per shipped method
