@@ -108,21 +108,16 @@ POS = re.compile(r"pair #(\d+)")
 # The saved answer as the status says it, in the buttons' words ("your answer: **Can't tell ·
 # Not satisfied**", ui.annotate.answer_words), read back into codes ("cant_tell / no").
 ANSWER = re.compile(r"your answer: \*\*(skipped|[^*·]+ · [^*·]+)\*\*")
-def _words() -> dict[str, str]:
-    from ui.annotate import EDIT as EDIT_BUTTONS, IDENTITY as IDENTITY_BUTTONS  # the buttons' own words
-
-    return {label: code for choices in (IDENTITY_BUTTONS, EDIT_BUTTONS) for code, label, _ in choices}
-
-
-WORDS = _words()
 
 
 def answer_codes(words: str) -> str:
     """'skipped', or 'identity / edit' codes of a status's saved answer."""
     if words == "skipped":
         return words
+    from db.questions import value_of  # the buttons' own words, declared once
+
     ident, edit = (w.strip() for w in words.split("·"))
-    return f"{WORDS.get(ident, ident)} / {WORDS.get(edit, edit)}"
+    return f"{value_of(ident) or ident} / {value_of(edit) or edit}"
 
 
 def _status(out: Any) -> str:

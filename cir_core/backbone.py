@@ -27,6 +27,7 @@ from cir_core.paths import DEFAULT_BACKBONE_DIR
 from cir_core.progress import bar as progress_bar
 from cir_core.spaces_compat import gpu
 from cir_core.text_tower import encode_tokens
+from . import env
 
 TINY_MODEL = "cir-tiny-vit"
 CONFIG_DIR = Path(__file__).resolve().parent / "model_configs"
@@ -113,7 +114,7 @@ def load_weights_into(model: torch.nn.Module, path: Path, name: str) -> None:
 
 def _offline_hint(what: str, exc: Exception) -> BackboneError:
     from huggingface_hub import constants
-    if constants.HF_HUB_OFFLINE or os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes"):
+    if constants.HF_HUB_OFFLINE or (env.read("HF_HUB_OFFLINE") or "").lower() in ("1", "true", "yes"):
         why = "they are not in the local cache and HF_HUB_OFFLINE is set"
     else:
         why = f"they are not in the local cache and could not be downloaded (network unavailable?): {exc}"

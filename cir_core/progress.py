@@ -11,9 +11,9 @@ Jupyter's widget bars (tqdm.auto) are left as they are.
 """
 from __future__ import annotations
 
-import os
 import sys
 from typing import Any, Iterable, TextIO
+from . import env
 
 DEFAULT_INTERVAL_S = 30.0
 
@@ -21,7 +21,7 @@ DEFAULT_INTERVAL_S = 30.0
 def interval_s() -> float:
     """Seconds between two lines of a bar in a log: `CIR_PROGRESS_INTERVAL`, else 30."""
     try:
-        value = float(os.environ.get("CIR_PROGRESS_INTERVAL", DEFAULT_INTERVAL_S))
+        value = float(env.read("CIR_PROGRESS_INTERVAL") or DEFAULT_INTERVAL_S)
     except ValueError:
         return DEFAULT_INTERVAL_S
     return value if value >= 0 else DEFAULT_INTERVAL_S

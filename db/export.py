@@ -14,7 +14,6 @@ import csv
 import hashlib
 import hmac
 import json
-import os
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -28,6 +27,7 @@ from cir_core.fileio import atomic_write, csv_cell, csv_uncell, loads_json
 from db.blind import opaque_id
 from db.models import Annotator, Judgment, Query, QuerySet, Task
 from db.results import short_read
+from cir_core import env
 
 FIELDS: tuple[str, ...] = (
     "query_set", "query_external_id", "item_id", "task_id", "annotator", "status", "identity",
@@ -176,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"no such database file: {args.db}")
     salt = None
     if args.pseudonymise:
-        salt = args.salt or os.environ.get(SALT_ENV)
+        salt = args.salt or env.read(SALT_ENV)
         if not salt:
             p.error(f"--pseudonymise needs --salt SECRET (or ${SALT_ENV})")
     elif args.salt:

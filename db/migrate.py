@@ -32,6 +32,7 @@ from sqlalchemy.exc import DatabaseError
 from cir_core.errors import CIRError
 from db.sqlite import describe, is_url, open_db
 from db.models import Base
+from cir_core import env
 
 log = logging.getLogger(__name__)
 
@@ -231,7 +232,7 @@ def head() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m db.migrate", description=__doc__.splitlines()[0])
-    ap.add_argument("--db", default=os.environ.get("CIR_DB", "annotations.sqlite"),
+    ap.add_argument("--db", default=env.read("CIR_DB", "annotations.sqlite"),
                     help="SQLite file or SQLAlchemy URL (default: $CIR_DB or annotations.sqlite)")
     sub = ap.add_subparsers(dest="cmd", required=True)
     up = sub.add_parser("upgrade", help="create or migrate the DB (default: to head)")

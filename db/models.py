@@ -24,8 +24,10 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-IDENTITY_VALUES: tuple[str, ...] = ("yes", "no", "cant_tell")
-EDIT_VALUES: tuple[str, ...] = ("yes", "partial", "no")
+from db import questions
+
+IDENTITY_VALUES: tuple[str, ...] = questions.IDENTITY.values  # ("yes", "no", "cant_tell")
+EDIT_VALUES: tuple[str, ...] = questions.EDIT.values  # ("yes", "partial", "no")
 STATUS_VALUES: tuple[str, ...] = ("answered", "skipped")
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import random
 import time
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from cir_core.config import DictConfig, git_commit
 from cir_core.errors import InputError
 from cir_core.progress import bar as progress_bar
 from cir_core.fileio import loads_json
+from cir_core import env
 
 
 C = TypeVar("C", bound="LoopConfig")
@@ -78,11 +78,11 @@ def seed_everything(seed: int) -> None:
 
 def _dist() -> tuple[int, int, int]:
     """(rank, world size, local rank) under torchrun; (0, 1, 0) otherwise."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
+    world = int(env.read("WORLD_SIZE", "1"))
     if world > 1 and not torch.distributed.is_initialized():
         backend = "nccl" if torch.cuda.is_available() else "gloo"
         torch.distributed.init_process_group(backend)
-    return int(os.environ.get("RANK", "0")), world, int(os.environ.get("LOCAL_RANK", "0"))
+    return int(env.read("RANK", "0")), world, int(env.read("LOCAL_RANK", "0"))
 
 
 def lr_factor(step: int, cfg: LoopConfig) -> float:

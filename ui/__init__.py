@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from .common import CSS, EngineHolder, md_text, theme, warn
 from .settings import AppConfig
+from cir_core import env
 
 if TYPE_CHECKING:
     from cir_core.engine import Engine
@@ -55,7 +56,7 @@ def use_own_gradio_dir() -> None:
     from .tempfiles import TEMP
 
     global _OWN_GRADIO_DIR
-    current = os.environ.get("GRADIO_TEMP_DIR")
+    current = env.read("GRADIO_TEMP_DIR")
     if not current or current == _OWN_GRADIO_DIR:
         _OWN_GRADIO_DIR = os.environ["GRADIO_TEMP_DIR"] = str(TEMP.gradio_dir())
 

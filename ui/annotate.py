@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import gradio as gr
 
+from db import questions
 from db.faults import DBFault, fault_kind, is_fault
 from db.faults import describe as describe_fault
 from db.service import SKIP_REASONS, AnnotationService, QueueState
@@ -33,15 +33,16 @@ from db.service import SKIP_REASONS, AnnotationService, QueueState
 from .annotate_help import GUIDELINES, guideline_examples
 from .annotate_images import IMAGE, IMAGES, ItemImages, pair_html  # noqa: F401 (the tab's pictures)
 from .common import EngineHolder, choice_in, dict_in, md_text, text_in, warn
+from cir_core import env
 
 log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from cir_core.engine import Engine
 
-IDENTITY = (("yes", "Same character", "1"), ("no", "Different character", "2"),
-            ("cant_tell", "Can't tell", "3"))
-EDIT = (("yes", "Edit satisfied", "Q"), ("partial", "Partly", "W"), ("no", "Not satisfied", "E"))
+# (value, the button's words, hotkey) of each question's choices, declared in db/questions.py
+IDENTITY = tuple((c.value, c.label, c.key) for c in questions.IDENTITY.choices)
+EDIT = tuple((c.value, c.label, c.key) for c in questions.EDIT.choices)
 ANNOTATE_CONCURRENCY = 16  # Annotate/Results-load events run at once (one shared Gradio queue slot set)
 MAX_COMMENT = 2000
 NO_SIGN_IN = ("**Sign in to annotate.** Annotation is attributed to a person: run the app with "
@@ -50,7 +51,7 @@ NO_SIGN_IN = ("**Sign in to annotate.** Annotation is attributed to a person: ru
 
 def auth_mode() -> str:
     """'hf' on a Space with OAuth configured, else 'password' (Gradio auth, when set at launch)."""
-    return "hf" if os.environ.get("SPACE_ID") and os.environ.get("OAUTH_CLIENT_ID") else "password"
+    return "hf" if env.read("SPACE_ID") and env.read("OAUTH_CLIENT_ID") else "password"
 
 
 def user_of(request: Any, profile: Any = None) -> str | None:

@@ -26,6 +26,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from cir_core import env
 
 log = logging.getLogger(__name__)
 
@@ -151,7 +152,7 @@ class TempDirs:
             shutil.rmtree(root, ignore_errors=True)
 
 
-TEMP = TempDirs(ttl_s=float(os.environ.get("CIR_TEMP_TTL_S", TTL_S)))
+TEMP = TempDirs(ttl_s=float(env.read("CIR_TEMP_TTL_S") or TTL_S))
 atexit.register(TEMP.close)
 
 

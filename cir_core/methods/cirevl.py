@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import dataclass, fields
 from itertools import islice
 from pathlib import Path
@@ -37,6 +36,7 @@ from cir_core.paths import ASSETS_DIR, cache_dir
 
 from .base import Method, register_method
 from .refs import RefInput, Refs
+from .. import env as environment
 
 CAPTIONERS = ("bank", "given", "endpoint")
 LAMBDA_FILE = ASSETS_DIR / "cirevl-lambda.json"  # training/cirevl_lambda.py writes it (not a method folder: no weights)
@@ -58,10 +58,9 @@ class CIReVLConfig(DictConfig):
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> "CIReVLConfig":
-        env = os.environ if env is None else env
         out = {}
         for f in fields(cls):
-            v = env.get(f"CIR_CIREVL_{f.name.upper()}")
+            v = environment.read(f"CIR_CIREVL_{f.name.upper()}", env=env)
             if v is not None:
                 out[f.name] = int(v) if isinstance(f.default, int) else v
         return cls.from_dict(out)
@@ -185,7 +184,7 @@ class CIReVL(Method):
     def _client(self, model: str) -> Any:
         from .cirevl_llm import ChatClient
 
-        return ChatClient(self.arch.endpoint, model, os.environ.get(self.arch.api_key_var))
+        return ChatClient(self.arch.endpoint, model, environment.secret(self.arch.api_key_var))
 
     def _rewriter(self, kind: str) -> Any:
         if kind == "rules":

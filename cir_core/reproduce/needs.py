@@ -9,13 +9,13 @@ gets its submission file written; a CPU run is slow, not wrong).
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from cir_core.paths import REPO_ROOT
 
 from .registry import Backbone, Checkpoint, Registry, Row
+from cir_core import env
 
 
 @dataclass(frozen=True)
@@ -116,7 +116,7 @@ def check(reg: Registry, row: Row, sources: Sources) -> list[Need]:
             n = replace(n, ok=ok, text=n.text if ok else f"no checkpoint folder "
                         f"{d if d else '(give --checkpoints DIR or --checkpoint ' + ck.key + '=DIR)'}; " + n.text)
         elif n.what == "llm":
-            n = replace(n, ok=bool(os.environ.get("CIR_CIREVL_ENDPOINT")))
+            n = replace(n, ok=bool(env.read("CIR_CIREVL_ENDPOINT")))
         elif n.what == "gpu":
             n = replace(n, ok=sources.device.startswith("cuda"))
         out.append(n)

@@ -21,6 +21,7 @@ from typing import Any
 
 from cir_core.errors import CIRError
 from cir_core.fileio import atomic_write, fsync_path, loads_json, sha256_file
+from cir_core import env
 
 # Lexicographic order == time order, which pruning relies on; microseconds keep two snapshots in
 # one second (a scheduled one, then the final one at shutdown) from colliding.
@@ -156,7 +157,7 @@ def snapshot(db_path: str | Path, out_dir: str | Path) -> Snapshot:
             "row_counts": counts,
             "alembic_version": version,
             "source_host": socket.gethostname(),
-            "source_space": os.environ.get("SPACE_ID"),
+            "source_space": env.read("SPACE_ID"),
             "source_db": db_path.name,
             "sqlite_version": sqlite3.sqlite_version,
         }
