@@ -26,7 +26,7 @@ from cir_core.checkpoint import check_fit, read_weights, shapes_of, write_weight
 from cir_core.config import DictConfig, git_commit
 from cir_core.errors import InputError
 from cir_core.progress import bar as progress_bar
-from cir_core.fileio import loads_json
+from cir_core.fileio import atomic_folder, folder_or_aside, loads_json
 from cir_core import env
 
 
@@ -106,26 +106,31 @@ def run_clock(clock: dict, cfg: LoopConfig) -> dict:
 
 def _save(out: Path, task: TrainTask, opt: torch.optim.Optimizer, step: int, cfg: LoopConfig,
           history: list, clock: dict | None = None) -> None:
-    tmp = out / "last.tmp"
-    tmp.mkdir(parents=True, exist_ok=True)
     state = {k: v.detach().clone() for k, v in task.model.state_dict().items()}
-    write_weights(tmp / "model.safetensors", state)
-    torch.save(opt.state_dict(), tmp / "optimizer.pt")
-    torch.save({"torch_rng": torch.get_rng_state()}, tmp / "rng.pt")
-    (tmp / "state.json").write_text(json.dumps(
-        {"step": step, "config": cfg.to_dict(), "history": history, "clock": clock or {},
-         "git_commit": git_commit()}, indent=1))
-    last = out / "last"
-    if last.exists():
-        for f in last.iterdir():
-            f.unlink()
-        last.rmdir()
-    tmp.rename(last)  # a kill mid-save leaves the previous checkpoint intact
+
+    def write(folder: Path) -> None:
+        write_weights(folder / "model.safetensors", state)
+        torch.save(opt.state_dict(), folder / "optimizer.pt")
+        torch.save({"torch_rng": torch.get_rng_state()}, folder / "rng.pt")
+        (folder / "state.json").write_text(json.dumps(
+            {"step": step, "config": cfg.to_dict(), "history": history, "clock": clock or {},
+             "git_commit": git_commit()}, indent=1))
+
+    # One step from the old checkpoint to the new: a kill at any instant leaves one whole (the old
+    # code removed `last` before renaming the new one in, and a kill between left none).
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_folder(out / "last", write)
+
+
+def _last(out: Path) -> Path | None:
+    """The resumable checkpoint's folder (`last`, or the one a crash left set aside mid-swap)."""
+    return folder_or_aside(Path(out) / "last")
 
 
 def _saved_state(out: Path) -> dict | None:
-    path = Path(out) / "last" / "state.json"
-    return loads_json(path.read_text()) if path.is_file() else None
+    last = _last(out)
+    path = last / "state.json" if last is not None else None
+    return loads_json(path.read_text()) if path is not None and path.is_file() else None
 
 
 def saved_step(out: Path) -> int:
@@ -135,8 +140,8 @@ def saved_step(out: Path) -> int:
 
 
 def _resume(out: Path, task: TrainTask, opt: torch.optim.Optimizer) -> tuple[int, list, dict]:
-    last, state = out / "last", _saved_state(out)
-    if state is None:
+    last, state = _last(out), _saved_state(out)
+    if state is None or last is None:
         return 0, [], {}
     path = last / "model.safetensors"
     expected = shapes_of(task.model.state_dict())  # another architecture in the same out_dir: refused
