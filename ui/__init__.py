@@ -141,7 +141,7 @@ def launch_kwargs(cfg: AppConfig | None = None) -> dict:
     ui/signin.py) with the middleware that tells it the client's address. Also makes SIGTERM a
     clean exit, so the temporary folders are removed when the process is stopped, and sets whose
     X-Forwarded-For is believed (`--trusted-proxies`; nobody's by default)."""
-    from .annotate_help import HOTKEY_JS
+    from .annotate_help import HOTKEY_JS, KEY_HINT_CSS
     from .preview import PREVIEW_KEYS_JS
     from .settings import parse_proxies
     from .signin import trust_proxies
@@ -152,7 +152,7 @@ def launch_kwargs(cfg: AppConfig | None = None) -> dict:
     from .compare import compare_concurrency
 
     trust_proxies(parse_proxies(cfg.trusted_proxies))
-    kw = {"server_name": cfg.host, "server_port": cfg.port, "theme": theme(), "css": CSS,
+    kw = {"server_name": cfg.host, "server_port": cfg.port, "theme": theme(), "css": CSS + KEY_HINT_CSS,
           "max_file_size": MAX_UPLOAD, "footer_links": ["api", "settings"],
           "head": HOTKEY_JS + PREVIEW_KEYS_JS,
           # Gradio's 40 worker threads by default: the Compare events it lets through at once
