@@ -105,7 +105,19 @@ async def event_indices(url: str, user: tuple[str, str] | None = None) -> dict[s
 # -- one annotator ----------------------------------------------------------------------------------
 
 POS = re.compile(r"pair #(\d+)")
-ANSWER = re.compile(r"your answer: (skipped|[a-z_]+ / [a-z_]+)")
+# The saved answer as the status says it, in the buttons' words ("your answer: **Can't tell ·
+# Not satisfied**", ui.annotate.answer_words), read back into codes ("cant_tell / no").
+ANSWER = re.compile(r"your answer: \*\*(skipped|[^*·]+ · [^*·]+)\*\*")
+
+
+def answer_codes(words: str) -> str:
+    """'skipped', or 'identity / edit' codes of a status's saved answer."""
+    if words == "skipped":
+        return words
+    from db.questions import value_of  # the buttons' own words, declared once
+
+    ident, edit = (w.strip() for w in words.split("·"))
+    return f"{value_of(ident) or ident} / {value_of(edit) or edit}"
 
 
 def _status(out: Any) -> str:
@@ -150,7 +162,7 @@ class Annotator:
         m = POS.search(st)
         self.pos = int(m.group(1)) if m else None
         a = ANSWER.search(st)
-        self.shown_answer = a.group(1) if a else None
+        self.shown_answer = answer_codes(a.group(1)) if a else None
         if "Nothing left" in st:
             self.pos = None
 

@@ -1,7 +1,13 @@
 """cir_core: the composed image retrieval library behind the workbench.
 
 Backbone loading and encoding, the generated world with ground truth, galleries and FAISS
-indexes, the method registry, scoring (cosine / Chord), metrics and evaluation.
+indexes, the method registry, scoring (cosine / Chord), metrics and evaluation. The curated API
+(docs/API.md) is this package's top level; it is loaded on first use, so `import cir_core` stays
+cheap (no torch) and the settings below are in place before torch, faiss or numpy load:
+
+    import cir_core
+    engine = cir_core.load_engine()
+    result = engine.compare(engine.reference("test/000000"), "Make the square blue.", k=5)
 """
 import os as _os
 
@@ -17,3 +23,42 @@ _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 _os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 
 __version__ = "0.1.0"
+
+# name -> (module, attribute): the front door, imported when first asked for (PEP 562).
+_API = {
+    "load_engine": ("cir_core.api", "load_engine"),
+    "open_gallery": ("cir_core.api", "open_gallery"),
+    "evaluate": ("cir_core.api", "evaluate"),
+    "EngineConfig": ("cir_core.settings", "EngineConfig"),
+    "Engine": ("cir_core.engine", "Engine"),
+    "CompareResult": ("cir_core.engine.results", "CompareResult"),
+    "Reference": ("cir_core.engine.results", "Reference"),
+    "Gallery": ("cir_core.gallery", "Gallery"),
+    "load_backbone": ("cir_core.backbone", "load_backbone"),
+    "Encoder": ("cir_core.encoder", "Encoder"),
+    "list_methods": ("cir_core.methods", "list_methods"),
+    "create_method": ("cir_core.methods", "create_method"),
+    "method_label": ("cir_core.methods", "method_label"),
+    "register_method": ("cir_core.methods", "register_method"),
+    "Method": ("cir_core.methods", "Method"),
+    "list_benchmarks": ("cir_core.benchmarks", "list_benchmarks"),
+    "load_benchmark": ("cir_core.benchmarks", "load_benchmark"),
+    "ScoreOpts": ("cir_core.search.scoring", "ScoreOpts"),
+    "CIRError": ("cir_core.errors", "CIRError"),
+}
+__all__ = ["__version__", *_API]
+
+
+def __getattr__(name: str):  # noqa: ANN202 (PEP 562)
+    if name not in _API:
+        raise AttributeError(f"module 'cir_core' has no attribute {name!r}")
+    import importlib
+
+    module, attr = _API[name]
+    value = getattr(importlib.import_module(module), attr)
+    globals()[name] = value  # asked once
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_API))

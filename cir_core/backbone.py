@@ -20,13 +20,14 @@ from PIL import Image
 from cir_core.backbone_id import QUICKGELU, activation
 from cir_core.checkpoint import check_fit, read_state_file, shapes_of, state_dict_in, write_weights
 from cir_core.errors import BackboneError, CheckpointError
-from cir_core.fileio import atomic_write
+from cir_core.fileio import atomic_write, loads_json
 from cir_core.imageio import load_image
 from cir_core.paths import DEFAULT_BACKBONE as DEFAULT_MODEL
 from cir_core.paths import DEFAULT_BACKBONE_DIR
 from cir_core.progress import bar as progress_bar
 from cir_core.spaces_compat import gpu
 from cir_core.text_tower import encode_tokens
+from . import env
 
 TINY_MODEL = "cir-tiny-vit"
 CONFIG_DIR = Path(__file__).resolve().parent / "model_configs"
@@ -48,6 +49,30 @@ def uses_quick_gelu(model: torch.nn.Module) -> bool:
     from open_clip.transformer import QuickGELU
 
     return any(isinstance(m, QuickGELU) for m in model.modules())
+
+
+def cached_weights(model: str, pretrained: str) -> str | None:
+    """Where open_clip's weights for `model` under tag `pretrained` sit in the local cache (the
+    Hugging Face cache, or open_clip's own for a URL-only tag), without touching the network;
+    None when they are not there, or when the tag is not an open_clip tag of `model`."""
+    cfg = open_clip.pretrained.get_pretrained_cfg(model.replace("/", "-"), pretrained)
+    if not cfg:
+        return None
+    hub = cfg.get("hf_hub", "")
+    if hub:
+        from huggingface_hub import try_to_load_from_cache
+
+        repo, name = os.path.split(hub.rstrip("/")) if not hub.endswith("/") else (hub.rstrip("/"), "")
+        names = ([Path(name).with_suffix(".safetensors").name, name] if name.endswith(".bin") else [name]) if name \
+            else ["open_clip_model.safetensors", "open_clip_pytorch_model.bin"]
+        for n in names:
+            found = try_to_load_from_cache(repo, n)
+            if isinstance(found, str):
+                return found
+        return None
+    url = cfg.get("url", "")
+    path = Path("~/.cache/clip").expanduser() / os.path.basename(url) if url else None
+    return str(path) if path is not None and path.is_file() else None
 
 
 def register_project_configs() -> None:
@@ -89,7 +114,7 @@ def load_weights_into(model: torch.nn.Module, path: Path, name: str) -> None:
 
 def _offline_hint(what: str, exc: Exception) -> BackboneError:
     from huggingface_hub import constants
-    if constants.HF_HUB_OFFLINE or os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes"):
+    if constants.HF_HUB_OFFLINE or (env.read("HF_HUB_OFFLINE") or "").lower() in ("1", "true", "yes"):
         why = "they are not in the local cache and HF_HUB_OFFLINE is set"
     else:
         why = f"they are not in the local cache and could not be downloaded (network unavailable?): {exc}"
@@ -249,7 +274,7 @@ def load_backbone(model: str = DEFAULT_MODEL, pretrained: str | None = None, dev
                                    if folder == DEFAULT_BACKBONE_DIR else ""))
         weights = _find_local_weights(folder)
         try:
-            cfg = json.loads((folder / CONFIG_FILE).read_text())
+            cfg = loads_json((folder / CONFIG_FILE).read_text())
         except (OSError, ValueError) as exc:
             raise BackboneError(f"cannot read {folder / CONFIG_FILE}: {exc}") from None
         name, spec = str(cfg.get("model_name", folder.name)), f"local-dir:{folder}"

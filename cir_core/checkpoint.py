@@ -29,7 +29,7 @@ from typing import Any, Callable, Mapping, Sequence
 from cir_core.backbone_id import activation
 from cir_core.encoder import Encoder
 from cir_core.errors import CheckpointError
-from cir_core.fileio import atomic_write, atomic_write_path
+from cir_core.fileio import atomic_write, atomic_write_path, loads_json
 
 WEIGHTS = "model.safetensors"
 CONFIG = "config.json"
@@ -235,7 +235,7 @@ def read_checkpoint(folder: Path) -> Checkpoint:
     if not path.is_file():
         raise CheckpointError(f"no method checkpoint at {folder} (config.json missing)")
     try:
-        data = json.loads(path.read_text())
+        data = loads_json(path.read_text())
     except ValueError as e:
         raise CheckpointError(f"{path} is not valid JSON: {e}") from None
     return Checkpoint.from_json(data, str(path))
@@ -286,7 +286,7 @@ def upgrade(folder: Path) -> bool:
     False when it already is."""
     path = Path(folder) / CONFIG
     ck = read_checkpoint(folder)
-    if json.loads(path.read_text()).get("format_version") == FORMAT_VERSION:
+    if loads_json(path.read_text()).get("format_version") == FORMAT_VERSION:
         return False
     ck.write(folder)
     return True

@@ -22,6 +22,17 @@ def git_commit(root: Path = REPO_ROOT) -> str:
         return "unknown"
 
 
+def git_dirty(root: Path = REPO_ROOT) -> bool | None:
+    """Whether the checkout at `root` has uncommitted changes to tracked files (numbers measured
+    on such a tree are not the commit's); None outside git."""
+    try:
+        out = subprocess.check_output(["git", "status", "--porcelain", "--untracked-files=no"], text=True,
+                                      stderr=subprocess.DEVNULL, cwd=root)
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return bool(out.strip())
+
+
 class DictConfig:
     """Mixin for the project's typed config dataclasses (method architectures, trainer settings):
     built from a JSON dict and written back as one. A number is cast to the type of the field's

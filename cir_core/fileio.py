@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import csv
+import errno
 import hashlib
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any, Callable
@@ -19,6 +21,16 @@ def sha256_file(path: str | Path) -> str:
     return digest.hexdigest()
 
 
+def loads_json(text: str | bytes) -> Any:
+    """`json.loads`, except that JSON nested past the interpreter's recursion limit raises
+    ValueError like any other malformed JSON (json's decoder recurses once per level: a 200k-deep
+    array used to escape every caller's `except ValueError` as a RecursionError)."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
+
+
 def read_table(path: Path, error: type[Exception]) -> tuple[list[tuple[int, dict[str, Any]]], list[str] | None]:
     """(rows as (line number, dict), CSV header or None for JSONL) of a JSONL or CSV file:
     JSONL if the first non-blank character is '{'. Bad JSON lines raise `error` naming the line."""
@@ -29,9 +41,9 @@ def read_table(path: Path, error: type[Exception]) -> tuple[list[tuple[int, dict
             if not line.strip():
                 continue
             try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise error(f"manifest {str(path)!r} line {n}: invalid JSON ({exc.msg})") from None
+                row = loads_json(line)
+            except ValueError as exc:
+                raise error(f"manifest {str(path)!r} line {n}: invalid JSON ({getattr(exc, 'msg', exc)})") from None
             if not isinstance(row, dict):
                 raise error(f"manifest {str(path)!r} line {n}: expected a JSON object")
             rows.append((n, row))
@@ -72,6 +84,79 @@ def atomic_write(path: Path, write: Callable[[Any], None], binary: bool, durable
             write(f)
 
     atomic_write_path(path, to, durable)
+
+
+def atomic_folder(path: Path, write: Callable[[Path], None], durable: bool = True) -> None:
+    """`write(tmp)` fills a new folder beside `path`, which then takes `path`'s place in one step:
+    at every instant `path` is the whole old folder or the whole new one, also for a kill or a
+    power cut mid-swap (Linux's renameat2 RENAME_EXCHANGE swaps the two names atomically; a
+    folder that did not exist is renamed into place). The files are flushed first (`durable`).
+    A `write` that fails leaves `path` as it was and no temp folder. Where the exchange is missing
+    (another OS, a file system without it) the old folder is renamed aside first, and
+    `folder_or_aside` finds it if a crash comes between the two renames."""
+    path = Path(path)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.new-", dir=path.parent))
+    try:
+        write(tmp)
+        if durable:
+            for f in tmp.rglob("*"):
+                if f.is_file():
+                    fsync_path(f)
+            _fsync_dir(tmp)
+        if not path.exists():
+            os.rename(tmp, path)
+        elif _exchange(tmp, path):
+            shutil.rmtree(tmp)  # the old folder, under the temp name now
+        else:
+            aside = path.with_name(f".{path.name}.old")
+            shutil.rmtree(aside, ignore_errors=True)
+            os.rename(path, aside)
+            os.rename(tmp, path)
+            shutil.rmtree(aside)
+        if durable:
+            _fsync_dir(path.parent)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def folder_or_aside(path: Path) -> Path | None:
+    """`path` if it is a folder, else the old folder `atomic_folder`'s fallback set aside just
+    before a crash (None if neither)."""
+    path = Path(path)
+    if path.is_dir():
+        return path
+    aside = path.with_name(f".{path.name}.old")
+    return aside if aside.is_dir() else None
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two paths atomically (Linux renameat2 RENAME_EXCHANGE); False where unsupported."""
+    import ctypes
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        fn = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    if fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+        return False
+    raise OSError(err, os.strerror(err), str(b))
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def fsync_path(path: Path) -> None:

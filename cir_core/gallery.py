@@ -20,7 +20,7 @@ from PIL import Image
 
 from .encoder import Encoder
 from .errors import GalleryError, ImageLoadError
-from .fileio import atomic_write, read_table
+from .fileio import atomic_write, loads_json, read_table
 from .imageio import load_image
 from .ingest import GalleryRows, batches
 
@@ -280,8 +280,8 @@ class EmbeddingCache:
         """fingerprint -> (row, raw norm) of a previous run, or {} when there is none or it is
         unusable; rows without a recorded raw norm (an older cache) are left out, to be encoded."""
         try:
-            meta = json.loads((folder / "backbone.json").read_text(encoding="utf-8"))
-            keys = json.loads((folder / "keys.json").read_text(encoding="utf-8"))
+            meta = loads_json((folder / "backbone.json").read_text(encoding="utf-8"))
+            keys = loads_json((folder / "keys.json").read_text(encoding="utf-8"))
             emb = np.load(folder / "embeddings.npy")
             norms = np.load(folder / "norms.npy")
         except (OSError, ValueError, EOFError):

@@ -17,7 +17,6 @@ method's first-use build) runs as a `tracked` task: the same bar in the log, and
 """
 from __future__ import annotations
 
-import os
 import sys
 import threading
 import time
@@ -25,13 +24,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, TextIO
 
+from . import env
+
 DEFAULT_INTERVAL_S = 30.0
 
 
 def interval_s() -> float:
     """Seconds between two lines of a bar in a log: `CIR_PROGRESS_INTERVAL`, else 30."""
     try:
-        value = float(os.environ.get("CIR_PROGRESS_INTERVAL", DEFAULT_INTERVAL_S))
+        value = float(env.read("CIR_PROGRESS_INTERVAL") or DEFAULT_INTERVAL_S)
     except ValueError:
         return DEFAULT_INTERVAL_S
     return value if value >= 0 else DEFAULT_INTERVAL_S

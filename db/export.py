@@ -14,7 +14,6 @@ import csv
 import hashlib
 import hmac
 import json
-import os
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -24,18 +23,25 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from cir_core.errors import CIRError, InputError
-from cir_core.fileio import atomic_write, csv_cell, csv_uncell
+from cir_core.fileio import atomic_write, csv_cell, csv_uncell, loads_json
+from db.blind import opaque_id
 from db.models import Annotator, Judgment, Query, QuerySet, Task
 from db.results import short_read
+from cir_core import env
 
 FIELDS: tuple[str, ...] = (
     "query_set", "query_external_id", "item_id", "task_id", "annotator", "status", "identity",
     "edit", "skip_reason", "comment", "time_spent_ms", "shown_position", "created_at",
     "updated_at", "gold_identity", "gold_edit",
 )
-# What an annotator's own export holds (the Results tab): what they answered and which pair it
-# was, nothing about pooling or gold — no task id, no gold answers (db/pooling.py, docs/ANNOTATION.md).
-OWN_FIELDS: tuple[str, ...] = tuple(f for f in FIELDS if f not in ("task_id", "gold_identity", "gold_edit"))
+# What an annotator's own export holds (the Results tab): what they answered, with the pair and
+# its query named by opaque ids (db.blind.opaque_id, keyed by the set's secret), in the order they
+# were shown — nothing about pooling, gold or the gallery: no task, item or query ids (on the
+# generated world the item ids are laid out per query, so they gave the target away), no gold.
+OWN_FIELDS: tuple[str, ...] = (
+    "query_set", "query", "pair", "annotator", "status", "identity", "edit", "skip_reason", "comment",
+    "time_spent_ms", "shown_position", "created_at", "updated_at",
+)
 INT_FIELDS = frozenset({"task_id", "time_spent_ms", "shown_position"})
 SALT_ENV = "CIR_PSEUDONYM_SALT"
 
@@ -75,8 +81,27 @@ def export_rows(session: Session, annotator: str | None = None,
 
 
 def own_rows(session: Session, annotator: str) -> list[dict[str, Any]]:
-    """`annotator`'s own judgments with OWN_FIELDS only (what the Results tab offers them)."""
-    return [{k: r[k] for k in OWN_FIELDS} for r in export_rows(session, annotator=annotator)]
+    """`annotator`'s own judgments with OWN_FIELDS only (what the Results tab offers them), in
+    each set in the order the pairs were shown to them."""
+    stmt = (select(QuerySet.name, QuerySet.secret, Query.id, Task.id, Annotator.name, Judgment)
+            .join(Task, Judgment.task_id == Task.id).join(Query, Task.query_id == Query.id)
+            .join(QuerySet, Query.query_set_id == QuerySet.id)
+            .join(Annotator, Judgment.annotator_id == Annotator.id)
+            .where(Annotator.name == annotator))
+    with short_read(session):
+        if session.scalars(select(Annotator.id).where(Annotator.name == annotator)).first() is None:
+            raise InputError(f"no annotator named {annotator!r}")
+        found = session.execute(stmt).all()
+    rows = []
+    for qs_name, secret, query_id, task_id, name, j in found:
+        row = {"query_set": qs_name, "query": opaque_id(secret, "query", query_id),
+               "pair": opaque_id(secret, "pair", task_id), "annotator": name, "status": j.status,
+               "identity": j.identity, "edit": j.edit, "skip_reason": j.skip_reason, "comment": j.comment,
+               "time_spent_ms": j.time_spent_ms, "shown_position": j.shown_position,
+               "created_at": iso_utc(j.created_at), "updated_at": iso_utc(j.updated_at)}
+        rows.append({k: (None if v == "" else v) for k, v in row.items()})
+    rows.sort(key=lambda r: (r["query_set"], r["shown_position"], r["pair"]))
+    return rows
 
 
 def _export_rows(session: Session, stmt: Any, annotator: str | None,
@@ -134,7 +159,7 @@ def read_csv(path: str | Path) -> list[dict[str, Any]]:
 def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
     """Rows written by write_jsonl."""
     with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+        return [loads_json(line) for line in f if line.strip()]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -151,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"no such database file: {args.db}")
     salt = None
     if args.pseudonymise:
-        salt = args.salt or os.environ.get(SALT_ENV)
+        salt = args.salt or env.read(SALT_ENV)
         if not salt:
             p.error(f"--pseudonymise needs --salt SECRET (or ${SALT_ENV})")
     elif args.salt:

@@ -8,6 +8,31 @@ from sqlalchemy.orm import Session
 from db.models import EDIT_VALUES, IDENTITY_VALUES, Judgment, JudgmentAudit, utcnow
 
 MAX_COMMENT_CHARS = 2000
+# `upsert_judgment(expected=UNCHECKED)`: no check of what the screen showed (scripts, the stress server).
+UNCHECKED = object()
+
+
+class StaleAnswer(LookupError):
+    """The judgment changed after the screen that sent this answer was shown (another tab or
+    window of the same annotator saved meanwhile): nothing is written."""
+
+
+def revision_of(judgment: Judgment | None) -> str | None:
+    """What a screen remembers of the judgment it showed: None (not judged yet) or its last
+    change's time, as the database returns it (compared exactly, never parsed)."""
+    if judgment is None:
+        return None
+    return judgment.updated_at.replace(tzinfo=None).isoformat(timespec="microseconds")
+
+
+def text_problem(name: str, value: str) -> str | None:
+    """Why `value` cannot be stored as free text, or None: control characters (NUL among them,
+    which PostgreSQL refuses outright and SQLite stores) other than tab and newlines."""
+    bad = sorted({c for c in value if (ord(c) < 32 and c not in "\t\n\r") or 0x7f <= ord(c) < 0xa0})
+    if bad:
+        shown = ", ".join(f"U+{ord(c):04X}" for c in bad[:5])
+        return f"the {name} contains a control character ({shown}) that cannot be stored: remove it"
+    return None
 
 
 def _check_int(name: str, value: object, minimum: int | None = None) -> None:
@@ -34,6 +59,10 @@ def _validate(identity: str | None, edit: str | None, skip_reason: str | None, c
             raise ValueError(f"skip reason is longer than {MAX_COMMENT_CHARS} characters")
     if comment is not None and (not isinstance(comment, str) or len(comment) > MAX_COMMENT_CHARS):
         raise ValueError(f"comment must be text of at most {MAX_COMMENT_CHARS} characters")
+    for field, text in (("skip reason", skip_reason), ("comment", comment)):
+        problem = text_problem(field, text) if isinstance(text, str) else None
+        if problem:
+            raise ValueError(problem)
     _check_int("time_spent_ms", time_spent_ms, 0)
     _check_int("shown_position", shown_position)
 
@@ -48,10 +77,14 @@ def upsert_judgment(
     time_spent_ms: int = 0,
     shown_position: int = 0,
     skip_reason: str | None = None,
+    expected: object = UNCHECKED,
 ) -> Judgment:
     """Insert this annotator's judgment of the task, or update it after auditing the old values.
 
     An answer gives `identity` and `edit`; a skip gives `skip_reason` and None for both.
+    `expected`: the `revision_of` the judgment the annotator's screen showed; if it changed since
+    (a save from another tab) and this write would change it again, `StaleAnswer` and nothing is
+    written — two tabs used to overwrite each other silently and add up their time.
     Flushes but does not commit: the caller owns the transaction.
     """
     _validate(identity, edit, skip_reason, comment, time_spent_ms, shown_position)
@@ -61,6 +94,8 @@ def upsert_judgment(
     existing = session.scalars(
         select(Judgment).where(Judgment.annotator_id == annotator_id, Judgment.task_id == task_id)
     ).one_or_none()
+    if existing is None and expected is not UNCHECKED and expected is not None:
+        raise StaleAnswer("this screen showed an answer that is no longer there: press N to reload")
     if existing is None:
         judgment = Judgment(annotator_id=annotator_id, task_id=task_id, status=status,
                             identity=identity, edit=edit, skip_reason=reason, comment=comment,
@@ -73,6 +108,9 @@ def upsert_judgment(
         # The same write again (a client retry after a lost reply): a no-op, so a retry neither
         # adds an audit row nor counts its time twice.
         return existing
+    if expected is not UNCHECKED and revision_of(existing) != expected:
+        raise StaleAnswer("this pair was answered in another tab or window after this screen showed "
+                          "it; nothing was changed: press N to go on, or B to see the saved answer")
     # Old values go to the audit table first, so a change never erases what was said before.
     session.add(JudgmentAudit(judgment_id=existing.id, status=existing.status,
                               identity=existing.identity, edit=existing.edit,

@@ -23,6 +23,8 @@ from alembic.autogenerate import compare_metadata
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from alembic.util import CommandError
+from alembic.script.revision import ResolutionError
 from sqlalchemy import Connection, Engine, Table, inspect
 from sqlalchemy.engine import Inspector
 from sqlalchemy.exc import DatabaseError
@@ -30,11 +32,15 @@ from sqlalchemy.exc import DatabaseError
 from cir_core.errors import CIRError
 from db.sqlite import describe, is_url, open_db
 from db.models import Base
+from cir_core import env
 
 log = logging.getLogger(__name__)
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 VERSION_TABLE = "alembic_version"
+
+
+AlembicError = (CommandError, ResolutionError)
 
 
 class SchemaError(CIRError):
@@ -140,16 +146,41 @@ def _run(engine: Engine, cfg: Config, fn: Callable[[Config], None]) -> None:
 
 
 def upgrade(engine_or_path: Engine | str | Path, revision: str = "head") -> None:
-    """Bring the DB to `revision` in one transaction; creates the file and tables if new."""
+    """Bring the DB to `revision` in one transaction; creates the file and tables if new.
+    `SchemaError` for a file that is not an annotation DB, and for a revision this code does not
+    know (asked for, or the DB's own: written by a newer version of the workbench)."""
     cfg = alembic_config()
+    where = describe(engine_or_path) if not isinstance(engine_or_path, Engine) else \
+        engine_or_path.url.render_as_string(hide_password=True)
     try:
-        with _engine(engine_or_path) as engine:
+        with _engine(engine_or_path) as engine, removed_if_left_empty(engine):
             _stamp_if_legacy(engine, cfg)
             _run(engine, cfg, lambda c: command.upgrade(c, revision))
     except DatabaseError as exc:
-        where = describe(engine_or_path) if not isinstance(engine_or_path, Engine) else \
-            engine_or_path.url.render_as_string(hide_password=True)
         raise SchemaError(f"{where}: not a usable annotation database ({exc.orig})") from exc
+    except AlembicError as exc:
+        raise SchemaError(f"{where}: cannot migrate to {revision!r}: {exc}. Known revisions: "
+                          f"{', '.join(_known())} (python -m db.migrate history); a database written by a "
+                          "newer workbench needs that version.") from exc
+
+
+@contextmanager
+def removed_if_left_empty(engine: Engine) -> Iterator[None]:
+    """A SQLite file that did not exist before and is still empty when the block fails is
+    removed: opening it created it, and an empty file is refused later (`EmptyDatabaseFile`)."""
+    path = engine.url.database if engine.dialect.name == "sqlite" else None
+    new = bool(path) and path != ":memory:" and not os.path.exists(path)
+    try:
+        yield
+    except BaseException:
+        if new and os.path.isfile(path) and os.path.getsize(path) == 0:
+            engine.dispose()
+            os.unlink(path)
+        raise
+
+
+def _known() -> list[str]:
+    return [s.revision for s in ScriptDirectory.from_config(alembic_config()).walk_revisions()][::-1]
 
 
 def init_db(engine: Engine) -> None:
@@ -201,7 +232,7 @@ def head() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m db.migrate", description=__doc__.splitlines()[0])
-    ap.add_argument("--db", default=os.environ.get("CIR_DB", "annotations.sqlite"),
+    ap.add_argument("--db", default=env.read("CIR_DB", "annotations.sqlite"),
                     help="SQLite file or SQLAlchemy URL (default: $CIR_DB or annotations.sqlite)")
     sub = ap.add_subparsers(dest="cmd", required=True)
     up = sub.add_parser("upgrade", help="create or migrate the DB (default: to head)")
@@ -223,8 +254,11 @@ def main(argv: list[str] | None = None) -> int:
                 for s in ScriptDirectory.from_config(alembic_config()).walk_revisions():
                     mark = "  <- current" if s.revision == rev else ""
                     print(f"{s.revision}  {s.doc.splitlines()[0] if s.doc else ''}{mark}")
-    except (SchemaError, DatabaseError) as exc:
+    except (CIRError, DatabaseError) as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except AlembicError as exc:  # `current`/`history` on a DB at a revision this code does not know
+        print(f"error: {a.db}: {exc} (known revisions: {', '.join(_known())})", file=sys.stderr)
         return 1
     return 0
 

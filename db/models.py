@@ -6,6 +6,7 @@ to methods only at analysis time.
 """
 from __future__ import annotations
 
+import secrets
 from datetime import datetime, timezone
 from typing import Any, Optional
 
@@ -23,9 +24,16 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-IDENTITY_VALUES: tuple[str, ...] = ("yes", "no", "cant_tell")
-EDIT_VALUES: tuple[str, ...] = ("yes", "partial", "no")
+from db import questions
+
+IDENTITY_VALUES: tuple[str, ...] = questions.IDENTITY.values  # ("yes", "no", "cant_tell")
+EDIT_VALUES: tuple[str, ...] = questions.EDIT.values  # ("yes", "partial", "no")
 STATUS_VALUES: tuple[str, ...] = ("answered", "skipped")
+
+
+def new_secret() -> str:
+    """A fresh random key for a query set (64 hex digits, from the OS's CSPRNG)."""
+    return secrets.token_hex(32)
 
 
 def utcnow() -> datetime:
@@ -83,6 +91,10 @@ class QuerySet(Base):
     # Methods, scorings, backbone, gallery: what the pool was built from (reproducibility).
     meta: Mapped[Optional[dict[str, Any]]] = mapped_column(JSON, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    # The set's own random key (hex), never shown: it seeds each annotator's order and where their
+    # gold pairs fall, and keys the opaque ids of their export (db/blind.py). A public seed (the
+    # names) could be replayed by an annotator to read the gallery's layout back from the order.
+    secret: Mapped[str] = mapped_column(String(64), default=lambda: new_secret())
 
     queries: Mapped[list[Query]] = relationship(back_populates="query_set")
 
@@ -238,3 +250,29 @@ class Assignment(Base):
     assigned_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
     task: Mapped[Task] = relationship()
+
+
+class GoldFeedback(Base):
+    """The gold accuracy an annotator was shown for a set, frozen the first time it was shown.
+
+    Computed live, it is an oracle: flip one answer through Back, read the count again, and it
+    tells whether that pair is gold and what its answer is. So it is computed once, when the
+    annotator has finished the set and first asks, and this row is what they see from then on."""
+
+    __tablename__ = "gold_feedback"
+    __table_args__ = (
+        UniqueConstraint("annotator_id", "query_set_id", name="uq_gold_feedback_annotator_set"),
+        CheckConstraint("identity_correct >= 0 AND identity_correct <= identity_n AND "
+                        "edit_correct >= 0 AND edit_correct <= edit_n AND skipped >= 0",
+                        name="ck_gold_feedback_counts"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    annotator_id: Mapped[int] = mapped_column(ForeignKey("annotators.id", ondelete=_RESTRICT), index=True)
+    query_set_id: Mapped[int] = mapped_column(ForeignKey("query_sets.id", ondelete=_RESTRICT), index=True)
+    identity_correct: Mapped[int] = mapped_column(Integer)
+    identity_n: Mapped[int] = mapped_column(Integer)
+    edit_correct: Mapped[int] = mapped_column(Integer)
+    edit_n: Mapped[int] = mapped_column(Integer)
+    skipped: Mapped[int] = mapped_column(Integer)
+    shown_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

@@ -118,7 +118,19 @@ def pool_query_set(session: Session, engine: Engine, name: str, queries: Sequenc
         session.flush()  # ids now, in that order
     known = [(t, q) for t, q in tasks if q.truth is not None]
     rng = random.Random(seed)
-    for t, q in rng.sample(known, round(gold_fraction * len(known))):
+    chosen = rng.sample(known, round(gold_fraction * len(known)))
+    if gold_fraction < 1:
+        # Every query keeps a plain pair: gold pairs are given in proportion to a query's plain
+        # ones (db.queue.open_tasks), so a query of gold pairs only would never be shown.
+        per_query: dict[int, list[int]] = {}
+        for i, (t, q) in enumerate(chosen):
+            per_query.setdefault(id(t.query), []).append(i)
+        size = {}
+        for t, _ in tasks:
+            size[id(t.query)] = size.get(id(t.query), 0) + 1
+        drop = {rng.choice(idx) for key, idx in per_query.items() if len(idx) == size[key]}
+        chosen = [c for i, c in enumerate(chosen) if i not in drop]
+    for t, q in chosen:
         t.gold_identity, t.gold_edit = q.truth(t.item_id)
     session.commit()
     return qs

@@ -3,13 +3,16 @@
 - **Resumable**: a task is put in the queue (an `Assignment` at the next position) when first
   shown; the first assigned-but-unjudged task is what `current` returns after a refresh or the
   next day.
-- **Own order**: queries in a random order seeded by (annotator, query set), each query's items
-  shuffled within it, so two annotators see the same pool in different orders (position effects
-  average out) and whole queries are finished early.
+- **Own order**: queries in a random order keyed by the set's secret and the annotator
+  (`db.blind`), each query's items shuffled within it, so two annotators see the same pool in
+  different orders (position effects average out), whole queries are finished early, and nobody
+  can replay the order to learn the gallery's layout.
 - **Overlap**: a non-gold task goes to at most `QuerySet.overlap` annotators; a claim on it that
   was never answered expires after `CLAIM_TTL` so an abandoned session does not lock it forever.
-  Gold tasks go to everyone.
-- **Blind**: `TaskView` carries the query and the item, never a method, score or rank.
+  Gold tasks are not counted against overlap, but each annotator gets them in proportion to the
+  plain pairs they get (`open_tasks`), never alone.
+- **Blind**: `TaskView` carries the query and the item, never a method, score or rank; what the
+  annotator can download names pairs by opaque ids (`db.export.own_rows`).
 - **Attributable and private**: every read and write is scoped to one annotator id; writing a task
   that is not in that annotator's queue raises `PermissionError`.
 - **Concurrent writers**: on SQLite every writing transaction holds the file's write lock from
@@ -23,8 +26,7 @@
 """
 from __future__ import annotations
 
-import hashlib
-import random
+import math
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Optional
@@ -33,7 +35,9 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from cir_core.memo import LRU
-from db.judgments import upsert_judgment
+from db import blind
+from db.judgments import UNCHECKED, revision_of, upsert_judgment
+from db.users import name_problem
 from db.models import Annotator, Assignment, Judgment, Query, QuerySet, Task, utcnow
 
 CLAIM_TTL = timedelta(hours=2)
@@ -56,6 +60,7 @@ class TaskView:
     skip_reason: Optional[str]
     comment: Optional[str]
     character: Optional[dict] = None  # the query's character to follow on the reference (MovieNet: box, name)
+    revision: Optional[str] = None  # db.judgments.revision_of the judgment shown (None: not judged)
 
 
 @dataclass(frozen=True)
@@ -82,6 +87,9 @@ def _check_name(name: Any) -> str:
         raise PermissionError("sign in first: annotation needs a signed-in user")
     if len(name) > MAX_NAME:
         raise ValueError(f"user name longer than {MAX_NAME} characters")
+    problem = name_problem(name)
+    if problem:
+        raise PermissionError(problem)
     return name
 
 
@@ -131,30 +139,15 @@ def query_set_by_name(session: Session, name: str) -> QuerySet:
 
 
 def _order(annotator: Annotator, qs: QuerySet, tasks: list[tuple[int, int, bool, str]]) -> list[int]:
-    """This annotator's order: the queries shuffled, then each query's items shuffled.
-
-    Grouping by query keeps one reference + edit on screen for several candidates (less context
-    switching) and completes whole queries early, which is what per-query rates need; the
-    shuffles keep the order random per annotator and unrelated to methods or ranks.
-
-    The shuffle starts from each query's items sorted by item id, never by task id: the seed is
-    public (the name and the set's name), so an annotator can replay it, and replayed over task
-    ids it would give back the ids' order — pooling order in sets pooled before ids were
-    shuffled. Replayed over item ids it gives back only what the screen already shows."""
-    # Stable across restarts and machines (not Python's salted hash()).
-    seed = int.from_bytes(hashlib.sha256(f"{annotator.name}\x00{qs.name}".encode()).digest()[:8], "big")
-    rng = random.Random(seed)
-    by_query: dict[int, list[int]] = {}
-    for _, q, t, _ in sorted((item, q, t, g) for t, q, g, item in tasks):
-        by_query.setdefault(q, []).append(t)
-    queries = sorted(by_query)
-    rng.shuffle(queries)
-    out = []
-    for q in queries:
-        items = by_query[q]
-        rng.shuffle(items)
-        out += items
-    return out
+    """This annotator's order: the queries shuffled, then each query's items shuffled, keyed by
+    the set's secret (`db.blind.order`): random per annotator, unrelated to methods, ranks or the
+    gallery's ids, and not replayable by the annotator. The shuffle reads item ids, never task
+    ids, so the order does not depend on how pooling numbered the tasks."""
+    task_of = {(q, item): t for t, q, _, item in tasks}
+    groups: dict[int, list[str]] = {}
+    for _, q, _, item in tasks:
+        groups.setdefault(q, []).append(item)
+    return [task_of[(q, item)] for q, item in blind.order(qs.secret, annotator.name, groups)]
 
 
 def _task_ids(session: Session, qs: QuerySet) -> list[tuple[int, int, bool, str]]:
@@ -177,10 +170,11 @@ class _SetCache:
     def __init__(self) -> None:
         self._tasks: LRU[tuple, tuple[list[tuple[int, int, bool, str]], frozenset[int]]] = LRU(self.MAX)
         self._orders: LRU[tuple, list[int]] = LRU(self.MAX)
+        self._picks: LRU[tuple, dict[int, float]] = LRU(self.MAX)
 
     @staticmethod
     def _key(session: Session, qs: QuerySet) -> tuple:
-        return (str(session.get_bind().url), qs.id, qs.name, str(qs.created_at))
+        return (str(session.get_bind().url), qs.id, qs.name, str(qs.created_at), qs.secret)
 
     def tasks(self, session: Session, qs: QuerySet) -> tuple[list[tuple[int, int, bool, str]], frozenset[int]]:
         key = self._key(session, qs)
@@ -192,6 +186,18 @@ class _SetCache:
     def order(self, session: Session, annotator: Annotator, qs: QuerySet) -> list[int]:
         key = (*self._key(session, qs), annotator.name)
         return self._orders.get_or_make(key, lambda: _order(annotator, qs, self.tasks(session, qs)[0]))
+
+    def gold_picks(self, session: Session, annotator: Annotator, qs: QuerySet) -> dict[int, float]:
+        """Keyed numbers for this annotator: per query id, the rounding draw of its gold count;
+        per gold task id, its draw for being one of them (`open_tasks`)."""
+        key = (*self._key(session, qs), annotator.name)
+
+        def make() -> dict[int, float]:
+            rows = self.tasks(session, qs)[0]
+            picks = {-q: blind.uniform(qs.secret, "block", annotator.name, q) for q in {q for _, q, _, _ in rows}}
+            picks.update({t: blind.uniform(qs.secret, "gold", annotator.name, t) for t, _, g, _ in rows if g})
+            return picks
+        return self._picks.get_or_make(key, make)
 
 
 SET_CACHE = _SetCache()
@@ -215,16 +221,51 @@ def assignments(session: Session, annotator_id: int, qs: QuerySet) -> list[Assig
                                  Assignment.query_set_id == qs.id).order_by(Assignment.position)))
 
 
-def _open_tasks(session: Session, annotator: Annotator, qs: QuerySet, mine: set[int]) -> list[int]:
-    """Tasks this annotator could still be given, in their own order."""
-    taken = _taken_by_others(session, qs, annotator.id)
-    gold = SET_CACHE.tasks(session, qs)[1]
+def open_tasks(session: Session, annotator: Annotator, qs: QuerySet, mine: OwnQueue) -> list[int]:
+    """The tasks this annotator would be given next, in order (what others claim meanwhile can
+    change it).
+
+    Plain tasks come in the annotator's own order while fewer than `overlap` others hold them.
+    Gold pairs sit in their query's block like the others, in the share the query has of them:
+    an annotator who gets n of a query's P plain pairs gets about n/P of its G gold pairs
+    (randomly rounded, keyed), all of them when they get every plain pair, none when they get
+    none — a late arrival used to be given the gold pairs alone, which told them which pairs
+    those were (issue 42). Which of a query's gold pairs: those the fewest others hold (then a
+    keyed draw), so every gold pair is judged. A set of gold pairs only has nothing to hide them
+    among: they all come, in order."""
+    rows, gold = SET_CACHE.tasks(session, qs)
+    held = {t for _, t in mine.queue}
     order = SET_CACHE.order(session, annotator, qs)
-    return [t for t in order if t not in mine and (t in gold or taken.get(t, 0) < qs.overlap)]
+    if len(gold) == len(rows):
+        return [t for t in order if t not in held]
+    taken = _taken_by_others(session, qs, annotator.id)
+    free = [t for t in order if t not in held and (t in gold or taken.get(t, 0) < qs.overlap)]
+    if not gold:
+        return free
+    picks = SET_CACHE.gold_picks(session, annotator, qs)
+    query_of = {t: q for t, q, _, _ in rows}
+    plain_all: dict[int, int] = {}  # query -> its plain pairs
+    plain_mine: dict[int, int] = {}  # query -> plain pairs this annotator holds or can get
+    golds_of: dict[int, list[int]] = {}
+    for t in order:
+        q = query_of[t]
+        if t in gold:
+            golds_of.setdefault(q, []).append(t)
+            continue
+        plain_all[q] = plain_all.get(q, 0) + 1
+        if t in held or taken.get(t, 0) < qs.overlap:
+            plain_mine[q] = plain_mine.get(q, 0) + 1
+    allowed: set[int] = set()
+    for q, golds in golds_of.items():
+        if not plain_all.get(q):
+            continue  # a query of gold pairs only: pooling keeps a plain pair in every query
+        k = math.floor(plain_mine.get(q, 0) * len(golds) / plain_all[q] + picks[-q])
+        allowed.update(sorted(golds, key=lambda t: (t not in held, taken.get(t, 0), picks[t]))[:k])
+    return [t for t in free if t not in gold or t in allowed]
 
 
 @dataclass
-class _Mine:
+class OwnQueue:
     """This annotator's queue in one set and their judgments' statuses (two small queries)."""
 
     queue: list[tuple[int, int]]  # (position, task id), by position
@@ -241,24 +282,25 @@ class _Mine:
                         self.queue[-1][0] if self.queue else 0)
 
 
-def _mine(session: Session, annotator: Annotator, qs: QuerySet) -> _Mine:
+def own_queue(session: Session, annotator: Annotator, qs: QuerySet) -> OwnQueue:
     rows = session.execute(select(Assignment.position, Assignment.task_id).where(
         Assignment.annotator_id == annotator.id, Assignment.query_set_id == qs.id)
         .order_by(Assignment.position)).all()
     status = session.execute(select(Judgment.task_id, Judgment.status)
                              .where(Judgment.annotator_id == annotator.id)).all()
-    return _Mine([(int(p), int(t)) for p, t in rows], {int(t): s for t, s in status})
+    return OwnQueue([(int(p), int(t)) for p, t in rows], {int(t): s for t, s in status})
 
 
 def _view(session: Session, annotator_id: int, position: int, task_id: int) -> TaskView:
     row = session.execute(
         select(Task.id, Task.item_id, Query.external_id, Query.reference_id, Query.edit_text,
                Judgment.status, Judgment.identity, Judgment.edit, Judgment.skip_reason, Judgment.comment,
-               Query.meta)
+               Query.meta, Judgment)
         .join(Query, Task.query_id == Query.id)
         .outerjoin(Judgment, (Judgment.task_id == Task.id) & (Judgment.annotator_id == annotator_id))
         .where(Task.id == task_id)).one()
-    return TaskView(row[0], position, row[2], row[3], row[4], row[1], *row[5:10], _character(row[10]))
+    return TaskView(row[0], position, row[2], row[3], row[4], row[1], *row[5:10], _character(row[10]),
+                    revision_of(row[11]))
 
 
 def _character(meta: Any) -> dict | None:
@@ -272,7 +314,7 @@ def _character(meta: Any) -> dict | None:
 
 def first_unanswered(session: Session, annotator: Annotator, qs: QuerySet) -> TaskView | None:
     """The first task in this annotator's queue not judged yet (no write; None if there is none)."""
-    first = _mine(session, annotator, qs).first_open()
+    first = own_queue(session, annotator, qs).first_open()
     return _view(session, annotator.id, *first) if first else None
 
 
@@ -288,7 +330,7 @@ class Screen:
 UPCOMING = 3
 
 
-def _upcoming(session: Session, mine: _Mine, first: tuple[int, int] | None, open_: list[int]) -> tuple[str, ...]:
+def _upcoming(session: Session, mine: OwnQueue, first: tuple[int, int] | None, open_: list[int]) -> tuple[str, ...]:
     """Item ids of this annotator's next pairs: unanswered ones already queued, then open ones."""
     cur = first[1] if first else None
     ids = [t for _, t in mine.queue if t not in mine.status and t != cur][:UPCOMING]
@@ -306,16 +348,16 @@ def screen(session: Session, annotator: Annotator, qs: QuerySet, claim: bool = T
     """What the Annotate tab shows now — the current task (see `current`), the progress and the
     next pairs' items — from one read of the queue. With `claim` False nothing is written (a
     read transaction): the task is None when a claim would be needed (or nothing is left)."""
-    mine = _mine(session, annotator, qs)
+    mine = own_queue(session, annotator, qs)
     first = mine.first_open()
     if first is None and claim:
         # A claim: lock (PostgreSQL), then look again — another replica may have claimed meanwhile.
         lock_annotator(session, annotator)
         _lock_set(session, qs)
-        mine = _mine(session, annotator, qs)
+        mine = own_queue(session, annotator, qs)
         first = mine.first_open()
         if first is None:
-            open_ = _open_tasks(session, annotator, qs, {t for _, t in mine.queue})
+            open_ = open_tasks(session, annotator, qs, mine)
             if not open_:
                 return Screen(None, mine.progress([]))
             first = ((mine.queue[-1][0] if mine.queue else 0) + 1, open_[0])
@@ -328,7 +370,7 @@ def screen(session: Session, annotator: Annotator, qs: QuerySet, claim: bool = T
             if commit:
                 session.commit()
             return Screen(view, mine.progress(open_[1:]), upcoming)
-    open_ = _open_tasks(session, annotator, qs, {t for _, t in mine.queue})
+    open_ = open_tasks(session, annotator, qs, mine)
     view = _view(session, annotator.id, *first) if first else None
     return Screen(view, mine.progress(open_), _upcoming(session, mine, first, open_) if first else ())
 
@@ -367,31 +409,33 @@ def _task_id(task_id: Any) -> int:
 
 def answer(session: Session, annotator: Annotator, task_id: int, identity: str, edit: str,
            comment: str | None = None, time_spent_ms: int = 0, commit: bool = True,
-           view: bool = True) -> TaskView | None:
+           view: bool = True, expected: object = UNCHECKED) -> TaskView | None:
     """Record (or change, with audit) this annotator's answer to one of their tasks. Commits
-    unless `commit` is False; returns the task's view unless `view` is False."""
+    unless `commit` is False; returns the task's view unless `view` is False. `expected`: the
+    `TaskView.revision` the screen showed (`StaleAnswer` if another tab saved since)."""
     lock_annotator(session, annotator)
     a = _assignment(session, annotator, _task_id(task_id))
     upsert_judgment(session, annotator.id, a.task_id, identity, edit, comment=comment,
-                    time_spent_ms=time_spent_ms, shown_position=a.position)
+                    time_spent_ms=time_spent_ms, shown_position=a.position, expected=expected)
     if commit:
         session.commit()
     return _view(session, annotator.id, a.position, a.task_id) if view else None
 
 
 def skip(session: Session, annotator: Annotator, task_id: int, reason: str,
-         time_spent_ms: int = 0, commit: bool = True, view: bool = True) -> TaskView | None:
+         time_spent_ms: int = 0, commit: bool = True, view: bool = True,
+         expected: object = UNCHECKED) -> TaskView | None:
     """Skip one of this annotator's tasks with a reason (can be answered later via back). Commits
-    unless `commit` is False."""
+    unless `commit` is False; `expected` as for `answer`."""
     lock_annotator(session, annotator)
     a = _assignment(session, annotator, _task_id(task_id))
     upsert_judgment(session, annotator.id, a.task_id, None, None, skip_reason=reason,
-                    time_spent_ms=time_spent_ms, shown_position=a.position)
+                    time_spent_ms=time_spent_ms, shown_position=a.position, expected=expected)
     if commit:
         session.commit()
     return _view(session, annotator.id, a.position, a.task_id) if view else None
 
 
 def progress(session: Session, annotator: Annotator, qs: QuerySet) -> Progress:
-    mine = _mine(session, annotator, qs)
-    return mine.progress(_open_tasks(session, annotator, qs, {t for _, t in mine.queue}))
+    mine = own_queue(session, annotator, qs)
+    return mine.progress(open_tasks(session, annotator, qs, mine))

@@ -27,6 +27,7 @@ from db.faults import fault_kind
 from db.migrate import init_db
 from db.sqlite import SYNCHRONOUS, open_db, session_factory
 from db.judgments import upsert_judgment
+from cir_core.fileio import loads_json
 
 MAX_BODY = 64 * 1024
 _INT_FIELDS = ("annotator_id", "task_id")
@@ -42,7 +43,7 @@ class BadRequest(ValueError):
 def parse_judgment(body: bytes) -> dict[str, Any]:
     """The upsert_judgment keyword arguments in a request body; BadRequest names the problem."""
     try:
-        data = json.loads(body)
+        data = loads_json(body)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise BadRequest(f"body is not JSON: {exc}") from exc
     if not isinstance(data, dict):

@@ -18,9 +18,10 @@ from sqlalchemy import func, select
 
 from db import queue
 from db.faults import DBFault, fault_kind, is_fault
-from db.migrate import init_db
+from db.judgments import UNCHECKED
+from db.migrate import init_db, removed_if_left_empty
 from db.sqlite import describe, is_url, open_db, read_session_factory, session_factory
-from db.models import Assignment, Judgment, QuerySet
+from db.models import Assignment, GoldFeedback, Judgment, QuerySet
 
 if TYPE_CHECKING:
     from cir_core.engine import Engine
@@ -48,6 +49,7 @@ class _SetRef:
     name: str
     overlap: int
     created_at: Any
+    secret: str  # the set's key (db.blind): never leaves the server
 
 
 @dataclass(frozen=True)
@@ -78,7 +80,8 @@ class AnnotationService:
             if self.path.parent and not self.path.parent.exists():
                 raise FileNotFoundError(f"annotation DB folder {self.path.parent} does not exist")
         self.engine = open_db(self.path, synchronous=synchronous)
-        init_db(self.engine)
+        with removed_if_left_empty(self.engine):
+            init_db(self.engine)
         self.Session = session_factory(self.engine)
         self.ReadSession = read_session_factory(self.engine)
         self._pool_lock = threading.Lock()
@@ -101,7 +104,7 @@ class AnnotationService:
         ref = self._sets.get(name) if isinstance(name, str) else None
         if ref is None:
             qs = queue.query_set_by_name(s, name)
-            ref = self._cache(self._sets, name, _SetRef(qs.id, qs.name, qs.overlap, qs.created_at))
+            ref = self._cache(self._sets, name, _SetRef(qs.id, qs.name, qs.overlap, qs.created_at, qs.secret))
         return ref
 
     @staticmethod
@@ -188,19 +191,22 @@ class AnnotationService:
             return QueueState(ann.name, qs.name, sc.task, sc.progress, sc.upcoming)
 
     def answer(self, user: str, set_name: str, task_id: int, identity: str, edit: str,
-               comment: str | None = None, time_spent_ms: int = 0) -> QueueState:
+               comment: str | None = None, time_spent_ms: int = 0, expected: object = UNCHECKED) -> QueueState:
         """Save the answer, then move on to the current task: one transaction (the reply is
         sent after its commit, which with synchronous=FULL returns once the WAL is fsynced).
+        `expected`: the revision the screen showed (`StaleAnswer` when another tab saved since).
         `DBFault` (with `saved` read back) when the database fails under it."""
         want = ("answered", identity, edit, None, (comment or "").strip() or None)
         return self._write(user, set_name, task_id, want, lambda s, ann: queue.answer(
-            s, ann, task_id, identity, edit, comment, time_spent_ms, commit=False, view=False))
+            s, ann, task_id, identity, edit, comment, time_spent_ms, commit=False, view=False,
+            expected=expected))
 
-    def skip(self, user: str, set_name: str, task_id: int, reason: str, time_spent_ms: int = 0) -> QueueState:
+    def skip(self, user: str, set_name: str, task_id: int, reason: str, time_spent_ms: int = 0,
+             expected: object = UNCHECKED) -> QueueState:
         """Skip with a reason, then move on (as `answer`)."""
         want = ("skipped", None, None, reason.strip() if isinstance(reason, str) else reason, None)
         return self._write(user, set_name, task_id, want, lambda s, ann: queue.skip(
-            s, ann, task_id, reason, time_spent_ms, commit=False, view=False))
+            s, ann, task_id, reason, time_spent_ms, commit=False, view=False, expected=expected))
 
     def _write(self, user: str, set_name: str, task_id: int, want: tuple, write: Callable) -> QueueState:
         """`write(session, annotator)`, then the next screen, in one transaction; a database
@@ -248,6 +254,41 @@ class AnnotationService:
                 return False
             p = queue.progress(s, ann, self._set(s, set_name))
             return p.total > 0 and p.done == p.total
+
+    def shown_gold(self, user: str, set_name: str) -> dict[str, Any] | None:
+        """The gold accuracy `user` may see for `set_name`: None until they have finished the set;
+        then the figures as they were the first time they were shown, frozen in `gold_feedback`.
+        Computed live it was an oracle: change one answer through Back, read it again, and it
+        told whether that pair was gold and what its answer was (issue 42)."""
+        if not self.finished(user, set_name):
+            return None
+        from db.report import gold_accuracy
+
+        with self.ReadSession() as s:
+            ann, qs = queue.find_annotator(s, user), self._set(s, set_name)
+            row = self._gold_row(s, ann.id, qs.id)
+            if row is None:
+                g = gold_accuracy(s, set_name, user) or {"identity": {"correct": 0, "n": 0},
+                                                         "edit": {"correct": 0, "n": 0}, "skipped": 0}
+        if row is None:
+            with self.Session() as s:
+                if self._gold_row(s, ann.id, qs.id) is None:  # another tab may have frozen it meanwhile
+                    s.add(GoldFeedback(annotator_id=ann.id, query_set_id=qs.id,
+                                       identity_correct=g["identity"]["correct"], identity_n=g["identity"]["n"],
+                                       edit_correct=g["edit"]["correct"], edit_n=g["edit"]["n"],
+                                       skipped=g["skipped"]))
+                    s.commit()
+                row = self._gold_row(s, ann.id, qs.id)
+        return {"identity": {"correct": row[0], "n": row[1]}, "edit": {"correct": row[2], "n": row[3]},
+                "skipped": row[4]}
+
+    @staticmethod
+    def _gold_row(s: Any, annotator_id: int, set_id: int) -> tuple | None:
+        got = s.execute(select(GoldFeedback.identity_correct, GoldFeedback.identity_n, GoldFeedback.edit_correct,
+                               GoldFeedback.edit_n, GoldFeedback.skipped)
+                        .where(GoldFeedback.annotator_id == annotator_id,
+                               GoldFeedback.query_set_id == set_id)).first()
+        return tuple(got) if got is not None else None
 
     def progress_of(self, user: str) -> dict[str, Any]:
         """The user's own counts per set (what annotation-only mode's Results shows)."""

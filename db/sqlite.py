@@ -14,6 +14,7 @@ relies on the file lock).
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -21,12 +22,20 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.orm import Session, sessionmaker
 
+from cir_core.errors import CIRError
+
 BUSY_TIMEOUT_MS = 5000
 READ_OPTION = "cir_read_only"  # execution option: begin a deferred (read) transaction
 # FULL: in WAL mode every commit fsyncs the WAL before it returns (what makes an acknowledged
 # answer durable past an OS crash; the cost is measured by bench/bench_durability.py). NORMAL
 # fsyncs only at checkpoints: safe from a crash of the app, not of the machine.
 SYNCHRONOUS = ("FULL", "NORMAL")
+
+
+class EmptyDatabaseFile(CIRError):
+    """The SQLite file exists but holds nothing (0 bytes): a truncated copy or a file made by
+    mistake, never one of ours (a new database is a missing file). It used to be silently turned
+    into a fresh campaign database, hiding the loss."""
 
 
 def is_url(target: str | Path) -> bool:
@@ -76,6 +85,11 @@ def open_db(target: str | Path, synchronous: str = "FULL") -> Engine:
     if backend != "sqlite":
         raise ValueError(f"unsupported annotation DB {describe(target)!r}: a SQLite file or a "
                          "postgresql:// URL")
+    path = url.database or ""
+    if path and path != ":memory:" and os.path.isfile(path) and os.path.getsize(path) == 0:
+        raise EmptyDatabaseFile(f"{path} is an empty file (0 bytes), not an annotation database: a "
+                                "truncated copy or a file made by mistake. Move it away to start a new "
+                                "database, or restore a snapshot (python -m db.snapshot restore).")
     engine = create_engine(
         url,
         # Gradio handlers run on worker threads; each checkout is still one thread at a time.

@@ -9,6 +9,7 @@ from __future__ import annotations
 import getpass
 import hashlib
 import hmac
+import re
 import sys
 import threading
 import time
@@ -18,7 +19,25 @@ from pathlib import Path
 from typing import Callable
 
 MAX_USERS = 10_000
-MAX_NAME = 200
+MAX_NAME = 64
+# A sign-in name is a handle, not a display name: ASCII letters, digits and . _ - @ + only.
+# Bidi controls, zero-width characters and homoglyphs (a Cyrillic "а" in "аlice") would otherwise
+# reach the organiser's tables looking like another person; a name longer than the database
+# column used to sign in and then have every click refused.
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,63}")
+HF_PREFIX = "hf:"  # Hugging Face sign-in names (ui.annotate.user_of); ':' never occurs in a file's names
+
+
+def name_problem(name: object) -> str | None:
+    """Why `name` cannot be an annotator's name, or None. Names from the annotators file, and
+    'hf:<username>' from Hugging Face sign-in."""
+    if not isinstance(name, str):
+        return "a user name must be text"
+    bare = name[len(HF_PREFIX):] if name.startswith(HF_PREFIX) else name
+    if not NAME_RE.fullmatch(bare):
+        return (f"user name {ascii(name)[:80]} is not allowed: 1-{MAX_NAME} characters, ASCII letters, digits "
+                "and . _ - @ + only, starting with a letter or digit")
+    return None
 
 
 def _digest(password: str) -> str:
@@ -39,6 +58,9 @@ def load_users(path: str | Path) -> dict[str, str]:
         name = name.strip()
         if not sep or not name or not secret:
             raise ValueError(f"{p}:{n}: expected 'name:password' or 'name:sha256:<hex>'")
+        problem = name_problem(name)
+        if problem:
+            raise ValueError(f"{p}:{n}: {problem}")
         if name in users:
             raise ValueError(f"{p}:{n}: user {name!r} listed twice")
         if secret.startswith("sha256:") and len(secret) != 7 + 64:

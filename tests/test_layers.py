@@ -180,3 +180,48 @@ def test_no_arrow_runs_back_up_between_cir_cores_rooms():
     assert cycles(rooms(graph())) == []
     assert cycles(rooms({"cir_core.a.x": {"cir_core.b.y"}, "cir_core.b.z": {"cir_core.a.w"}})) == \
         [["cir_core.a", "cir_core.b"]]
+
+
+ENV_READERS = {"cir_core/env.py", "cir_core/settings.py", "ui/settings.py"}
+
+
+def environ_reads(path: Path) -> list[int]:
+    """Lines of `path` that read the process environment: os.environ[...] / .get / .copy /
+    passed along, os.getenv; an assignment into it or `setdefault` (a process default) is no read."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    writes = {id(t) for node in ast.walk(tree) if isinstance(node, ast.Assign) for t in node.targets}
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr == "getenv":
+            out.append(node.lineno)
+        elif isinstance(node, ast.Attribute) and node.attr == "environ":
+            out.append(node.lineno)
+    for node in ast.walk(tree):  # forgive the writes and setdefault
+        if isinstance(node, ast.Subscript) and id(node) in writes and isinstance(node.value, ast.Attribute) \
+                and node.value.attr == "environ":
+            out.remove(node.lineno)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "setdefault" \
+                and isinstance(node.func.value, ast.Attribute) and node.func.value.attr == "environ":
+            out.remove(node.lineno)
+    return sorted(out)
+
+
+def test_the_environment_is_read_in_the_settings_only():
+    """Every environment variable goes through cir_core.env (declared there, with what it does) or
+    the settings modules, never read deep in the library (issue 43)."""
+    found = {}
+    for name, path in modules().items():
+        rel = str(path.relative_to(ROOT))
+        if rel in ENV_READERS or rel.startswith("bench/"):
+            continue
+        lines = environ_reads(path)
+        if lines:
+            found[rel] = lines
+    assert found == {}
+
+
+def test_the_environment_check_sees_a_read(tmp_path):
+    f = tmp_path / "m.py"
+    f.write_text("import os\nos.environ['A'] = '1'\nos.environ.setdefault('B', '2')\nx = os.environ.get('C')\n"
+                 "y = os.getenv('D')\n")
+    assert environ_reads(f) == [4, 5]

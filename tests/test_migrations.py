@@ -125,9 +125,10 @@ def test_failed_migration_leaves_nothing(engine: Engine, tmp_path: Path) -> None
     """env.py runs all pending revisions in one transaction: a failing one rolls them all back."""
     scripts = tmp_path / "migrations"
     shutil.copytree(migrate.MIGRATIONS_DIR, scripts, ignore=shutil.ignore_patterns("__pycache__"))
-    (scripts / "versions" / "0002_broken.py").write_text(
+    head = migrate.head()
+    (scripts / "versions" / "9999_broken.py").write_text(
         "import sqlalchemy as sa\nfrom alembic import op\n"
-        "revision = '0002'\ndown_revision = '0001'\nbranch_labels = depends_on = None\n"
+        f"revision = '9999'\ndown_revision = '{head}'\nbranch_labels = depends_on = None\n"
         "def upgrade():\n"
         "    with op.batch_alter_table('judgments') as b:\n"
         "        b.add_column(sa.Column('extra', sa.Integer(), nullable=True))\n"

@@ -35,7 +35,8 @@ from test_db import (  # noqa: F401
 )
 from test_queue import (  # noqa: F401
     cir_engine,
-    test_gold_tasks_go_to_everyone_with_world_truth,
+    test_gold_pairs_sit_anywhere_in_a_queue_at_the_sets_share,
+    test_gold_tasks_carry_world_truth_and_never_make_a_queue_of_their_own,
     test_join_back_counts_a_judgment_for_every_method_that_retrieved_the_item,
     test_order_groups_each_query_and_differs_between_annotators,
     test_overlap_gives_each_task_to_n_annotators,
@@ -133,6 +134,7 @@ def test_annotation_service_on_postgres(pg_url, cir_engine) -> None:
     from db.export import export_rows
     from db.models import JudgmentAudit
     from db.report import compute_report
+    from db.judgments import StaleAnswer
     from db.service import DEFAULT_SET, AnnotationService
 
     svc = AnnotationService(pg_url)
@@ -157,6 +159,14 @@ def test_annotation_service_on_postgres(pg_url, cir_engine) -> None:
             assert rep["judgments"]["answered"] == 1 and rep["judgments"]["skipped"] == 1
             assert len(export_rows(s, annotator="alice")) == 2
         assert svc.current_set("alice") == DEFAULT_SET
+        # Issue 42: a NUL in a comment is named before PostgreSQL sees it (it used to answer
+        # only "database refused the request"); a save from a stale tab is refused.
+        st = svc.open("carol", DEFAULT_SET)
+        with pytest.raises(ValueError, match="U\\+0000"):
+            svc.answer("carol", DEFAULT_SET, st.task.task_id, "yes", "no", comment="a\x00b")
+        svc.answer("carol", DEFAULT_SET, st.task.task_id, "yes", "no", expected=None)
+        with pytest.raises(StaleAnswer):
+            svc.answer("carol", DEFAULT_SET, st.task.task_id, "no", "no", expected=None)
     finally:
         svc.close()
 

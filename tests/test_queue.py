@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 from sqlalchemy import func, select
 
@@ -132,7 +133,10 @@ def test_overlap_gives_each_task_to_n_annotators(S, cir_engine) -> None:
         assert all(len(v) == 2 for v in seen.values())
 
 
-def test_gold_tasks_go_to_everyone_with_world_truth(S, cir_engine) -> None:
+def test_gold_tasks_carry_world_truth_and_never_make_a_queue_of_their_own(S, cir_engine) -> None:
+    """Gold answers are the world's truth; gold pairs are spread among the plain ones, so an
+    annotator who arrives when every plain pair is taken gets nothing, not a queue of gold
+    pairs (issue 42: with gold going to everyone, a late arrival's queue was all gold)."""
     _pool(S, cir_engine, n=3, k=3, overlap=1, gold=0.5)
     with S() as s:
         gold = s.scalars(select(Task).where(Task.gold_identity.is_not(None))).all()
@@ -144,13 +148,68 @@ def test_gold_tasks_go_to_everyone_with_world_truth(S, cir_engine) -> None:
             same = bench.identities()[row[t.item_id]] == bench.identities()[row[q.reference_id]]
             assert t.gold_identity == ("yes" if same else "no")
         qs = queue.query_set_by_name(s, "demo")
-        for name in ("a1", "a2"):
+        n_plain = s.scalar(select(func.count()).select_from(Task).where(Task.gold_identity.is_(None)))
+        got = {}
+        for name in ("early", "late"):
             ann = queue.get_or_create_annotator(s, name)
-            got = []
+            got[name] = []
             while (v := queue.current(s, ann, qs)) is not None:
-                got.append(v.task_id)
+                got[name].append(v.task_id)
                 queue.answer(s, ann, v.task_id, "yes", "yes")
-            assert {t.id for t in gold} <= set(got)
+        gold_ids = {t.id for t in gold}
+        assert len([t for t in got["early"] if t not in gold_ids]) == n_plain  # every plain pair
+        assert got["late"] == []  # overlap 1 and nothing plain left: no gold-only queue
+
+
+def _hand_set(S, n_queries: int, per_query: int, gold_every: int, overlap: int) -> tuple[str, set[int]]:
+    """A set pooled by hand: n_queries x per_query tasks, every gold_every-th task gold."""
+    with S() as s:
+        qs = QuerySet(name="hand", source="test", overlap=overlap, pool_k=per_query)
+        s.add(qs)
+        k = 0
+        for qi in range(n_queries):
+            q = Query(query_set=qs, external_id=f"q{qi}", reference_id=f"r{qi}", edit_text="e")
+            s.add(q)
+            for j in range(per_query):
+                k += 1
+                gold = k % gold_every == 0
+                s.add(Task(query=q, item_id=f"i{qi}-{j}", gold_identity="yes" if gold else None))
+        s.commit()
+        return qs.name, set(s.scalars(select(Task.id).where(Task.gold_identity.is_not(None))))
+
+
+def test_gold_pairs_sit_anywhere_in_a_queue_at_the_sets_share(S) -> None:
+    """40 annotators' whole queues over a set of 40 queries x 10 items, 10 % gold: the gold
+    pairs are about 10 % of each queue, as often in its first half as in its second, never in
+    a long run, and at different places for each annotator (a keyed draw per position). The
+    queues are the projections `open_tasks` makes for a new annotator; a real walk follows its
+    projection exactly (checked for two annotators)."""
+    name, gold = _hand_set(S, 40, 10, 10, overlap=40)
+    shares, first_half, second_half, places = [], 0, 0, set()
+    with S() as s:
+        qs = queue.query_set_by_name(s, name)
+        for a in range(40):
+            ann = queue.get_or_create_annotator(s, f"ann{a}")
+            seq = [t in gold for t in queue.open_tasks(s, ann, qs, queue.own_queue(s, ann, qs))]
+            assert sum(1 for g in seq if not g) == 360  # every plain pair
+            shares.append(sum(seq) / len(seq))
+            half = len(seq) // 2
+            first_half, second_half = first_half + sum(seq[:half]), second_half + sum(seq[half:])
+            run = max(len(r) for r in "".join("g" if g else "." for g in seq).split("."))
+            assert run <= 5
+            places.add(tuple(i for i, g in enumerate(seq) if g))
+        for a in range(2):
+            ann = queue.get_or_create_annotator(s, f"ann{a}")
+            projected = queue.open_tasks(s, ann, qs, queue.own_queue(s, ann, qs))[:60]
+            walked = []
+            for _ in range(60):
+                v = queue.current(s, ann, qs)
+                walked.append(v.task_id)
+                queue.answer(s, ann, v.task_id, "yes", "yes")
+            assert walked == projected
+    assert 0.07 < float(np.mean(shares)) < 0.12 and max(shares) < 0.2
+    assert abs(first_half - second_half) < 4 * np.sqrt(first_half + second_half)
+    assert len(places) == 40
 
 
 def test_skip_back_and_privacy(S, cir_engine) -> None:

@@ -142,8 +142,14 @@ def cache_file(app, client, engine, tmp_path_factory):
     assert path and Path(path).is_file()
     from gradio.utils import get_upload_folder
 
-    assert str(Path(path).resolve()).startswith(str(Path(get_upload_folder()).resolve()))
-    return path
+    from ui.tempfiles import TEMP
+
+    # gradio_client hands back its own downloaded copy; the server's file is in the app's own
+    # temporary root, which also holds Gradio's folder (GRADIO_TEMP_DIR, ui/tempfiles.py).
+    assert Path(get_upload_folder()).is_relative_to(TEMP.root)
+    server = [f for f in TEMP.root.rglob(Path(path).name) if f.is_file()]
+    assert len(server) == 1, (path, TEMP.root)
+    return str(server[0])
 
 
 @pytest.fixture(scope="module")

@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 
 from cir_core.errors import CIRError, InputError
 
 from .itt import (EDIT_TYPES, EndpointGenerator, HFGenerator, TemplateGenerator, build, load_prompts,
                   read_manifest, validate_file)
+from cir_core import env
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -71,7 +71,7 @@ def make_generator(args: argparse.Namespace):
         if not args.model:
             raise InputError("--endpoint needs --model NAME")
         return EndpointGenerator(args.endpoint, args.model, load_prompts(args.prompts),
-                                 api_key=os.environ.get(args.api_key_env), timeout=args.timeout,
+                                 api_key=env.secret(args.api_key_env), timeout=args.timeout,
                                  retries=args.retries, backoff=args.backoff, json_mode=not args.no_json_mode,
                                  temperature=args.temperature, max_tokens=args.max_tokens,
                                  n_negatives=args.negatives)

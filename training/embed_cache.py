@@ -26,8 +26,6 @@ import argparse
 import hashlib
 import itertools
 import json
-import os
-import shutil
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -45,6 +43,7 @@ from cir_core.world.films.stream import FILM_SHARE, TRAIN_TYPES, query_keys, que
 from cir_core.world.render import RENDER_VERSION
 
 from .registry import Trainer, register_trainer
+from cir_core.fileio import atomic_folder, loads_json
 
 FORMAT_VERSION = 2  # 2: the stream interleaves film queries (issue 25)
 # Not a trainer but a build step: the frozen embeddings DiCE, PACE and PACT's targets train on.
@@ -79,7 +78,7 @@ class TrainEmbeddings:
 
     def __init__(self, folder: Path):
         self.folder = Path(folder)
-        self.meta = json.loads((self.folder / "meta.json").read_text())
+        self.meta = loads_json((self.folder / "meta.json").read_text())
         a = {k: np.load(self.folder / f"{k}.npy") for k in ARRAYS}
         self.ref_img, self.tgt_img, self.texts = a["ref_img"], a["tgt_img"], a["texts"]
         self.ref_caption, self.edit, self.target_caption = a["ref_caption"], a["edit"], a["target_caption"]
@@ -189,18 +188,16 @@ class TextFields:
 
 
 def write_cache(folder: Path, arrays: dict[str, np.ndarray], texts: list[str], meta: dict) -> None:
-    """The cache's files, written into a temporary folder renamed to `folder` at the end: a reader
-    sees the whole cache or none of it (another process that finished first keeps its copy)."""
-    tmp = folder.with_name(folder.name + f".tmp{os.getpid()}")
-    tmp.mkdir(parents=True, exist_ok=True)
-    for k, v in arrays.items():
-        np.save(tmp / f"{k}.npy", v)
-    (tmp / "texts.json").write_text(json.dumps(texts))
-    (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
-    try:
-        tmp.rename(folder)
-    except OSError:
-        shutil.rmtree(tmp, ignore_errors=True)
+    """The cache's files, written into a new folder that takes `folder`'s place in one step
+    (`atomic_folder`): a reader sees the whole cache or none of it."""
+    def write(tmp: Path) -> None:
+        for k, v in arrays.items():
+            np.save(tmp / f"{k}.npy", v)
+        (tmp / "texts.json").write_text(json.dumps(texts))
+        (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
+
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    atomic_folder(folder, write, durable=False)  # a cache: a crash may lose it, never half of it
 
 
 def build_train_cache(backbone, n: int, seed: int = 0, root: Path | None = None,

@@ -258,10 +258,11 @@ def main(argv: list[str] | None = None) -> list[dict]:
     if args.threads:
         torch.set_num_threads(args.threads)
 
-    from cir_core.backbone import load_backbone
+    from cir_core.backbone import load_backbone, random_init_on_purpose
 
     t0 = time.perf_counter()
-    backbone = load_backbone(args.model, pretrained=None, device=dev)  # random init, no download
+    with random_init_on_purpose():  # random init is the point (no download): not a failed load
+        backbone = load_backbone(args.model, pretrained=None, device=dev)
     print(f"backbone {backbone.id} on {dev}: {time.perf_counter() - t0:.1f} s", file=sys.stderr)
     records = []
     with tempfile.TemporaryDirectory(prefix="gpu-smoke-") as tmp:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import random
 import time
 from dataclasses import dataclass
@@ -27,6 +26,8 @@ from cir_core.checkpoint import check_fit, read_weights, shapes_of, write_weight
 from cir_core.config import DictConfig, git_commit
 from cir_core.errors import InputError
 from cir_core.progress import bar as progress_bar
+from cir_core.fileio import atomic_folder, folder_or_aside, loads_json
+from cir_core import env
 
 
 C = TypeVar("C", bound="LoopConfig")
@@ -77,11 +78,11 @@ def seed_everything(seed: int) -> None:
 
 def _dist() -> tuple[int, int, int]:
     """(rank, world size, local rank) under torchrun; (0, 1, 0) otherwise."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
+    world = int(env.read("WORLD_SIZE", "1"))
     if world > 1 and not torch.distributed.is_initialized():
         backend = "nccl" if torch.cuda.is_available() else "gloo"
         torch.distributed.init_process_group(backend)
-    return int(os.environ.get("RANK", "0")), world, int(os.environ.get("LOCAL_RANK", "0"))
+    return int(env.read("RANK", "0")), world, int(env.read("LOCAL_RANK", "0"))
 
 
 def lr_factor(step: int, cfg: LoopConfig) -> float:
@@ -105,26 +106,31 @@ def run_clock(clock: dict, cfg: LoopConfig) -> dict:
 
 def _save(out: Path, task: TrainTask, opt: torch.optim.Optimizer, step: int, cfg: LoopConfig,
           history: list, clock: dict | None = None) -> None:
-    tmp = out / "last.tmp"
-    tmp.mkdir(parents=True, exist_ok=True)
     state = {k: v.detach().clone() for k, v in task.model.state_dict().items()}
-    write_weights(tmp / "model.safetensors", state)
-    torch.save(opt.state_dict(), tmp / "optimizer.pt")
-    torch.save({"torch_rng": torch.get_rng_state()}, tmp / "rng.pt")
-    (tmp / "state.json").write_text(json.dumps(
-        {"step": step, "config": cfg.to_dict(), "history": history, "clock": clock or {},
-         "git_commit": git_commit()}, indent=1))
-    last = out / "last"
-    if last.exists():
-        for f in last.iterdir():
-            f.unlink()
-        last.rmdir()
-    tmp.rename(last)  # a kill mid-save leaves the previous checkpoint intact
+
+    def write(folder: Path) -> None:
+        write_weights(folder / "model.safetensors", state)
+        torch.save(opt.state_dict(), folder / "optimizer.pt")
+        torch.save({"torch_rng": torch.get_rng_state()}, folder / "rng.pt")
+        (folder / "state.json").write_text(json.dumps(
+            {"step": step, "config": cfg.to_dict(), "history": history, "clock": clock or {},
+             "git_commit": git_commit()}, indent=1))
+
+    # One step from the old checkpoint to the new: a kill at any instant leaves one whole (the old
+    # code removed `last` before renaming the new one in, and a kill between left none).
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_folder(out / "last", write)
+
+
+def _last(out: Path) -> Path | None:
+    """The resumable checkpoint's folder (`last`, or the one a crash left set aside mid-swap)."""
+    return folder_or_aside(Path(out) / "last")
 
 
 def _saved_state(out: Path) -> dict | None:
-    path = Path(out) / "last" / "state.json"
-    return json.loads(path.read_text()) if path.is_file() else None
+    last = _last(out)
+    path = last / "state.json" if last is not None else None
+    return loads_json(path.read_text()) if path is not None and path.is_file() else None
 
 
 def saved_step(out: Path) -> int:
@@ -134,8 +140,8 @@ def saved_step(out: Path) -> int:
 
 
 def _resume(out: Path, task: TrainTask, opt: torch.optim.Optimizer) -> tuple[int, list, dict]:
-    last, state = out / "last", _saved_state(out)
-    if state is None:
+    last, state = _last(out), _saved_state(out)
+    if state is None or last is None:
         return 0, [], {}
     path = last / "model.safetensors"
     expected = shapes_of(task.model.state_dict())  # another architecture in the same out_dir: refused
@@ -256,7 +262,7 @@ def config_from_args(defaults: C, config_file: str | None, overrides: list[str])
         path = Path(config_file)
         if not path.is_file():
             raise InputError(f"config file not found: {config_file}")
-        data.update(json.loads(path.read_text()))
+        data.update(loads_json(path.read_text()))
     for ov in overrides:
         key, sep, val = ov.partition("=")
         if not sep:
@@ -267,6 +273,6 @@ def config_from_args(defaults: C, config_file: str | None, overrides: list[str])
 
 def _parse(s: str) -> Any:
     try:
-        return json.loads(s)
+        return loads_json(s)
     except ValueError:
         return s

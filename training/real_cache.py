@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from cir_core.world import EDIT_TYPES
 
 from .embed_cache import ARRAYS, FORMAT_VERSION, TextFields, TrainEmbeddings, encode_texts_by_length, write_cache
 from .triplets import Triplet, read_triplets
+from cir_core import env
 
 
 def stable_hash(text: str) -> int:
@@ -52,7 +52,7 @@ def build_real_cache(spec: str, backbone: Any, image_root: str | None = None, n:
     folder = cache_folder(Path(root) if root else cache_dir() / "train", backbone, spec, triplets)
     if (folder / "meta.json").is_file():
         return TrainEmbeddings(folder)
-    rank = int(os.environ.get("RANK", "0"))
+    rank = int(env.read("RANK", "0"))
     t0 = time.time()
     rows = _embed_images(triplets, backbone, folder.with_name(folder.name + ".images"), workers, batch_size, progress)
     if rank != 0:  # rank 0 writes the cache; the others wait for it (the process group is gone)
@@ -83,7 +83,7 @@ def _embed_images(triplets: list[Triplet], backbone: Any, out: Path, workers: in
     manifest.write_text("".join(json.dumps({"id": str(i), "path": p}) + "\n" for i, p in enumerate(paths)))
     build(str(manifest), backbone, None, out, batch_size=batch_size, workers=workers, kind="flat",
           exact_max=len(paths) + 1, progress=progress)
-    if int(os.environ.get("RANK", "0")) != 0:
+    if int(env.read("RANK", "0")) != 0:
         return {}
     pre = open_prebuilt(out)
     got = {it.path: np.asarray(pre.embeddings[i], np.float32) for i, it in enumerate(pre.gallery.items)}

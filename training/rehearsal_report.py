@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -72,7 +71,7 @@ def check_app(spec: str, expect: str, k: int = 5) -> dict[str, Any]:
     port = _free_port()
     proc = subprocess.Popen([sys.executable, "app.py", "--host", "127.0.0.1", "--port", str(port),
                              "--checkpoints", spec, "--methods", ",".join(COLUMNS)],
-                            cwd=ROOT, env=os.environ.copy(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
     try:
         _wait(proc, port)

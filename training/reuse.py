@@ -8,24 +8,23 @@ trained, and the reason is printed.
 """
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 from typing import Any, Sequence
 
-from cir_core.fileio import atomic_write_path
+from cir_core.fileio import atomic_write_path, loads_json
 
 
 def _value(text: str) -> Any:
     try:
-        return json.loads(text)
+        return loads_json(text)
     except ValueError:
         return text  # a path or a name: compared as written
 
 
 def wanted_settings(config: str | None, overrides: Sequence[str]) -> dict[str, Any]:
     """The settings a run of `config` with `key=value` overrides asks for (comments left out)."""
-    want = {k: v for k, v in json.loads(Path(config).read_text()).items() if not k.startswith("_")} if config else {}
+    want = {k: v for k, v in loads_json(Path(config).read_text()).items() if not k.startswith("_")} if config else {}
     for kv in overrides:
         key, _, text = kv.partition("=")
         want[key] = _value(text)
@@ -37,7 +36,7 @@ def why_not(candidate: Path, want: dict[str, Any], backbone_id: str) -> str | No
     cfg_path = candidate / "config.json"
     if not cfg_path.is_file() or not (candidate / "model.safetensors").is_file():
         return f"{candidate} holds no checkpoint"
-    cfg = json.loads(cfg_path.read_text())
+    cfg = loads_json(cfg_path.read_text())
     if cfg.get("backbone") != backbone_id:
         return f"{candidate} was trained on {cfg.get('backbone')}, not {backbone_id}"
     got = cfg.get("training") or {}

@@ -13,12 +13,12 @@ the record and the key, before any model runs.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from cir_core.benchmarks.common import BenchmarkError, need, read_json, read_jsonl
 from cir_core.errors import InputError
+from cir_core.fileio import loads_json
 
 KINDS = ("itt", "cirr", "fashioniq", "lcirr")
 FIQ_CATEGORIES = ("dress", "shirt", "toptee")
@@ -69,7 +69,7 @@ def read_itt(path: Path, image_root: str | None = None) -> list[Triplet]:
         if not line.strip():
             continue
         try:
-            rec = validate_record(json.loads(line))
+            rec = validate_record(loads_json(line))
         except (ValueError, InputError) as exc:
             raise InputError(f"{path} line {n}: {exc}") from None
         image = (root / rec["image"]).resolve()

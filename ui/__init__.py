@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from .common import CSS, POLL_S, EngineHolder, md_text, report_progress, theme, warn
 from .settings import AppConfig
+from cir_core import env
 
 if TYPE_CHECKING:
     from cir_core.engine import Engine
@@ -24,8 +25,11 @@ __all__ = ["build_demo", "launch_kwargs", "EngineHolder"]
 MAX_UPLOAD = "25mb"
 
 
-def banner(engine: Engine) -> str:
-    """One line on what the app runs: backbone, gallery, which methods load."""
+def banner(engine: Engine, annotation_only: bool = False) -> str:
+    """One line on what the app runs: backbone, gallery, which methods load. An annotation-only
+    instance names no method: its annotators must not know which methods the pool compares."""
+    if annotation_only:
+        return f"**Gallery** {md_text(engine.view.gallery.name)} ({len(engine.view.gallery):,} images)"
     status = engine.methods.status()
     marks = " · ".join(f"{'✓' if err is None else '⚠'} {_label(n)}" for n, err in status.items())
     n = len(engine.view.gallery)
@@ -49,6 +53,21 @@ def _label(name: str) -> str:
 DELETE_CACHE = (600, 3600)
 
 
+def use_own_gradio_dir() -> None:
+    """Gradio's uploads and cache in this process's own temporary root (`ui.tempfiles`), removed
+    at exit and swept after a kill, unless the operator named a folder (`GRADIO_TEMP_DIR`).
+    Before the first component is made: each reads the folder when it is created."""
+    from .tempfiles import TEMP
+
+    global _OWN_GRADIO_DIR
+    current = env.read("GRADIO_TEMP_DIR")
+    if not current or current == _OWN_GRADIO_DIR:
+        _OWN_GRADIO_DIR = os.environ["GRADIO_TEMP_DIR"] = str(TEMP.gradio_dir())
+
+
+_OWN_GRADIO_DIR: str | None = None
+
+
 def build_demo(config: AppConfig | None = None, engine: Engine | None = None,
                loader: Callable[..., Engine] | None = None) -> Any:
     """The Blocks app. `engine` skips loading (tests inject a small one); otherwise the engine
@@ -60,6 +79,7 @@ def build_demo(config: AppConfig | None = None, engine: Engine | None = None,
     from . import annotate, annotation_results, compare, figures
 
     cfg = config or AppConfig()
+    use_own_gradio_dir()
     # Gradio's queue recomputes its monitoring summary (a pandas group-by over the last 10,000
     # events) after every event by default: a cost that grows with the session. Every 1,000
     # events is plenty for the dashboard; read when gr.Blocks creates its queue.
@@ -108,7 +128,7 @@ def build_demo(config: AppConfig | None = None, engine: Engine | None = None,
                 yield banner_only(f"⚠ {md_text(exc)}")
                 return
             if only:
-                yield banner(eng)  # one output: the value itself
+                yield banner(eng, annotation_only=True)  # one output: the value itself
                 return
             params = dict(getattr(request, "query_params", None) or {})  # none outside a page load
             yield [banner(eng), *ctab.load(eng, params), *fig_load(eng)]
@@ -143,7 +163,7 @@ def launch_kwargs(cfg: AppConfig | None = None) -> dict:
     clean exit, so the temporary folders are removed when the process is stopped, and sets whose
     X-Forwarded-For is believed (`--trusted-proxies`; nobody's by default)."""
     from .a11y import A11Y_JS
-    from .annotate_help import HOTKEY_JS
+    from .annotate_help import HOTKEY_JS, KEY_HINT_CSS
     from .preview import PREVIEW_KEYS_JS
     from .settings import parse_proxies
     from .signin import trust_proxies
@@ -154,7 +174,7 @@ def launch_kwargs(cfg: AppConfig | None = None) -> dict:
     from .compare import compare_concurrency
 
     trust_proxies(parse_proxies(cfg.trusted_proxies))
-    kw = {"server_name": cfg.host, "server_port": cfg.port, "theme": theme(), "css": CSS,
+    kw = {"server_name": cfg.host, "server_port": cfg.port, "theme": theme(), "css": CSS + KEY_HINT_CSS,
           "max_file_size": MAX_UPLOAD, "footer_links": ["api", "settings"],
           "head": HOTKEY_JS + PREVIEW_KEYS_JS + A11Y_JS,
           # Gradio's 40 worker threads by default: the Compare events it lets through at once
@@ -166,4 +186,14 @@ def launch_kwargs(cfg: AppConfig | None = None) -> dict:
         # Gradio's login page guards the whole app; the Annotate tab reads request.username.
         kw.update(signin_kwargs(cfg.annotators))
         kw["auth_message"] = "CIR Workbench: sign in with your annotator name and password."
+    from starlette.middleware import Middleware
+
+    from .http_guard import HttpGuard
+    from .settings import parse_origins
+
+    # Cross-site posts, other users' sessions and exports, unbounded uploads (ui/http_guard.py):
+    # inside the client-address middleware, so its logs name the client.
+    app_kwargs = kw.setdefault("app_kwargs", {})
+    app_kwargs["middleware"] = [*app_kwargs.get("middleware", []), Middleware(
+        HttpGuard, annotation_only=bool(cfg.annotation_only), allowed_origins=parse_origins(cfg.allowed_origins))]
     return kw

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 import threading
 import time
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import gradio as gr
 
+from db import questions
 from db.faults import DBFault, fault_kind, is_fault
 from db.faults import describe as describe_fault
 from db.service import SKIP_REASONS, AnnotationService, QueueState
@@ -33,24 +33,27 @@ from db.service import SKIP_REASONS, AnnotationService, QueueState
 from .annotate_help import GUIDELINES, guideline_examples
 from .annotate_images import IMAGE, IMAGES, ItemImages, pair_html  # noqa: F401 (the tab's pictures)
 from .common import EngineHolder, choice_in, dict_in, md_text, text_in, warn
+from cir_core import env
 
 log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from cir_core.engine import Engine
 
-IDENTITY = (("yes", "Same character", "1"), ("no", "Different character", "2"),
-            ("cant_tell", "Can't tell", "3"))
-EDIT = (("yes", "Edit satisfied", "Q"), ("partial", "Partly", "W"), ("no", "Not satisfied", "E"))
+# (value, the button's words, hotkey) of each question's choices, declared in db/questions.py
+IDENTITY = tuple((c.value, c.label, c.key) for c in questions.IDENTITY.choices)
+EDIT = tuple((c.value, c.label, c.key) for c in questions.EDIT.choices)
 ANNOTATE_CONCURRENCY = 16  # Annotate/Results-load events run at once (one shared Gradio queue slot set)
 MAX_COMMENT = 2000
+NO_REASON = ("Choose why you skip this pair first (the list beside Skip: " + ", ".join(SKIP_REASONS)
+             + "); nothing was skipped.")
 NO_SIGN_IN = ("**Sign in to annotate.** Annotation is attributed to a person: run the app with "
               "`--annotators FILE` (Gradio's login page) or, on a Space, set `hf_oauth: true` and use "
               "*Sign in with Hugging Face*.")
 
 def auth_mode() -> str:
     """'hf' on a Space with OAuth configured, else 'password' (Gradio auth, when set at launch)."""
-    return "hf" if os.environ.get("SPACE_ID") and os.environ.get("OAUTH_CLIENT_ID") else "password"
+    return "hf" if env.read("SPACE_ID") and env.read("OAUTH_CLIENT_ID") else "password"
 
 
 def user_of(request: Any, profile: Any = None) -> str | None:
@@ -98,8 +101,10 @@ def _view(engine: Engine, st: QueueState, note: str = "") -> AnnotateView:
         edit_md += f"\n\nThe character: **{who}**, boxed in amber on the reference."
     # "user": whose screen this is. Gradio keys a State by the session hash the request names,
     # not by who is signed in: every handler checks it (`_own_state`).
+    # "revision": the saved answer this screen shows, so a save from another tab in between is
+    # refused (db.judgments.StaleAnswer) instead of silently overwritten.
     state = {"user": st.user, "set": st.query_set, "task": t.task_id, "position": t.position,
-             "latest": st.progress.latest,
+             "latest": st.progress.latest, "revision": t.revision,
              "shown": time.time(), "identity": t.identity, "edit": t.edit, "screen": screen,
              "ref": ref, "cand": cand, "edit_md": edit_md}
     return AnnotateView(f"{screen}{note}", edit_md, ref, cand, state, t.identity, t.edit, t.comment or "")
@@ -150,7 +155,7 @@ def _valid_state(state: Any, user: str) -> dict | None:
     st = _own_state(state, user)
     task, pos = st.get("task"), st.get("position")
     if not isinstance(st.get("set"), str) or isinstance(task, bool) or not isinstance(task, int) \
-            or isinstance(pos, bool) or not isinstance(pos, int):
+            or isinstance(pos, bool) or not isinstance(pos, int) or not isinstance(st.get("revision"), (str, type(None))):
         return None
     return st
 
@@ -189,7 +194,7 @@ def choose_view(svc: AnnotationService, engine: Engine, user: str | None, state:
     comment = text_in(comment, MAX_COMMENT + 1)
     if {"identity", "edit"} <= fresh:
         saved = svc.answer(user, st["set"], st["task"], st["identity"], st["edit"],
-                           comment=comment.strip() or None, time_spent_ms=_elapsed(st))
+                           comment=comment.strip() or None, time_spent_ms=_elapsed(st), expected=st.get("revision"))
         return _view(engine, saved, "")
     other = "edit" if kind == "identity" else "identity"
     screen = st.get("screen") if isinstance(st.get("screen"), str) else ""
@@ -208,7 +213,10 @@ def skip_view(svc: AnnotationService, engine: Engine, user: str | None, state: d
     st = _valid_state(state, user)
     if st is None:
         return open_view(svc, engine, user, _set_of(state, user))
-    st_ = svc.skip(user, st["set"], st["task"], choice_in(reason, SKIP_REASONS, "other"), _elapsed(st))
+    if reason not in SKIP_REASONS:
+        raise ValueError(NO_REASON)
+    st_ = svc.skip(user, st["set"], st["task"], reason, _elapsed(st),
+                   expected=st.get("revision"))
     return _view(engine, st_)
 
 
@@ -231,18 +239,38 @@ class AnnotateTab:
     load: Any  # (request, profile) -> values for load_outputs
 
 
-class ServiceHolder:
-    """The annotation DB, opened on first use (a bad --db path is reported in the tab, not a crash)."""
+class DBUnavailable(RuntimeError):
+    """The annotation DB could not be opened (damaged, empty, unreachable, of a newer version)."""
 
-    def __init__(self, path: str, service: AnnotationService | None = None):
-        self.path, self.service = path, service
+
+class ServiceHolder:
+    """The annotation DB, opened on first use (a bad --db path is reported in the tab, not a crash).
+
+    A failure to open is remembered for `retry_s`: every click used to reopen the file and run
+    the migration again, and answer "Something went wrong... press N" (issue 42). Now each click
+    says what is wrong until the next attempt."""
+
+    def __init__(self, path: str, service: AnnotationService | None = None, retry_s: float = 60.0):
+        self.path, self.service, self.retry_s = path, service, retry_s
         self._lock = threading.Lock()
+        self._failed: tuple[float, str] | None = None
 
     def get(self) -> AnnotationService:
         # The Annotate and Results tabs load together: one of them opens (and migrates) the DB.
         with self._lock:
             if self.service is None:
-                self.service = AnnotationService(self.path)
+                if self._failed is not None and time.monotonic() - self._failed[0] < self.retry_s:
+                    raise DBUnavailable(self._failed[1])
+                try:
+                    self.service = AnnotationService(self.path)
+                except Exception as exc:
+                    why = describe_fault(fault_kind(exc), writing=False) if is_fault(exc) else str(exc)
+                    msg = (f"The annotation database cannot be opened: {why.rstrip('.')}. Nothing can be saved until "
+                           "it is fixed: tell the organiser.")
+                    log.error("annotation DB %s cannot be opened: %s", self.path, exc)
+                    self._failed = (time.monotonic(), msg)
+                    raise DBUnavailable(msg) from exc
+                self._failed = None
             return self.service
 
 
@@ -277,25 +305,34 @@ def build(holder: EngineHolder, services: ServiceHolder) -> AnnotateTab:
 
 
 def _layout(mode: str) -> SimpleNamespace:
+    """One screen that fits a 1440x900 laptop without scrolling (the pictures shrink with the
+    window's height, the set list sits beside the status), a column on a phone. The keys are
+    shown on the buttons by CSS (ui/common.py), only where there is a keyboard."""
     c = SimpleNamespace()
-    with gr.Row():
+    with gr.Row(elem_id="ann-head"):
         if mode == "hf":
             gr.LoginButton()
-        c.set_dd = gr.Dropdown(label="Query set", choices=[], interactive=True, scale=2, elem_id="ann-set")
+        # Compact (no frame, the label inside the control) so that the pair fits on the screen.
+        c.set_dd = gr.Dropdown(label="Query set", choices=[], interactive=True, show_label=False, container=False,
+                               scale=0, min_width=260, elem_id="ann-set")
     c.status = gr.Markdown(NO_SIGN_IN, elem_id="ann-status", elem_classes="status-msg")
     c.edit_md = gr.Markdown("", elem_id="ann-edit")
     c.pair = gr.HTML("", elem_id="ann-pair")  # pair_html: reference and candidate side by side
-    with gr.Row():
-        c.id_btns = [gr.Button(f"{label}  [{key}]", elem_id=f"ann-id-{v}", size="lg") for v, label, key in IDENTITY]
-    with gr.Row():
-        c.ed_btns = [gr.Button(f"{label}  [{key}]", elem_id=f"ann-edit-{v}", size="lg") for v, label, key in EDIT]
-    with gr.Row(equal_height=True):
-        c.comment = gr.Textbox(label="Comment (optional; saved with the answer)", scale=3, max_length=2000)
-        c.reason = gr.Dropdown(SKIP_REASONS, value=SKIP_REASONS[0], label="Skip reason", scale=2,
-                               min_width=200, elem_id="ann-skip-reason")  # "reference unclear" in full
-        c.skip_b = gr.Button("Skip  [S]", elem_id="ann-skip", scale=1)
-        c.back_b = gr.Button("◀ Back  [B]", elem_id="ann-back", scale=1)
-        c.next_b = gr.Button("Next unanswered ▶  [N]", elem_id="ann-next", scale=1)
+    with gr.Row(elem_classes="ann-answers"):
+        c.id_btns = [gr.Button(label, elem_id=f"ann-id-{v}", size="lg") for v, label, _ in IDENTITY]
+    with gr.Row(elem_classes="ann-answers"):
+        c.ed_btns = [gr.Button(label, elem_id=f"ann-edit-{v}", size="lg") for v, label, _ in EDIT]
+    with gr.Row(equal_height=True, elem_id="ann-tools"):
+        c.comment = gr.Textbox(label="Comment (optional; saved with the answer)", placeholder="Comment (optional)",
+                               show_label=False, container=False, lines=1, max_lines=4, scale=3, min_width=200,
+                               max_length=2000, elem_id="ann-comment")
+        # No default reason: a skip says why, chosen by the annotator (S used to store the first
+        # reason without anyone choosing it).
+        c.reason = gr.Dropdown(SKIP_REASONS, value=None, label="Skip reason", show_label=False, container=False,
+                               scale=2, min_width=190, elem_id="ann-skip-reason")
+        c.skip_b = gr.Button("Skip", elem_id="ann-skip", scale=1, min_width=100)
+        c.back_b = gr.Button("◀ Back", elem_id="ann-back", scale=1, min_width=110)
+        c.next_b = gr.Button("Next ▶", elem_id="ann-next", scale=1, min_width=110)  # the first unanswered pair
     with gr.Accordion("Guidelines and examples", open=False):
         gr.Markdown(GUIDELINES)
         c.examples = gr.Gallery(label="Worked examples (the generated world's ground truth)", columns=7,
@@ -306,8 +343,8 @@ def _layout(mode: str) -> SimpleNamespace:
 
 
 def _render(v: AnnotateView) -> list:
-    pair = pair_html(v.reference, v.candidate) if (v.reference or v.candidate or v.state.get("task")) \
-        else ""
+    pair = pair_html(v.reference, v.candidate, v.identity, v.edit_label) \
+        if (v.reference or v.candidate or v.state.get("task")) else ""
     return [v.status, v.edit, pair + (chosen_css(v.identity, v.edit_label) if pair else ""), v.comment, v.state]
 
 
@@ -320,7 +357,7 @@ def guard(fn: Any, render: Any, n_out: int) -> Any:
     def run(*args):
         try:
             return render(fn(*args))
-        except (PermissionError, LookupError, ValueError) as exc:
+        except (PermissionError, LookupError, ValueError, DBUnavailable) as exc:
             msg = str(exc)
         except DBFault as exc:
             msg = exc.message()
@@ -371,7 +408,14 @@ def _wire(holder: EngineHolder, services: ServiceHolder, c: SimpleNamespace, out
         name = name if isinstance(name, str) and name in svc.query_sets() else None
         return open_view(svc, holder.get(), user_of(request, profile), name)
 
-    c.skip_b.click(guarded(on_skip), [c.state, c.reason], outs, api_name="annotate_skip", **group)
+    skip_guarded = guarded(on_skip)
+
+    @functools.wraps(on_skip)  # Gradio reads the signature (request, profile) through __wrapped__
+    def skip_and_clear(st, why, request: gr.Request, profile: gr.OAuthProfile | None):
+        out = skip_guarded(st, why, request, profile)
+        refused = isinstance(out[0], str) and out[0].startswith("⚠")
+        return [*out, gr.skip() if refused else None]  # the next skip's reason is chosen afresh
+    c.skip_b.click(skip_and_clear, [c.state, c.reason], [*outs, c.reason], api_name="annotate_skip", **group)
     c.back_b.click(on_move("back"), [c.state], outs, api_name="annotate_back", **group)
     c.next_b.click(on_move("next"), [c.state], outs, api_name="annotate_next", **group)
     c.set_dd.input(guarded(on_set), [c.set_dd], outs, api_name="annotate_set", **group)

@@ -9,6 +9,10 @@ if TYPE_CHECKING:
 
 KEYS = {"1": "ann-id-yes", "2": "ann-id-no", "3": "ann-id-cant_tell", "q": "ann-edit-yes",
         "w": "ann-edit-partial", "e": "ann-edit-no", "s": "ann-skip", "b": "ann-back", "n": "ann-next"}
+# Shown after each button's words where there is a keyboard (a fine pointer that hovers), never on
+# a touch screen: CSS, so the buttons' own names stay the words alone.
+KEY_HINT_CSS = "@media (hover: hover) and (pointer: fine) {" + " ".join(
+    f"#{el}::after {{content: '\\00a0\\00a0[{k.upper()}]'; opacity: 0.8;}}" for k, el in KEYS.items()) + "}"
 
 GUIDELINES = """
 **For each pair answer two questions** (click, or press the key shown on the button):
@@ -44,7 +48,7 @@ edit *"Make the square blue."*
 
 The worked examples below are the world's own ground truth, labelled with each figure's look.
 
-**Skip [S]** with a reason when you cannot judge; **Back [B]** revisits your previous answer (changing it
+**Skip [S]** with a reason (choose it in the list beside the button) when you cannot judge; **Back [B]** revisits your previous answer (changing it
 keeps the old one in the audit log); **Next [N]** returns to your first unanswered pair.
 Your answers are yours: nobody else sees or changes them, and you never see which method found a candidate.
 """
@@ -65,6 +69,26 @@ HOTKEY_JS = """
     e.preventDefault();
     el.click();
   });
+  // Name each button's key for assistive technology, and say which answers are chosen: the pair's
+  // HTML carries them (data-identity, data-edit); the buttons get aria-pressed.
+  const mark = () => {
+    for (const [k, id] of Object.entries(keys)) {
+      const b = document.getElementById(id);
+      const btn = b && (b.tagName === 'BUTTON' ? b : b.querySelector('button'));
+      if (btn && !btn.hasAttribute('aria-keyshortcuts')) btn.setAttribute('aria-keyshortcuts', k.toUpperCase());
+    }
+    const reason = document.querySelector('#ann-skip-reason input');
+    if (reason && !reason.placeholder) reason.placeholder = 'Skip reason…';  // the list has no visible label
+    const pair = document.querySelector('#ann-pair .ann-pair');
+    for (const [q, values] of [['identity', ['yes', 'no', 'cant_tell']], ['edit', ['yes', 'partial', 'no']]]) {
+      const chosen = pair ? pair.dataset[q] : undefined;
+      for (const v of values) {
+        const b = document.getElementById(`ann-${q === 'identity' ? 'id' : 'edit'}-${v}`);
+        if (b) b.setAttribute('aria-pressed', chosen === v ? 'true' : 'false');
+      }
+    }
+  };
+  new MutationObserver(mark).observe(document.documentElement, {childList: true, subtree: true});
 })();
 </script>
 """ % ("{" + ", ".join(f'"{k}": "{v}"' for k, v in KEYS.items()) + "}")

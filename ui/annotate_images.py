@@ -128,9 +128,12 @@ class ItemImages:
 IMAGES = ItemImages()
 
 
-def pair_html(reference: str | None, candidate: str | None) -> str:
+def pair_html(reference: str | None, candidate: str | None, identity: str | None = None,
+              edit: str | None = None) -> str:
     """The reference and the candidate side by side: two <img> of `ItemImages` files, which the
-    browser fetches from Gradio's file route (the event's reply is this short string)."""
+    browser fetches from Gradio's file route (the event's reply is this short string). The answers
+    chosen on screen ride along as data attributes: the page script marks those buttons
+    aria-pressed (ui/annotate_help.py), so a screen reader hears which is selected."""
     def fig(path: str | None, label: str, elem: str) -> str:
         if not path:
             img = f"<div class='ann-missing'>{label}: not in this gallery</div>"
@@ -139,5 +142,7 @@ def pair_html(reference: str | None, candidate: str | None) -> str:
             img = f"<img id='{elem}' src='{src}' alt='{label}'>"
         return f"<figure>{img}<figcaption>{label}</figcaption></figure>"
 
-    return (f"<div class='ann-pair'>{fig(reference, 'Reference', 'ann-ref')}"
+    chosen = "".join(f" data-{k}='{html.escape(v, quote=True)}'" for k, v in (("identity", identity), ("edit", edit))
+                     if isinstance(v, str))
+    return (f"<div class='ann-pair'{chosen}>{fig(reference, 'Reference', 'ann-ref')}"
             f"{fig(candidate, 'Candidate', 'ann-cand')}</div>")

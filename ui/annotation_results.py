@@ -22,9 +22,9 @@ from typing import Any
 import gradio as gr
 
 from db.export import OWN_FIELDS, own_rows, write_csv, write_jsonl
-from db.report import compute_report, gold_accuracy, report_figure
+from db.report import compute_report, report_figure
 
-from .annotate import NO_SIGN_IN, ServiceHolder, user_of
+from .annotate import NO_SIGN_IN, DBUnavailable, ServiceHolder, user_of
 from .common import EngineHolder, int_in, md_text, warn
 from .tempfiles import TEMP
 
@@ -54,8 +54,9 @@ def _diff(c: dict | None) -> str:
     return f"{c['diff']:+.2f} [{c['lo']:+.2f}, {c['hi']:+.2f}] · P>0 {c['frac_positive']:.2f} · n={c['n']}"
 
 
-def summary_markdown(rep: dict, user: str, finished: bool = False) -> str:
-    """The report as markdown tables (the terminal version is `db.report.format_report`)."""
+def summary_markdown(rep: dict, user: str, gold: dict | None = None) -> str:
+    """The report as markdown tables (the terminal version is `db.report.format_report`), with
+    the viewer's own gold accuracy as `AnnotationService.shown_gold` gives it (None: not yet)."""
     j, k = rep["judgments"], rep["k"]
     out = [f"**{md_text(rep['query_set'])}** · {rep['n_queries']} queries · {j['annotators']} annotators · "
            f"{j['answered']} answers, {j['skipped']} skips · {j['tasks_answered']} / {j['tasks']} pairs judged",
@@ -91,11 +92,10 @@ def summary_markdown(rep: dict, user: str, finished: bool = False) -> str:
                 for name, v in ag[attr].items()]
         parts.append(f"**{attr}**: " + ", ".join(vals))
     out += ["", "**Agreement** (n/a: undefined, e.g. one rater per pair) — " + " · ".join(parts)]
-    mine = [g for g in rep["gold"] if g["annotator"] == user]
-    if mine and not finished:
+    if gold is None:
         out.append(f"\n{GOLD_LATER}")
-    elif mine:
-        out.append(_gold_line(mine[0]))
+    else:
+        out.append(_gold_line(gold))
     return "\n".join(out)
 
 
@@ -134,7 +134,8 @@ def _diff_ci(c: dict) -> str:
 
 
 GOLD_LATER = ("Your gold accuracy is shown once you have finished this set (shown earlier, it would tell "
-              "which pairs are the known-answer ones); organisers see everyone's with `python -m db.report`.")
+              "which pairs are the known-answer ones), as it was the first time you saw it; organisers see "
+              "everyone's with `python -m db.report`.")
 
 
 def _gold_line(g: dict) -> str:
@@ -146,7 +147,8 @@ def _export(svc: Any, user: str, out_dir: str | Path | None) -> list[str]:
     """The viewer's own judgments (OWN_FIELDS: no task ids, no gold answers) as CSV and JSONL."""
     with svc.ReadSession() as s:
         rows = own_rows(s, user)
-    out = Path(out_dir) if out_dir else TEMP.new("cir-judgments-")
+    # Served to `user` only (ui/http_guard.py): the rows hold their comments.
+    out = Path(out_dir) if out_dir else TEMP.new("cir-judgments-", owner=user)
     safe = "".join(c if c.isalnum() else "-" for c in user)[:80]
     files = [out / f"judgments-{safe}.csv", out / f"judgments-{safe}.jsonl"]
     write_csv(rows, files[0], OWN_FIELDS)
@@ -160,14 +162,8 @@ def own_markdown(svc: Any, user: str, name: str) -> str:
     counts = svc.progress_of(user).get(name, {"answered": 0, "skipped": 0})
     out = [f"**{md_text(name)}** · your work: **{counts['answered']}** answered, "
            f"**{counts['skipped']}** skipped"]
-    if not svc.finished(user, name):
-        out.append(f"\n{GOLD_LATER}")
-        g = None
-    else:
-        with svc.ReadSession() as s:
-            g = gold_accuracy(s, name, user)
-    if g:
-        out.append(_gold_line(g))
+    g = svc.shown_gold(user, name)
+    out.append(f"\n{GOLD_LATER}" if g is None else _gold_line(g))
     out.append("\nThis campaign runs in annotation-only mode: method results are shown to the "
                "organisers only, after annotation.")
     return "\n".join(out)
@@ -188,7 +184,7 @@ def results_view(services: ServiceHolder, user: str | None, set_name: str | None
     with svc.ReadSession() as s:
         rep = compute_report(s, name, int(k) if k else None, n_boot=N_BOOT)
     files = _export(svc, user, out_dir)
-    return ResultsView(summary_markdown(rep, user, svc.finished(user, name)), report_figure(rep), files, sets, name)
+    return ResultsView(summary_markdown(rep, user, svc.shown_gold(user, name)), report_figure(rep), files, sets, name)
 
 
 def build(services: ServiceHolder, holder: EngineHolder | None = None, own_only: bool = False) -> tuple[list, Any]:
@@ -208,7 +204,7 @@ def build(services: ServiceHolder, holder: EngineHolder | None = None, own_only:
         try:
             v = results_view(services, user_of(request, profile), name if isinstance(name, str) else None,
                              int_in(kk, 0, 0, 10_000), own_only=own_only)
-        except (ValueError, LookupError, PermissionError) as exc:  # a bad k: a message
+        except (ValueError, LookupError, PermissionError, DBUnavailable) as exc:  # a bad k, a DB that cannot open
             msg = str(exc)
         except Exception:
             log.exception("Results failed")

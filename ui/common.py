@@ -405,11 +405,22 @@ body {background: var(--body-background-fill);}
 #result-preview-image img {object-fit: contain;}
 #edit-counter p {margin: 0; text-align: right;}
 #fig-status pre {white-space: pre-wrap; overflow-wrap: anywhere;}  /* no scroll box: all of it reads */
-.ann-pair {display: flex; gap: 14px; justify-content: center;}
+/* Annotate: reference, candidate, both answer rows and Next on one 1440x900 screen (the pictures
+   give up height first); a column on a phone, with big pictures and touch-sized buttons */
+#ann-edit h3 {margin: 2px 0 4px;}
+.ann-pair {display: flex; gap: 14px; justify-content: center; width: min(1216px, calc(100vw - 64px));
+  max-width: 100%;}
+#ann-tools button {white-space: nowrap;}
 .ann-pair figure {flex: 1 1 0; margin: 0; text-align: center; max-width: 50%;}
-.ann-pair img {width: 100%; max-height: 384px; object-fit: contain; border-radius: 8px;
-  border: 1px solid var(--border-color-primary); background: var(--background-fill-secondary);}
-.ann-pair figcaption {font-size: 0.85rem; color: var(--body-text-color-subdued);}
+.ann-pair img {width: 100%; max-height: clamp(180px, calc(100vh - 580px), 384px); object-fit: contain;
+  border-radius: 8px; border: 1px solid var(--border-color-primary); background: var(--background-fill-secondary);}
+.ann-pair figcaption {font-size: 0.85rem; color: var(--body-text-color-primary);}
+@media (max-width: 640px) {
+  .ann-pair {flex-direction: column; gap: 8px; width: auto;}
+  .ann-pair figure {max-width: 100%;}
+  .ann-pair img {max-height: min(92vw, 60vh);}
+  .ann-answers button, #ann-tools button {min-height: 48px;}
+}
 .ann-missing {padding: 40px 8px; border: 1px dashed var(--border-color-primary); border-radius: 8px;}
 /* the neighbourhood map (ui/why.py): an SVG at its column's width, its legend wrapping under it */
 .why-map-head {font-size: var(--text-lg); font-weight: 600; margin: 18px 0 2px 0;}

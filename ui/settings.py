@@ -9,6 +9,7 @@ annotation database and its snapshot repo, the annotators' sign-in file, host an
 | `--annotators` | `CIR_ANNOTATORS` | none: a file of `name:password` lines turns on Gradio's login page |
 | `--annotation-only` | `CIR_ANNOTATION_ONLY` | off: on, the app has only the Annotate tab and the viewer's own Results (no Compare, no Figures, no method rates), so annotators cannot unblind a pair |
 | `--trusted-proxies` | `CIR_TRUSTED_PROXIES` | none: comma-separated addresses or networks (`10.0.0.0/8`) of reverse proxies whose `X-Forwarded-For` names the client; from anyone else the header is ignored |
+| `--allowed-origins` | `CIR_ALLOWED_ORIGINS` | none: comma-separated origins (`https://annotate.example.org`) whose pages may post to the app besides its own host (a proxy that rewrites the Host header); every other cross-site POST is refused |
 | `--host` | `CIR_HOST` | Gradio's (127.0.0.1, or `GRADIO_SERVER_NAME`) |
 | `--port` | `CIR_PORT` | Gradio's (7860, or `GRADIO_SERVER_PORT`) |
 
@@ -27,7 +28,7 @@ from cir_core.settings import ENGINE_ENV, EngineConfig, add_engine_args, parse_f
 
 APP_ENV = {**ENGINE_ENV, "db": "CIR_DB", "annotators": "CIR_ANNOTATORS", "db_repo": "CIR_DB_REPO",
            "annotation_only": "CIR_ANNOTATION_ONLY", "trusted_proxies": "CIR_TRUSTED_PROXIES",
-           "host": "CIR_HOST", "port": "CIR_PORT"}
+           "allowed_origins": "CIR_ALLOWED_ORIGINS", "host": "CIR_HOST", "port": "CIR_PORT"}
 
 
 @dataclass
@@ -39,6 +40,7 @@ class AppConfig(EngineConfig):
     db_repo: str | None = None
     annotation_only: bool = False
     trusted_proxies: str | None = None
+    allowed_origins: str | None = None
     host: str | None = None
     port: int | None = None
 
@@ -65,6 +67,10 @@ def build_parser(add_help: bool = True) -> argparse.ArgumentParser:
     g.add_argument("--trusted-proxies", help="comma-separated addresses or networks (10.0.0.0/8) of "
                    "the reverse proxies in front of the app: only their X-Forwarded-For names the "
                    "client (sign-in limits, logs); default none [CIR_TRUSTED_PROXIES]")
+    g.add_argument("--allowed-origins", help="comma-separated origins (https://annotate.example.org) "
+                   "whose pages may send requests to the app besides its own host, e.g. behind a "
+                   "proxy that rewrites the Host header; cross-site POSTs from anywhere else are "
+                   "refused [CIR_ALLOWED_ORIGINS]")
     g.add_argument("--host", help="server name, 0.0.0.0 to listen on all interfaces [CIR_HOST]")
     g.add_argument("--port", type=int, help="server port [CIR_PORT]")
     return ap
@@ -80,6 +86,7 @@ def from_args(argv: Sequence[str] | None = None, env: Mapping[str, str] | None =
         cfg = settings_from(AppConfig, args, env, APP_ENV)
         cfg.annotation_only = parse_flag(cfg.annotation_only, "CIR_ANNOTATION_ONLY/--annotation-only")
         parse_proxies(cfg.trusted_proxies)
+        parse_origins(cfg.allowed_origins)
         return cfg
     except InputError as exc:
         raise SystemExit(f"error: {exc}") from None
@@ -101,6 +108,23 @@ def parse_proxies(value: str | None) -> list[str]:
             raise InputError(f"CIR_TRUSTED_PROXIES/--trusted-proxies: {item!r} is not an IP address "
                              "or network (e.g. 10.0.0.5 or 10.0.0.0/8)") from None
     return out
+
+
+def parse_origins(value: str | None) -> tuple[str, ...]:
+    """The extra allowed origins (`scheme://host[:port]`); InputError names a bad entry."""
+    import urllib.parse
+
+    out = []
+    for item in (value or "").split(","):
+        item = item.strip()
+        if not item:
+            continue
+        u = urllib.parse.urlsplit(item)
+        if u.scheme not in ("http", "https") or not u.hostname or u.path not in ("", "/"):
+            raise InputError(f"CIR_ALLOWED_ORIGINS/--allowed-origins: {item!r} is not an origin "
+                             "(scheme://host[:port], e.g. https://annotate.example.org)")
+        out.append(item)
+    return tuple(out)
 
 
 def apply_offline_default(cfg: AppConfig) -> None:

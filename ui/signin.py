@@ -84,7 +84,8 @@ def trust_proxies(proxies: list[str]) -> None:
 
 
 def signin_kwargs(annotators: str | Path, throttle: SignInThrottle | None = None) -> dict[str, Any]:
-    """`demo.launch` keyword arguments: the throttled check and the middleware it needs."""
+    """`demo.launch` keyword arguments: the throttled check and the middleware it needs (the
+    first of the app's middleware: `ui.launch_kwargs` adds the HTTP guard after it)."""
     from starlette.middleware import Middleware
 
     return {"auth": throttled(checker(annotators), throttle or SignInThrottle()),

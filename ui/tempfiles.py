@@ -1,5 +1,5 @@
 """Short-lived folders for the files a handler hands to Gradio (figure exports, judgment exports,
-which hold annotators' comments).
+which hold annotators' comments), and Gradio's own upload and cache folder.
 
 `TempDirs.new(prefix)` makes a folder under one per-process root (`$TMPDIR/cir-app-<pid>-XXXX/`),
 which is one of Gradio's static paths: Gradio serves the files from there (to signed-in users,
@@ -9,6 +9,12 @@ by a daemon sweeper, the whole root at interpreter exit (SIGTERM included, see
 `exit_cleanly_on_sigterm`), and the roots a killed process left behind (its pid no longer
 running) when the next one makes its own. Gradio's cache kept copies of these exports past a
 clean shutdown before (issue 27): its `delete_cache` runs only when uvicorn's lifespan ends.
+
+Gradio's own folder (uploads, the pictures a handler returns) is `gradio_dir()`, inside the same
+root, so it goes with it at exit and at the next start after a kill: `GRADIO_TEMP_DIR` pointed it
+to a shared `/tmp/gradio` before, where uploads and figure previews outlived every shutdown
+(issue 42). A folder made for one user (`new(prefix, owner=...)`) is served to that user only
+(`ui.http_guard`).
 """
 from __future__ import annotations
 
@@ -20,11 +26,13 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from cir_core import env
 
 log = logging.getLogger(__name__)
 
 TTL_S = 3600.0
 PREFIX = "cir-app-"
+GRADIO = "gradio"  # Gradio's uploads and cache, inside the root; Gradio's delete_cache sweeps it
 
 
 def _alive(pid: int) -> bool:
@@ -59,6 +67,7 @@ class TempDirs:
         self._sweeper = sweeper
         self._serve = serve  # register the root as a Gradio static path (no copies in its cache)
         self._stop = threading.Event()
+        self._owners: dict[str, str] = {}  # folder -> the user it was made for
 
     @property
     def root(self) -> Path:
@@ -74,10 +83,37 @@ class TempDirs:
                     threading.Thread(target=self._sweep_loop, name="cir-tempdirs", daemon=True).start()
             return self._root
 
-    def new(self, prefix: str) -> Path:
-        """A new empty folder; sweeps the expired ones first."""
+    def new(self, prefix: str, owner: str | None = None) -> Path:
+        """A new empty folder; sweeps the expired ones first. With `owner`, its files are served
+        to that signed-in user only (`owner_of`)."""
         self.sweep()
-        return Path(tempfile.mkdtemp(prefix=prefix, dir=self.root))
+        folder = Path(tempfile.mkdtemp(prefix=prefix, dir=self.root))
+        if owner is not None:
+            with self._lock:
+                self._owners[str(folder)] = owner
+        return folder
+
+    def owner_of(self, path: str) -> str | None:
+        """The user a served path's folder was made for, or None (not one of ours, or nobody's).
+        Reads only the path string: nothing is opened."""
+        root = self._root
+        if root is None or not isinstance(path, str) or "\x00" in path:
+            return None
+        norm = os.path.normpath(path)
+        try:
+            if os.path.commonpath([str(root), norm]) != str(root):
+                return None
+        except ValueError:  # relative vs absolute
+            return None
+        rel = os.path.relpath(norm, root).split(os.sep)[0]
+        with self._lock:
+            return self._owners.get(str(root / rel))
+
+    def gradio_dir(self) -> Path:
+        """Gradio's upload and cache folder for this process (`GRADIO_TEMP_DIR`), made if needed."""
+        folder = self.root / GRADIO
+        folder.mkdir(exist_ok=True)
+        return folder
 
     def sweep(self, now: float | None = None) -> int:
         """Remove folders older than the TTL; returns how many were removed."""
@@ -87,9 +123,13 @@ class TempDirs:
         now = time.time() if now is None else now
         n = 0
         for d in root.iterdir():
+            if d.name == GRADIO:
+                continue  # Gradio's folder: its own delete_cache ages its files out
             try:
                 if now - d.stat().st_mtime > self.ttl_s:
                     shutil.rmtree(d, ignore_errors=True) if d.is_dir() else d.unlink()
+                    with self._lock:
+                        self._owners.pop(str(d), None)
                     n += 1
             except FileNotFoundError:
                 continue
@@ -107,11 +147,12 @@ class TempDirs:
         self._stop.set()
         with self._lock:
             root, self._root = self._root, None
+            self._owners.clear()
         if root is not None:
             shutil.rmtree(root, ignore_errors=True)
 
 
-TEMP = TempDirs(ttl_s=float(os.environ.get("CIR_TEMP_TTL_S", TTL_S)))
+TEMP = TempDirs(ttl_s=float(env.read("CIR_TEMP_TTL_S") or TTL_S))
 atexit.register(TEMP.close)
 
 

@@ -5,7 +5,6 @@ The loop over methods × scorings and the result tables are `cir_core.eval.loop`
 """
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +22,7 @@ from cir_core.methods.refs import RefInput, Refs
 from cir_core.metrics import set_ranks, target_ranks
 from cir_core.search.scoring import Queries, ScoreOpts, score_matrix
 from cir_core.search.searcher import Ranking, Searcher, rank
+from cir_core.fileio import loads_json
 
 TOP = 50
 
@@ -36,7 +36,7 @@ def read_json(path: Path) -> Any:
     if not path.is_file():
         raise BenchmarkError(f"{path}: file not found")
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return loads_json(path.read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError) as e:
         raise BenchmarkError(f"{path}: not valid JSON ({e})") from None
 
@@ -50,7 +50,7 @@ def read_jsonl(path: Path) -> list[dict]:
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
+            row = loads_json(line)
         except ValueError as e:
             raise BenchmarkError(f"{path} line {n}: not valid JSON ({e})") from None
         if not isinstance(row, dict):

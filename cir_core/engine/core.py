@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from pathlib import Path
 from typing import Any, Callable, ContextManager, Iterable, Sequence
 
 import numpy as np
+from PIL import Image
 
 from ..batching import Admission, BatchedEncoder, BatchQueue
 from ..encoder import Encoder
-from ..errors import GalleryError
+from ..errors import GalleryError, InputError
 from ..gallery import EmbeddingCache, Gallery, GalleryItem
 from ..hub.gallery import is_hub_gallery, open_hub_gallery
 from ..index.prebuilt import is_prebuilt, open_prebuilt
@@ -190,6 +192,62 @@ class Engine:
         with self.admit():
             return pipeline.compare(self.view, self.methods, self.searcher, reference, edit, k, scoring, lam,
                                     methods, progression, variant, explained)
+
+    # -- what a caller (the app, a notebook) reads of the gallery, without reaching into `view` ----
+    @property
+    def gallery(self) -> Gallery:
+        """The gallery searched (its items, name, images)."""
+        return self.view.gallery
+
+    @property
+    def world(self) -> Any:
+        """The generated world's benchmark behind the gallery (queries, ground truth), or None."""
+        return self.view.bench
+
+    def reference(self, item: str | int | os.PathLike | Image.Image | bytes) -> Reference:
+        """The reference of a request: a gallery item by id (str) or row (int), or an image (a
+        file path, PIL image or bytes), encoded once; `InputError` / `ImageLoadError` otherwise."""
+        if isinstance(item, bool):
+            raise InputError("a reference is an item id, a gallery row or an image")
+        if isinstance(item, int):
+            return self.view.reference_from_row(item)
+        if isinstance(item, str):
+            try:
+                return self.view.reference_from_id(item)
+            except InputError:
+                if not os.path.isfile(item):
+                    raise InputError(f"{item!r} is neither an item of the gallery {self.gallery.name!r} "
+                                     "nor an image file") from None
+        return self.view.reference_from_upload(item)
+
+    def row(self, item_id: str) -> int:
+        """The gallery row of `item_id` (`InputError` when it is not in the gallery)."""
+        return self.view.row_of(item_id)
+
+    def image(self, item: str | int, size: int | None = None) -> Image.Image:
+        """A gallery item's picture (by id or row), at `size` when given."""
+        return self.view.image(self._row(item), size)
+
+    def thumbnail(self, item: str | int, size: int = 160) -> Image.Image:
+        """A display thumbnail of an item (cached; copy it before drawing on it)."""
+        return self.view.thumbnail(self._row(item), size)
+
+    def caption(self, item: str | int) -> str:
+        """An item's caption (the world's generated one, a manifest's column, or '')."""
+        return self.view.caption(self._row(item))
+
+    def search_gallery(self, words: str) -> list[str]:
+        """Ids of the items whose id, caption or character contain every word (any case)."""
+        return [self.view.item_id(r) for r in self.view.search(words)]
+
+    def examples(self, n: int | None = None) -> list[Any]:
+        """A handful of the world's queries, one per kind of edit ([] off the world)."""
+        return self.view.example_queries(n)
+
+    def _row(self, item: str | int) -> int:
+        if isinstance(item, bool) or not isinstance(item, (str, int)):
+            raise InputError(f"an item is an id or a gallery row, not {type(item).__name__}")
+        return item if isinstance(item, int) else self.view.row_of(item)
 
     def warm_up(self) -> None:
         """Answer one request and discard it, so the first visitor does not pay for what is built

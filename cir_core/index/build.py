@@ -27,6 +27,7 @@ from ..fileio import atomic_write, atomic_write_path
 from ..gallery import Gallery
 from ..search.index import EXACT_MAX, Index
 from .prebuilt import BUILD_FILE, EMB_FILE, FORMAT, GALLERY_FILE, INDEX_FILE, NORMS_FILE, SKIPPED_FILE, read_meta
+from cir_core import env
 
 # Chosen with bench/bench_ann.py (docs/BENCHMARKS.md, "Approximate search"): on 2 cores IVF-Flat
 # built 12x faster than HNSW at 100k with equal or better shortlist recall.
@@ -53,12 +54,12 @@ def _fingerprint(gallery: Gallery, i: int) -> str:
 
 def _dist_init(device: str) -> tuple[int, int, str]:
     """(rank, world size, this rank's device); joins the torchrun group when there is one."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
+    world = int(env.read("WORLD_SIZE", "1"))
     if world == 1:
         return 0, 1, device
     import torch.distributed as dist
 
-    rank, local = int(os.environ["RANK"]), int(os.environ.get("LOCAL_RANK", "0"))
+    rank, local = int(env.read("RANK", "0")), int(env.read("LOCAL_RANK", "0"))
     if device.startswith("cuda"):
         device = f"cuda:{local}"
     if not dist.is_initialized():

@@ -18,7 +18,6 @@ Layout of the folder:
 """
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +29,7 @@ from ..encoder import Encoder
 from ..errors import GalleryError
 from ..gallery import Gallery, GalleryItem
 from ..search.index import Index
+from cir_core.fileio import loads_json
 
 FORMAT = 2  # 2: norms.npy; a format-1 folder opens without raw norms
 READS = (1, 2)
@@ -65,7 +65,7 @@ def is_prebuilt(path: str | os.PathLike) -> bool:
 def read_meta(folder: str | os.PathLike) -> dict[str, Any] | None:
     """The folder's build record, or None when it has none (not built, or a build in progress)."""
     try:
-        meta = json.loads((Path(folder).expanduser() / BUILD_FILE).read_text(encoding="utf-8"))
+        meta = loads_json((Path(folder).expanduser() / BUILD_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     return meta if isinstance(meta, dict) else None
@@ -85,7 +85,7 @@ def open_prebuilt(folder: str | os.PathLike) -> Prebuilt:
         emb = np.load(folder / EMB_FILE, mmap_mode="c")  # copy-on-write: writable for torch, never written back
         # an exact folder's flat index.faiss is a second copy of the embeddings: not loaded
         index = None if meta.get("kind") == "flat" else Index.load(folder / INDEX_FILE)
-        rows = [json.loads(line) for line in
+        rows = [loads_json(line) for line in
                 (folder / GALLERY_FILE).read_text(encoding="utf-8").splitlines() if line.strip()]
         norms = np.load(folder / NORMS_FILE) if meta.get("format") >= 2 else None
     except (OSError, ValueError, RuntimeError) as exc:

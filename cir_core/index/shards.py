@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from ..encoder import Encoder
-from ..fileio import atomic_write
+from ..fileio import atomic_write, loads_json
 from ..ingest import FileRows, batches
 
 log = logging.getLogger(__name__)
@@ -61,7 +61,7 @@ def read_shard(path: Path, backbone_id: str, fingerprints: Sequence[str], dim: i
     None (also for a shard written before raw norms were recorded: it is embedded again)."""
     try:
         with np.load(path) as z:
-            head = json.loads(z["head"].tobytes().decode())
+            head = loads_json(z["head"].tobytes().decode())
             rows, emb = z["rows"].astype(np.int64), z["emb"].astype(np.float32)
             norms = z["norms"].astype(np.float32)
     except (OSError, ValueError, KeyError, EOFError):  # missing, truncated or foreign file

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import dataclass, fields
 from itertools import islice
 from pathlib import Path
@@ -32,12 +31,13 @@ import numpy as np
 from cir_core.backbone_id import is_world_backbone
 from cir_core.config import DictConfig
 from cir_core.errors import InputError
-from cir_core.fileio import atomic_write
+from cir_core.fileio import atomic_write, loads_json
 from cir_core.paths import ASSETS_DIR, cache_dir
 from cir_core.timing import one_time_build
 
 from .base import Method, register_method
 from .refs import RefInput, Refs
+from .. import env as environment
 
 CAPTIONERS = ("bank", "given", "endpoint")
 LAMBDA_FILE = ASSETS_DIR / "cirevl-lambda.json"  # training/cirevl_lambda.py writes it (not a method folder: no weights)
@@ -60,10 +60,9 @@ class CIReVLConfig(DictConfig):
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> "CIReVLConfig":
-        env = os.environ if env is None else env
         out = {}
         for f in fields(cls):
-            v = env.get(f"CIR_CIREVL_{f.name.upper()}")
+            v = environment.read(f"CIR_CIREVL_{f.name.upper()}", env=env)
             if v is not None:
                 out[f.name] = int(v) if isinstance(f.default, int) else v
         return cls.from_dict(out)
@@ -79,7 +78,7 @@ def world_bank(n: int) -> list[str]:
     key = hashlib.sha256(json.dumps([n, head]).encode()).hexdigest()[:16]
     path = cache_dir() / "cirevl" / f"world-bank-{key}.json"
     if path.exists():
-        return json.loads(path.read_text(encoding="utf-8"))
+        return loads_json(path.read_text(encoding="utf-8"))
     with one_time_build("CIReVL: the world's caption bank", total=n, unit="query") as task:
         texts = []
         for i, q in enumerate(islice(query_stream(0), n)):
@@ -153,7 +152,7 @@ def val_lambda(method: "CIReVL", path: Path = LAMBDA_FILE) -> tuple[float, str]:
     backbone and configuration, else the default (and a note saying why)."""
     if not path.is_file():
         return method.chord_lambda, f"no val-chosen λ ({path} missing): default {method.chord_lambda}"
-    rec = json.loads(path.read_text(encoding="utf-8"))
+    rec = loads_json(path.read_text(encoding="utf-8"))
     if rec.get("backbone") != method.backbone.id or rec.get("config") != method.config_key():
         return method.chord_lambda, (f"{path} was chosen for {rec.get('backbone')} with another configuration "
                                      f"or backbone: default λ {method.chord_lambda}")
@@ -200,7 +199,7 @@ class CIReVL(Method):
     def _client(self, model: str) -> Any:
         from .cirevl_llm import ChatClient
 
-        return ChatClient(self.arch.endpoint, model, os.environ.get(self.arch.api_key_var))
+        return ChatClient(self.arch.endpoint, model, environment.secret(self.arch.api_key_var))
 
     def _rewriter(self, kind: str) -> Any:
         if kind == "rules":

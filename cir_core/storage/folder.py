@@ -8,7 +8,7 @@ import threading
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from ..fileio import sha256_file
+from ..fileio import atomic_folder, sha256_file
 from .base import NotCached, NotFound, Revision, StorageError, Unreachable, is_plain_path, matches
 
 
@@ -70,10 +70,8 @@ class FolderStore:
         sha = _tree_digest(files, parent + message)
         tree = repo / "commits" / sha
         if not tree.is_dir():
-            tmp = repo / "commits" / f".{sha}.tmp"
-            shutil.rmtree(tmp, ignore_errors=True)
-            _copy_tree(Path(folder), tmp)
-            os.replace(tmp, tree)
+            tree.parent.mkdir(parents=True, exist_ok=True)
+            atomic_folder(tree, lambda tmp: _copy_tree(Path(folder), tmp))
         head = repo / "refs" / "heads" / branch
         head.parent.mkdir(parents=True, exist_ok=True)
         head.write_text(sha)
@@ -161,10 +159,7 @@ class FolderStore:
         parent = base.name if base else ""
         sha = _tree_digest({rel: sha256_file(p) for rel, p in adds.items()},
                            parent + message + "\0".join(sorted(deletes)))
-        tmp = repo / "commits" / f".{sha}.tmp"
-        try:
-            shutil.rmtree(tmp, ignore_errors=True)
-            tmp.mkdir(parents=True)
+        def build(tmp: Path) -> None:
             kept = [] if base is None else [p for p in base.rglob("*") if p.is_file()]
             for p in kept:
                 rel = p.relative_to(base).as_posix()
@@ -174,18 +169,18 @@ class FolderStore:
             for rel, src in adds.items():
                 (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(src, tmp / rel)
+
+        try:
             tree = repo / "commits" / sha
-            if tree.exists():
-                shutil.rmtree(tmp)
-            else:
-                os.replace(tmp, tree)
+            if not tree.exists():
+                tree.parent.mkdir(parents=True, exist_ok=True)
+                atomic_folder(tree, build)
             head = repo / "refs" / "heads" / "main"
             head.parent.mkdir(parents=True, exist_ok=True)
             part = head.with_name(".main.part")
             part.write_text(sha)
             os.replace(part, head)
         except OSError as e:
-            shutil.rmtree(tmp, ignore_errors=True)
             raise Unreachable(f"could not write to {self.describe(repo_id)}: {e}") from e
 
     def list_files(self, repo_id: str, *, repo_type: str, prefix: str = "") -> list[str]:

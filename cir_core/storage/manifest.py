@@ -4,13 +4,12 @@ pickle-free .npy only; a gallery adds its frames, JSONL tables and FAISS index),
 per-kind layout checks (methods, backbone, embeddings, gallery)."""
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from ..fileio import sha256_file
+from ..fileio import loads_json, sha256_file
 from .base import StorageError, matches
 
 MANIFEST = "cir_manifest.json"
@@ -73,7 +72,7 @@ def read_manifest(path: Path, kind: str, where: str) -> dict[str, dict[str, Any]
         raise StorageError(f"{where}: no {MANIFEST} in the repo, so its files cannot be verified "
                        "(publish with `python -m cir_core.hub push`, which writes it)")
     try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
+        manifest = loads_json(path.read_text(encoding="utf-8"))
     except ValueError:
         manifest = None
     listed = manifest.get("files") if isinstance(manifest, dict) else None
@@ -127,7 +126,7 @@ def _check_safetensors(path: Path, where: str) -> None:
 
 def _check_json(path: Path, where: str, want_object: bool = True) -> Any:
     try:
-        obj = json.loads(path.read_text(encoding="utf-8"))
+        obj = loads_json(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise StorageError(f"{where}: {path.name} is not valid JSON ({exc})") from None
     if want_object and not isinstance(obj, dict):

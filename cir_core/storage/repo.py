@@ -29,6 +29,7 @@ from .folder import FolderStore
 from .hf import HFStore
 from .manifest import (KINDS, MANIFEST, LayoutCheck, build_manifest, check_layout, check_policy, list_files,
                        verify_snapshot)
+from cir_core import env as environment
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +79,7 @@ def parse_spec(spec: str, revision: str | None = None) -> RepoRef:
 
 def default_backend() -> Store:
     """`FolderStore` when CIR_LOCAL_HUB names a folder (air-gapped use, demos), else the Hub."""
-    local = os.environ.get("CIR_LOCAL_HUB", "").strip()
+    local = (environment.read("CIR_LOCAL_HUB") or "").strip()
     if local:
         return FolderStore(local, Path(local) / ".cache")
     return HFStore()
@@ -148,8 +149,7 @@ def pull(kind: str, spec: str, out: str | os.PathLike | None = None, *, revision
     `layout`: the kind's own layout check where this layer has none (a gallery's is
     `cir_core.hub.gallery.check_gallery_layout`)."""
     _check_kind(kind)
-    env = os.environ if env is None else env
-    ref = parse_spec(spec, revision or env.get(REVISION_ENV[kind], "").strip() or None)
+    ref = parse_spec(spec, revision or (environment.read(REVISION_ENV[kind], env=env) or "").strip() or None)
     where = f"Hub repo {ref}"
     if not require_manifest and patterns is None:
         patterns = ["*.json", "*.safetensors", "*.npy"]  # never fetch a pickle in the first place

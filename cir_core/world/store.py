@@ -17,7 +17,7 @@ import zlib
 from pathlib import Path
 from typing import Any, Iterable
 
-from ..fileio import atomic_write
+from ..fileio import atomic_write, loads_json
 from .benchmark import WorldBenchmark, WorldItem, build_benchmark
 from .data import WorldQuery
 from .language import Edit
@@ -132,7 +132,7 @@ def from_json(d: dict[str, Any]) -> WorldBenchmark:
 
 def read(path: Path) -> WorldBenchmark:
     with gzip.open(path, "rt", encoding="utf-8") as f:
-        return from_json(json.load(f))
+        return from_json(loads_json(f.read()))
 
 
 def write(b: WorldBenchmark, path: Path) -> Path:

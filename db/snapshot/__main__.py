@@ -4,7 +4,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import sys
 import tempfile
 from pathlib import Path
@@ -15,6 +14,7 @@ from .persist import DEFAULT_KEEP, LATEST, SNAP_DIR, push, read_latest, restore
 from .scheduler import env_number
 from .core import load_snapshot, snapshot
 from .remote import remote_from_spec
+from cir_core import env
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -31,7 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", type=Path, required=True, help="folder for the snapshot")
 
     def repo_args(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--repo", default=os.environ.get("CIR_DB_REPO"),
+        p.add_argument("--repo", default=env.read("CIR_DB_REPO"),
                        help="owner/name dataset repo or file:///folder (default $CIR_DB_REPO)")
 
     p = sub.add_parser("push", help="snapshot a DB (or take a made snapshot) and push it")

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from cir_core.errors import CIRError
-from cir_core.fileio import atomic_write, fsync_path, sha256_file
+from cir_core.fileio import atomic_write, fsync_path, loads_json, sha256_file
+from cir_core import env
 
 # Lexicographic order == time order, which pruning relies on; microseconds keep two snapshots in
 # one second (a scheduled one, then the final one at shutdown) from colliding.
@@ -156,7 +157,7 @@ def snapshot(db_path: str | Path, out_dir: str | Path) -> Snapshot:
             "row_counts": counts,
             "alembic_version": version,
             "source_host": socket.gethostname(),
-            "source_space": os.environ.get("SPACE_ID"),
+            "source_space": env.read("SPACE_ID"),
             "source_db": db_path.name,
             "sqlite_version": sqlite3.sqlite_version,
         }
@@ -178,7 +179,7 @@ def load_snapshot(path: str | Path) -> Snapshot:
     if not path.is_file() or not side.is_file():
         raise SnapshotError(f"{path} is not a snapshot (needs the file and its {side.name} sidecar)")
     try:
-        meta = json.loads(side.read_text(encoding="utf-8"))
+        meta = loads_json(side.read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
         raise SnapshotError(f"unreadable sidecar {side}: {e}") from e
     verify_snapshot(path, meta.get("sha256"), meta.get("size"))
@@ -200,9 +201,22 @@ def verify_snapshot(path: str | Path, sha256: str | None, size: int | None = Non
         conn = connect_existing(path, readonly=True)
         try:
             problems = integrity_problems(conn)
+            foreign = foreign_objects(conn)
         finally:
             conn.close()
     except sqlite3.Error as e:
         raise SnapshotIntegrityError(f"{path} is not a readable SQLite database: {e}") from e
     if problems:
         raise SnapshotIntegrityError(f"{path} failed integrity_check: {'; '.join(problems[:5])}")
+    if foreign:
+        # A checksum only proves the file is the one the pointer names; whoever could write the
+        # pointer could have made both. A trigger in a restored DB would run on every answer.
+        raise SnapshotIntegrityError(f"{path} holds what no annotation DB has: {', '.join(foreign[:5])}")
+
+
+def foreign_objects(conn: sqlite3.Connection) -> list[str]:
+    """Schema objects an annotation DB never has and that would act on their own once restored:
+    triggers (code run on every write) and views, as 'type name' strings. Tables are left to the
+    migration check that runs when the app opens the file."""
+    return [f"{kind} {name!r}" for kind, name in
+            conn.execute("SELECT type, name FROM sqlite_master WHERE type IN ('trigger', 'view')")]

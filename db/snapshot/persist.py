@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from cir_core.errors import InputError
-from cir_core.fileio import fsync_path
+from cir_core.fileio import fsync_path, loads_json
 from cir_core.storage import NotFound
 
 from .core import (
@@ -74,7 +74,7 @@ def read_latest(remote: Remote) -> dict[str, Any] | None:
     except NotFound:
         return None
     try:
-        pointer = json.loads(Path(local).read_text(encoding="utf-8"))
+        pointer = loads_json(Path(local).read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
         raise SnapshotError(f"{LATEST} in {remote.describe()} is unreadable: {e}") from e
     missing = [k for k in ("snapshot", "sha256", "size") if not isinstance(pointer, dict) or k not in pointer]

@@ -9,13 +9,13 @@ else (network, auth, server), so callers can tell "nothing was ever pushed" from
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Mapping, Sequence
 
 from cir_core.storage import Store, store_for
 
 from .core import SnapshotError
+from cir_core import env
 
 FOLDER_REPO = "local/annotations"  # the repo a `file:///dir` remote keeps its snapshots in
 
@@ -55,4 +55,4 @@ def remote_from_spec(spec: str, token: str | None = None) -> Remote:
         return Remote(store_for(spec), FOLDER_REPO)
     if not spec or spec.count("/") != 1 or not all(spec.split("/")):
         raise SnapshotError(f"CIR_DB_REPO must look like 'owner/name', got {spec!r}")
-    return Remote(store_for(spec, token if token is not None else os.environ.get("HF_TOKEN")), spec)
+    return Remote(store_for(spec, token if token is not None else env.read("HF_TOKEN")), spec)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import atexit
 import logging
-import os
 import signal
 import sqlite3
 import tempfile
@@ -22,6 +21,7 @@ from cir_core.storage import NotFound
 from .core import connect_existing, snapshot
 from .persist import ANY, DEFAULT_KEEP, RestoreResult, check_keep, push, restore
 from .remote import Remote, remote_from_spec
+from cir_core import env
 
 log = logging.getLogger(__name__)
 
@@ -129,8 +129,8 @@ class SnapshotScheduler:
 
 
 def env_number(name: str, default: float, cast: type) -> Any:
-    raw = os.environ.get(name)
-    if raw is None or raw.strip() == "":
+    raw = env.read(name)
+    if raw is None:
         return cast(default)
     try:
         return cast(raw)
@@ -163,7 +163,7 @@ def start_persistence(db_path: str | Path, repo: str | None = None, *, token: st
     `$CIR_DB_SNAPSHOT_KEEP` (20). Call it before the app opens the DB. An empty or unreachable
     repo never stops the app: it starts with an empty DB and says so at ERROR level.
     """
-    repo = repo if repo is not None else os.environ.get("CIR_DB_REPO") or None
+    repo = repo if repo is not None else env.read("CIR_DB_REPO")
     from db.sqlite import describe, is_url
 
     if is_url(str(db_path)) and not str(db_path).startswith("sqlite:"):
@@ -173,7 +173,7 @@ def start_persistence(db_path: str | Path, repo: str | None = None, *, token: st
                       describe(str(db_path)))
         return None
     if remote is None and not repo:
-        level = logging.WARNING if os.environ.get("SPACE_ID") else logging.INFO
+        level = logging.WARNING if env.read("SPACE_ID") else logging.INFO
         log.log(level, "CIR_DB_REPO is not set: annotation DB %s is NOT persisted anywhere; on a "
                 "Space it is lost at every restart", db_path)
         return None

@@ -13,6 +13,7 @@ from typing import Any
 
 from cir_core.errors import InputError
 from cir_core.inputs import MAX_EDIT_CHARS, collapse_whitespace
+from cir_core.fileio import loads_json
 
 EDIT_TYPES = ("attribute", "spatial", "scene", "two", "short")
 EDIT_TYPE_NAMES = {  # the paper's names, used in prompts and docs
@@ -117,7 +118,7 @@ def validate_file(path: str | Path, max_errors: int = 20) -> tuple[int, list[str
             if not line.strip():
                 continue
             try:
-                rec = validate_record(json.loads(line))
+                rec = validate_record(loads_json(line))
                 if rec["id"] in ids:
                     raise InputError(f"duplicate id {rec['id']}")
                 key = dedup_key(rec["image_id"], rec["edit"])

@@ -14,6 +14,7 @@ from pathlib import Path
 from cir_core.errors import InputError
 
 from .schema import dedup_key, validate_record
+from cir_core.fileio import loads_json
 
 FSYNC_EVERY = 100
 
@@ -41,7 +42,7 @@ def scan_output(path: str | Path) -> Existing:
         if not line.strip():
             continue
         try:
-            rec = validate_record(json.loads(line))
+            rec = validate_record(loads_json(line))
         except (json.JSONDecodeError, InputError) as exc:
             raise InputError(f"output {str(path)!r} line {n} is not a valid record ({exc}); fix or "
                              "remove it (--validate lists every problem), or write to a new --out") from None

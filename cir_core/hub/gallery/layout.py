@@ -19,13 +19,13 @@ folder); they and one backbone's index are what the app downloads at start-up.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from ...gallery import safe_name
 from ...index.prebuilt import BUILD_FILE, EMB_FILE, GALLERY_FILE, INDEX_FILE, NORMS_FILE, SKIPPED_FILE
 from ...storage import StorageError, is_plain_path
+from cir_core.fileio import loads_json
 
 FORMAT = "cir-gallery/1"
 GALLERY_JSON, CARD = "gallery.json", "README.md"
@@ -60,7 +60,7 @@ def startup_files(info: dict[str, Any], slug: str) -> list[str]:
 def parse_info(text: str, where: str) -> dict[str, Any]:
     """gallery.json's content, checked; StorageError naming the key that is wrong."""
     try:
-        info = json.loads(text)
+        info = loads_json(text)
     except ValueError as exc:
         raise StorageError(f"{where}: {GALLERY_JSON} is not valid JSON ({exc})") from None
     if not isinstance(info, dict) or info.get("format") != FORMAT:

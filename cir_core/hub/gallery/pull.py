@@ -8,7 +8,6 @@ than a thumbnail asks for one. Offline, everything comes from the cache (and say
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +25,7 @@ from ...storage import NotCached, Store, StorageError, is_plain_path
 from .layout import FRAME_KEY, GALLERY_JSON, parse_info, startup_files
 from ...encoder import Encoder
 from .thumbs import ThumbPack
+from ... import env as environment
 
 log = logging.getLogger(__name__)
 FILE_KEY = "cir_file"  # an item's frame in the repo (frames/<file_name>): fetched when opened
@@ -111,9 +111,8 @@ def open_hub_gallery(spec: str, backbone: Encoder, progress_cb: Callable[..., No
                      progress: bool = True) -> HubGallery:
     """Pull what the app needs of `hf:org/name[@rev]` (revision: `@rev` > CIR_GALLERY_REVISION >
     main) for `backbone` and open it; GalleryError / StorageError naming the repo and the file."""
-    env = os.environ if env is None else env
     ref = parse_spec(spec[len(PREFIX):] if is_hub_gallery(spec) else spec,
-                     env.get("CIR_GALLERY_REVISION", "").strip() or None)
+                     (environment.read("CIR_GALLERY_REVISION", env=env) or "").strip() or None)
     where = f"gallery hf:{ref}"
     backend = backend or default_backend()
     snap, note = fetch_file("gallery", ref, MANIFEST, backend)  # resolves the revision once

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import GalleryError
-from ...fileio import atomic_write, sha256_file
+from ...fileio import atomic_write, loads_json, sha256_file
 from ...gallery import Gallery, safe_name
 from ...index.prebuilt import BUILD_FILE, EMB_FILE, GALLERY_FILE, INDEX_FILE, NORMS_FILE, SKIPPED_FILE, read_meta
 from ...storage import Store, is_plain_path
@@ -57,7 +57,7 @@ def _index_rows(folder: Path, src: Gallery) -> tuple[dict[str, Any], list[dict[s
     meta = read_meta(folder)
     if meta is None:
         raise GalleryError(f"{str(folder)!r} is not a finished index folder (no {BUILD_FILE})")
-    rows = [json.loads(line) for line in (folder / GALLERY_FILE).read_text(encoding="utf-8").splitlines()
+    rows = [loads_json(line) for line in (folder / GALLERY_FILE).read_text(encoding="utf-8").splitlines()
             if line.strip()]
     for r in rows:
         try:

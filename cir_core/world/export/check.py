@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .formats import PROVENANCE
+from cir_core.fileio import loads_json
 
 
 def read_dump(path: str | Path) -> dict[tuple[str, str, str], list[str]]:
@@ -23,14 +24,14 @@ def read_dump(path: str | Path) -> dict[tuple[str, str, str], list[str]]:
     with open(path, encoding="utf-8") as f:
         for line in f:
             if line.strip():
-                r = json.loads(line)
+                r = loads_json(line)
                 out[(r["method"], r["scoring"], str(r["query_id"]))] = [str(x) for x in r["top"]]
     return out
 
 
 def compare(native: str | Path, exported: str | Path, export_dir: str | Path) -> dict[str, Any]:
     """{"rankings": n compared, "identical": n equal, "differ": [first keys that differ], "missing": n}."""
-    prov = json.loads((Path(export_dir) / PROVENANCE).read_text(encoding="utf-8"))
+    prov = loads_json((Path(export_dir) / PROVENANCE).read_text(encoding="utf-8"))
     items, queries = prov["items"], prov["queries"]
     nat = read_dump(native)
     got = {(m, s, queries[q]): [items[x] for x in top] for (m, s, q), top in read_dump(exported).items()}
