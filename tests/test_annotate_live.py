@@ -190,3 +190,39 @@ def test_answers_are_exposed_and_a_skip_needs_a_reason(app) -> None:
     with svc.Session() as s:
         reasons = s.scalars(select(Judgment.skip_reason).where(Judgment.status == "skipped")).all()
     assert reasons == ["candidate unclear"]
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_the_annotate_screen_has_no_serious_accessibility_violation(app, theme) -> None:
+    """axe-core on the Annotate tab at 390, 1024 and 1440 px (issue 44, item 4), before and after a
+    first answer, and on the own-work Results: no serious or critical violation."""
+    from playwright.sync_api import expect, sync_playwright
+
+    from _axe import axe_violations, describe
+
+    demo, _ = app
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            for width in (390, 1024, 1440):
+                ctx = browser.new_context(viewport={"width": width, "height": 900})
+                page = ctx.new_page()
+                page.goto(f"{demo.local_url}?__theme={theme}")
+                page.locator("input[type=password]").first.wait_for(timeout=60_000)
+                page.locator("input:not([type=password]):not([type=hidden])").first.fill("alice")
+                page.locator("input[type=password]").first.fill("wonderland")
+                page.keyboard.press("Enter")
+                _open_tab(page)
+                expect(page.locator("#ann-status")).to_contain_text("Signed in as alice", timeout=90_000)
+                page.wait_for_function("document.querySelector('#ann-ref') && "
+                                       "document.querySelector('#ann-ref').naturalWidth > 0", timeout=30_000)
+                where = f"Annotate, {width} px, {theme}"
+                bad = axe_violations(page)
+                assert bad == [], f"{where}:\n{describe(bad)}"
+                page.locator("#ann-id-cant_tell").click()
+                expect(page.locator("#ann-status")).to_contain_text("Now the edit question")
+                bad = axe_violations(page)
+                assert bad == [], f"{where}, a first answer chosen:\n{describe(bad)}"
+                ctx.close()
+        finally:
+            browser.close()

@@ -106,10 +106,9 @@ def test_compare_and_figures_have_no_serious_violations(app, browser, width, the
     page.close()
 
 
-@pytest.mark.xfail(strict=True, reason="issue 44 item 4, the sign-in screen: Gradio's login page has no <title> "
-                   "(axe: document-title, serious); it belongs to the sign-in work (ui/signin.py), another "
-                   "engineer's at the time of writing. Strict: once fixed this passes and the mark must go.")
 def test_the_sign_in_page_has_no_serious_violations(browser, tmp_path):
+    """Gradio's login page had no <title> (axe: document-title, serious): ui/http_guard.py gives an
+    HTML page without one the app's."""
     users = tmp_path / "users.txt"
     users.write_text("alice:wonderland\n")
     with fake_trained_methods():
