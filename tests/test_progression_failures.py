@@ -1,10 +1,10 @@
-"""cir_core.eval.progression_failures: the per-step breakdown of the prefix progression, and the
+"""studies.progression_failures: the per-step breakdown of the prefix progression, and the
 query-level grouped rate it uses (cir_core.stats.rate_by_group)."""
 import numpy as np
 import pytest
 
 from cir_core.errors import InputError
-from cir_core.eval.progression_failures import breakdown, method_breakdown, step_table
+from studies.progression_failures import breakdown, method_breakdown, step_table
 from cir_core.metrics import progression_summary
 from cir_core.stats import rate_by_group
 
@@ -109,7 +109,7 @@ def test_cli_diagnoses_a_val_candidate_with_its_own_backbone_and_checkpoint(monk
     import cir_core.benchmarks
     import cir_core.eval.loop
     import cir_core.methods
-    from cir_core.eval import progression_failures as pf
+    from studies import progression_failures as pf
 
     seen = {}
     bb = types.SimpleNamespace(id="bb-x", image_size=32)
@@ -146,7 +146,7 @@ def test_cli_diagnoses_a_val_candidate_with_its_own_backbone_and_checkpoint(monk
 ])
 def test_cli_refuses_a_checkpoint_it_cannot_use(args, message, capsys):
     """Refused before the backbone loads or the gallery is embedded, each with its own reason."""
-    from cir_core.eval import progression_failures as pf
+    from studies import progression_failures as pf
 
     with pytest.raises(SystemExit) as e:
         pf.main(args)

@@ -1,7 +1,7 @@
 """Why the zero-shot peers lose (issue 25, item 6): what one pseudo-token can carry through the
 backbone's text tower, measured.
 
-    python -m training.peer_capacity [--benchmark films|world] [--n 200] [--steps 300] [--json out.json]
+    python -m studies.peer_capacity [--benchmark films|world] [--n 200] [--steps 300] [--json out.json]
 
 For the first `n` test queries, each reference image v_r is *inverted*: a single token w is
 optimised (AdamW, lr 2e-2, `--steps` steps, w ~ N(0, 0.02²) at the start: SEARLE's OTI without
@@ -156,7 +156,7 @@ def run(benchmark: str, n: int, steps: int, threads: int = 1) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m training.peer_capacity", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m studies.peer_capacity", description=__doc__.split("\n\n")[0])
     ap.add_argument("--benchmark", default="films", choices=("films", "world"))
     ap.add_argument("--n", type=int, default=200, help="the first n test queries")
     ap.add_argument("--steps", type=int, default=300)

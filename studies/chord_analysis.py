@@ -10,7 +10,7 @@ distractor. The correction rate is reported per deficit quintile (quintile edges
 methods' wrong pairs, so the bins are the same for every method), with a query-level bootstrap
 95 % interval.
 
-    python -m cir_core.eval.chord_analysis [--benchmark world|films] [--methods pact,compose-only,dice,pace,sum] [--json c.json] [--plot docs/img/chord_correction.png]
+    python -m studies.chord_analysis [--benchmark world|films] [--methods pact,compose-only,dice,pace,sum] [--json c.json] [--plot docs/img/chord_correction.png]
 """
 from __future__ import annotations
 
@@ -48,8 +48,8 @@ def correction_by_bin(qi: np.ndarray, deficit: np.ndarray, fixed: np.ndarray, ed
 def method_pairs(bench, method, data) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The wrong-under-cosine pairs of one method on the world benchmark (its own Chord λ): its
     subsets' scores under cosine and Chord from the evaluation loop (`score_method`)."""
-    from ..search.scoring import ScoreOpts
-    from .loop import score_method
+    from cir_core.eval.loop import score_method
+    from cir_core.search.scoring import ScoreOpts
 
     t = bench.truth
     results, _ = score_method(bench, method, data, [ScoreOpts("cosine"), ScoreOpts("chord")])
@@ -99,7 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     from cir_core.methods import create_method
     from cir_core.paths import DEFAULT_BACKBONE
 
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog="python -m studies.chord_analysis", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--methods", default="pact,compose-only,dice,pace,sum")
     ap.add_argument("--benchmark", default="world", choices=("world", "films"),
                     help="the world's test split or the films' (hard distractors: each query's subset)")
