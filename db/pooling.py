@@ -77,7 +77,7 @@ def pool_query_set(session: Session, engine: Engine, name: str, queries: Sequenc
 
     hits: list[tuple[PoolQuery, list[tuple[str, str, int, str, float]]]] = []
     for q in (progress or (lambda x: x))(queries):
-        ref = engine.view.reference_from_id(q.reference_id)
+        ref = engine.reference(q.reference_id)
         rows = []
         for sc in scorings:
             res = engine.compare(ref, q.edit_text, k=k, scoring=sc, methods=list(methods), progression=False)
@@ -87,9 +87,9 @@ def pool_query_set(session: Session, engine: Engine, name: str, queries: Sequenc
                 rows += [(m.name, sc, h.rank, h.item_id, float(h.score)) for h in m.hits]
         hits.append((q, rows))
 
-    qs = QuerySet(name=name, source=source or getattr(engine.view.gallery, "name", ""), overlap=int(overlap),
+    qs = QuerySet(name=name, source=source or getattr(engine.gallery, "name", ""), overlap=int(overlap),
                   pool_k=int(k), meta={"methods": list(methods), "scorings": list(scorings),
-                                       "backbone": engine.backbone.id, "gallery": engine.view.gallery.name,
+                                       "backbone": engine.backbone.id, "gallery": engine.gallery.name,
                                        "gold_fraction": gold_fraction, "seed": seed})
     session.add(qs)
     tasks: list[tuple[Task, PoolQuery]] = []  # in pooling order: what the seeded gold draw reads
@@ -140,7 +140,7 @@ def world_queries(engine: Engine, n: int, skip: int = 0) -> list[PoolQuery]:
     """The first `n` queries of the engine's generated-world benchmark (after `skip`), with the
     world's truth: identity = same character as the reference; edit = the item satisfies the edit
     (yes/no — the world cannot say "partial")."""
-    bench = engine.view.bench
+    bench = engine.world
     if bench is None:
         raise ValueError("the gallery is not the generated world: give queries from a manifest")
     identities = bench.identities()
@@ -164,7 +164,7 @@ def world_queries(engine: Engine, n: int, skip: int = 0) -> list[PoolQuery]:
 def movienet_queries(engine: Engine, raw: list[dict[str, Any]]) -> list[PoolQuery]:
     """Pool queries from `load_movienet_queryset`'s dicts. Where the query's character id is
     known, identity has a truth (is that character in the candidate frame?); edit has none."""
-    chars = {it.id: set(it.meta.get("character_ids") or ()) for it in engine.view.gallery.items}
+    chars = {it.id: set(it.meta.get("character_ids") or ()) for it in engine.gallery.items}
     out = []
     for q in raw:
         cid = (q.get("meta") or {}).get("character_id")

@@ -29,14 +29,14 @@ def banner(engine: Engine, annotation_only: bool = False) -> str:
     """One line on what the app runs: backbone, gallery, which methods load. An annotation-only
     instance names no method: its annotators must not know which methods the pool compares."""
     if annotation_only:
-        return f"**Gallery** {md_text(engine.view.gallery.name)} ({len(engine.view.gallery):,} images)"
+        return f"**Gallery** {md_text(engine.gallery.name)} ({len(engine.gallery):,} images)"
     status = engine.methods.status()
     marks = " · ".join(f"{'✓' if err is None else '⚠'} {_label(n)}" for n, err in status.items())
-    n = len(engine.view.gallery)
-    split = getattr(engine.view.queries, "split", "")
+    n = len(engine.gallery)
+    split = getattr(engine.benchmark, "split", "")
     kind = {"world": f"generated world, {split} split", "films": f"film world keyframes, {split} split"}.get(
-        engine.view.domain, "images")
-    lines = [f"**Backbone** `{engine.backbone.id}` · **Gallery** {engine.view.gallery.name} ({n:,} {kind}; "
+        engine.domain, "images")
+    lines = [f"**Backbone** `{engine.backbone.id}` · **Gallery** {engine.gallery.name} ({n:,} {kind}; "
              f"{engine.searcher.kind} search) · **Methods** {marks}"]
     lines += [f"⚠ {note}" for note in engine.notes]
     return "\n\n".join(lines)

@@ -32,7 +32,7 @@ from db.service import SKIP_REASONS, AnnotationService, QueueState
 
 from .annotate_help import GUIDELINES, guideline_examples
 from .annotate_images import IMAGE, IMAGES, ItemImages, pair_html  # noqa: F401 (the tab's pictures)
-from .common import EngineHolder, choice_in, dict_in, md_text, text_in, warn
+from .common import EngineHolder, dict_in, md_text, text_in, warn
 from cir_core import env
 
 log = logging.getLogger(__name__)

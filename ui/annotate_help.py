@@ -99,7 +99,7 @@ def guideline_examples(engine: Engine, size: int = 200) -> list[tuple[Any, str]]
     """Worked examples for the guidelines from the world's first query: the reference, then each
     candidate of its hard subset with the answers the world's ground truth gives. Empty when the
     gallery is not the generated world (there is no ground truth to show)."""
-    bench = engine.view.bench
+    bench = engine.world
     if bench is None or not bench.queries:
         return []
     from cir_core.world.spec import identity_look
@@ -110,7 +110,7 @@ def guideline_examples(engine: Engine, size: int = 200) -> list[tuple[Any, str]]
     def look(row: int) -> str:
         return "{} body, {}".format(*identity_look(ids[row]))
 
-    out = [(engine.view.image(ref, size), f"Reference ({look(ref)}) · edit: “{q.text}”")]
+    out = [(engine.image(ref, size), f"Reference ({look(ref)}) · edit: “{q.text}”")]
     for row in bench.subsets[0]:
         same = ids[row] == ids[ref]
         who = f"{'Same' if same else 'Different'} character ({look(row)})"
@@ -122,5 +122,5 @@ def guideline_examples(engine: Engine, size: int = 200) -> list[tuple[Any, str]]
             label = f"{who} · Not satisfied (nothing changed)"
         else:
             label = f"{who} · Partly or not: a change is missing or wrong"
-        out.append((engine.view.image(row, size), label))
+        out.append((engine.image(row, size), label))
     return out

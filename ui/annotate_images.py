@@ -78,15 +78,15 @@ class ItemImages:
             return hit
         folder = self._folder()
         try:
-            row = engine.view.row_of(item_id)
-            mark = mark_from(character, engine.view.gallery.items[row].meta.get("resolution"))
-            digest = hashlib.sha1(f"{engine.view.gallery.fingerprint(row)}|{self.size}|{mark}".encode()).hexdigest()
+            row = engine.row(item_id)
+            mark = mark_from(character, engine.gallery.items[row].meta.get("resolution"))
+            digest = hashlib.sha1(f"{engine.gallery.fingerprint(row)}|{self.size}|{mark}".encode()).hexdigest()
         except Exception:  # an item no longer in this gallery: the status says so, nothing shown
             return None
         out = folder / digest[:2] / f"{digest}.jpg"
         if not out.is_file():
             try:
-                img = draw_mark(engine.view.image(row, self.size).convert("RGB"), mark)
+                img = draw_mark(engine.image(row, self.size).convert("RGB"), mark)
             except Exception:
                 return None
             out.parent.mkdir(parents=True, exist_ok=True)

@@ -239,34 +239,6 @@ def float_in(value: Any, default: float, lo: float, hi: float) -> float:
     return min(max(f, lo), hi)
 
 
-def number_noted(value: Any, default: float, lo: float, hi: float, name: str,
-                 integer: bool = False) -> tuple[float, str | None]:
-    """(`float_in`'s value, or `int_in`'s with `integer`; a note when it is not what was sent).
-    A limit that changes a user's number says so: 'k = 1000 is outside 1–50: 50 was used.'
-    None (the parameter left out) takes the default without a note."""
-    used: float = int_in(value, int(default), int(lo), int(hi)) if integer else float_in(value, default, lo, hi)
-    if value is None:
-        return used, None
-    shown = (value if isinstance(value, str) else repr(value))[:40]  # escaped where it is shown
-    try:
-        f = float(value) if not isinstance(value, bool) else math.nan
-    except (TypeError, ValueError, OverflowError):
-        f = math.nan
-    if not math.isfinite(f):
-        why = "is not a number"
-    elif not lo <= f <= hi:
-        why = f"is outside {_num(lo)}–{_num(hi)}"
-    elif f != used:
-        why = "is not a whole number"
-    else:
-        return used, None
-    return used, f"{name} = {shown} {why}: {_num(used)} was used."
-
-
-def _num(x: float) -> str:
-    return str(int(x)) if float(x).is_integer() else f"{x:g}"
-
-
 def bool_in(value: Any, default: bool = False) -> bool:
     return value if isinstance(value, bool) else default
 
@@ -328,7 +300,7 @@ def hit_caption(hit: Any, moved: str = "") -> str:
 def gallery_items(engine: Engine, hits: list, size: int = THUMB,
                   moved: Sequence[str] | None = None) -> list[tuple[Image.Image, str]]:
     cues = list(moved or []) + [""] * len(hits)
-    return [(mark(engine.view.thumbnail(h.row, size), h.is_target, h.same_character), hit_caption(h, cue))
+    return [(mark(engine.thumbnail(h.row, size), h.is_target, h.same_character), hit_caption(h, cue))
             for h, cue in zip(hits, cues)]
 
 

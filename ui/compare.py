@@ -17,20 +17,20 @@ from typing import TYPE_CHECKING, Any
 import gradio as gr
 from gradio.data_classes import FileData
 
-from cir_core.engine import MAX_K, MAX_STEPS, MAX_TEXT_CHARS, MAX_UPLOAD_PIXELS
+from cir_core.engine import MAX_K, MAX_STEPS, MAX_TEXT_CHARS, MAX_UPLOAD_PIXELS, CompareRequest, admit
 from cir_core.errors import CIRError
 from cir_core.methods import extra_methods, method_label, shown_methods
 from cir_core.search import DEFAULT_LAMBDA
 
-from .common import (LEGEND, EngineHolder, bool_in, event_index, int_in, list_in, md_text, number_noted,
-                     run_reporting, text_in, warn)
+from .common import (LEGEND, EngineHolder, bool_in, event_index, int_in, list_in, md_text, run_reporting,
+                     text_in, warn)
 from .permalink import LINK_JS, UNLINK_JS, from_query, link_query
 from .preview import preview_box, wire_preview
 from .settings import AppConfig
 from .reference import (NO_REFERENCE, NO_REFERENCE_INFO, PAGE_SIZE, PICK_THUMB, example_items,  # noqa: F401
-                        hints, page_view, reference_info, reference_key, reference_view, resolve_reference,
+                        hints, page_view, reference_info, reference_key, reference_view,
                         select_example, select_from_page, stale_status, upload_view)
-from .results import (CompareView, column_header, compare_api, compare_view,  # noqa: F401
+from .results import (CompareView, column_header, compare_api, compare_view, render_compare,  # noqa: F401
                       details, empty_headers, progression_header, status_line, timings_line)
 from .uploads import UploadRefused, uploaded_path  # noqa: F401
 
@@ -57,7 +57,6 @@ class CompareTab:
 
 MAX_ID = 500  # a gallery id or a search is never longer; longer input is cut, then not found
 MAX_SEARCH = 500
-MAX_EDIT_SENT = 100_000  # characters of an edit read from a request; past MAX_TEXT_CHARS it is cut, with a note
 # After the page load: a permalink (a reference and an edit in the URL) whose reference the load
 # accepted presses Compare, in the browser. A page without one costs the server nothing more.
 AUTORUN_JS = """() => {
@@ -316,31 +315,32 @@ def _wire_compare(holder: EngineHolder, c: SimpleNamespace, names: list[str], op
 
     def on_compare(ref: Any, up: Any, text: Any, kk: Any, sc: Any, own: Any, lm: Any, extra: Any,
                    progress=gr.Progress()):
-        k, k_note = number_noted(kk, 8, 1, MAX_K, "k", integer=True)
-        lam, lam_note = number_noted(lm, DEFAULT_LAMBDA, 0.0, 1.0, "λ")
         chosen = [n for n in list_in(extra) if isinstance(n, str)]
         active = names + [n for n in optional if n in chosen]
-        own, ref, path = bool_in(own, True), text_in(ref, MAX_ID), None
+        own, path = bool_in(own, True), None
         try:
             engine = holder.get(progress)
             path = uploaded_path(up)
+            # the one place k, λ, scoring, edit and methods are decided (cir_core.engine.admit)
+            req = admit(CompareRequest(reference_id=ref, upload=path, edit=text, k=kk, scoring=sc,
+                                       lam=None if own else lm, methods=active))
         except CIRError as exc:
             view = CompareView(status=f"⚠ {md_text(exc)}", columns=empty_headers(active), error=str(exc))
+            req = None
         else:
-            notes = [n for n in (k_note, None if own else lam_note) if n]
-            edit = text_in(text, MAX_EDIT_SENT)
             # a first use (a method's load, CIReVL's caption bank) says how far it is meanwhile
-            view = run_reporting(lambda: compare_view(engine, ref, path, edit, int(k), text_in(sc, 20), own,
-                                                      lam, active, notes=notes), progress)
+            view = run_reporting(lambda: render_compare(engine, req), progress)
         if view.error:
             warn(view.error)
         got = dict(zip(active, view.columns))
         view.columns = [got.get(n, ("", [])) for n in every]  # the extra columns not asked for stay empty
-        link = "" if view.error or path else link_query(ref, view.edit, int(k), text_in(sc, 20),
-                                                         None if own else lam, [n for n in active if n in optional])
-        return (view_updates(view, int(k)) + [gr.update(visible=n in active) for n in optional]
+        k = req.k if req is not None else 8
+        link = "" if view.error or path or req is None else link_query(
+            req.reference_id or "", view.edit, k, req.scoring, req.lam, [n for n in active if n in optional])
+        return (view_updates(view, k) + [gr.update(visible=n in active) for n in optional]
                 + [view.picks, gr.update(value=view.csv, visible=bool(view.csv)),
-                   gr.update(value=link, visible=bool(link)), "" if view.error else reference_key(ref, path)])
+                   gr.update(value=link, visible=bool(link)),
+                   "" if view.error or req is None else reference_key(req.reference_id or "", path)])
 
     c.extra.change(lambda extra: [gr.update(visible=n in list_in(extra)) for n in optional], [c.extra], c.opt_cols,
                    api_visibility="private")
@@ -373,11 +373,7 @@ def _wire_compare(holder: EngineHolder, c: SimpleNamespace, names: list[str], op
             engine = holder.get()
         except CIRError as exc:
             return {"error": str(exc)}
-        k_v, k_note = number_noted(k, 8, 1, MAX_K, "k", integer=True)
-        lam_v, lam_note = (None, None) if lam is None else number_noted(lam, DEFAULT_LAMBDA, 0.0, 1.0, "λ")
-        return compare_api(engine, text_in(reference_id, MAX_ID), text_in(edit, MAX_EDIT_SENT), int(k_v),
-                           text_in(scoring, 20), lam_v, path, text_in(methods, 2000),
-                           notes=[n for n in (k_note, lam_note) if n])
+        return compare_api(engine, reference_id, edit, k, scoring, lam, path, methods)
 
     gr.api(compare, api_name="compare", concurrency_limit=concurrency, concurrency_id="compare")
 

@@ -59,7 +59,7 @@ def wire_preview(holder: EngineHolder, c: SimpleNamespace, keys: list[str], gall
                 if isinstance(row, bool) or not isinstance(row, int):
                     raise CIRError("That result is no longer shown; run Compare again.")
                 engine = holder.get()
-                img = engine.view.image(row, PREVIEW_SIZE)
+                img = engine.image(row, PREVIEW_SIZE)
             except (CIRError, IndexError) as exc:
                 warn(str(exc))
                 return gr.update(visible=True), f"⚠ {md_text(exc)}", None, {}
@@ -100,7 +100,7 @@ def preview_info(engine: Engine, pick: dict) -> str:
     who = pick.get("character")
     if isinstance(who, str) and who:
         parts.append(f"character **{md_text(who)}**" + (" (same as the reference)" if pick.get("same_character") else ""))
-    cap = engine.view.caption(int(pick["row"]))
+    cap = engine.caption(int(pick["row"]))
     why = why_text(pick.get("why"), str(pick.get("scoring") or "cosine"))
     return " · ".join(parts) + (f"\n\n{why}" if why else "") + \
         (f"\n\n<small>{md_text(cap, 1000)}</small>" if cap else "")

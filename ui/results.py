@@ -8,16 +8,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cir_core import timing
-from cir_core.engine import MAX_STEPS, MAX_TEXT_CHARS, CompareResult, check_edit
-from cir_core.methods import list_methods, method_label
-from cir_core.errors import CIRError, InputError
+from cir_core.engine import Admitted, CompareRequest, CompareResult, admit
+from cir_core.methods import method_label
+from cir_core.errors import CIRError
 from cir_core.fileio import csv_cell
 from cir_core.backbone_id import is_world_backbone
 from cir_core.search import DEFAULT_LAMBDA
 
 from .common import fmt_ms, gallery_items, md_text
-from .reference import resolve_reference
 from .tempfiles import TEMP
 from .why import map_html
 
@@ -43,22 +41,6 @@ class CompareView:
     map_html: str = ""  # the neighbourhood map (`ui.why.map_html`)
 
 
-def clip_edit(text: str, limit: int = MAX_TEXT_CHARS) -> tuple[str, str | None]:
-    """(the edit cut to `limit` characters at a word boundary, a note saying so) — or (text, None).
-    Counted as `cir_core.inputs.check_edit_text` counts (runs of whitespace are one space)."""
-    n = len(" ".join(text.split()))
-    if n <= limit:
-        return text, None
-    cut = text[:limit]  # collapsing whitespace only shortens, so this fits
-    space = max(cut.rfind(" "), cut.rfind("\n"))
-    if space > limit * 3 // 4:
-        cut = cut[:space]
-    cut = cut.rstrip()
-    tail = " ".join(cut.split()[-4:])
-    return cut, (f"The edit is {n:,} characters; the limit is {limit:,}: only its first "
-                 f"{len(' '.join(cut.split())):,} (up to “…{tail}”) were used.")
-
-
 SHOWN_APART_MS = 10.0  # a wait or a build shorter than this is not worth a word in the header
 
 
@@ -77,28 +59,34 @@ def empty_headers(names: list[str]) -> list[tuple[str, list]]:
     return [(f"**{method_label(n)}**\n\n&nbsp;", []) for n in names]
 
 
-def compare_view(engine: Engine, ref_id: str | None, upload: str | None, edit: str | None, k: int = 8,
-                 scoring: str = "cosine", own_lambda: bool = True, lam: float = DEFAULT_LAMBDA,
+def compare_view(engine: Engine, ref_id: str | None, upload: str | None, edit: str | None, k: Any = 8,
+                 scoring: Any = "cosine", own_lambda: bool = True, lam: Any = DEFAULT_LAMBDA,
                  names: list[str] | None = None, notes: list[str] | None = None,
                  csv_dir: str | Path | None = None) -> CompareView:
-    """Run one Compare request and render it to values; every user error becomes `status`.
-    `notes`: what the caller changed in the user's input (a clamped number), shown with the
-    result; an edit over the limit is cut here, and said so. The top-k is written as a CSV under
-    `csv_dir` (default: `ui.tempfiles.TEMP`'s folder, swept two minutes after)."""
-    names = list(names) if names is not None else engine.methods.default()
-    scoring = "chord" if str(scoring).lower().startswith("chord") else "cosine"
+    """One Compare request from the tab's values, admitted (`cir_core.engine.admit`: the one place
+    its k, λ, scoring, edit and methods are decided), run and rendered; every user error becomes
+    `status`. `notes`: the caller's own, shown with admission's."""
+    req = CompareRequest(reference_id=ref_id, upload=upload, edit=edit or "", k=k, scoring=scoring,
+                         lam=None if own_lambda else lam, methods=names)
     try:
-        edit, cut = clip_edit(edit or "")
-        check_edit(edit)  # an empty edit is reported before an upload is encoded
-        # busy: said at once, before an upload is encoded; an upload's wait for the shared
-        # encoder is the request's wait, not its encode time (cir_core.timing)
-        with engine.admit(), timing.account():
-            ref = resolve_reference(engine, ref_id, upload)
-            res = engine.compare(ref, edit, k=int(k), scoring=scoring,
-                                 lam=None if own_lambda else float(lam), methods=names)
+        admitted = admit(req)
+    except CIRError as exc:
+        shown = list(names) if names is not None else engine.methods.default()
+        return CompareView(status=f"⚠ {md_text(exc)}", columns=empty_headers(shown), error=str(exc))
+    return render_compare(engine, admitted, notes, csv_dir)
+
+
+def render_compare(engine: Engine, req: Admitted, notes: list[str] | None = None,
+                   csv_dir: str | Path | None = None) -> CompareView:
+    """Run an admitted request and render it to values. The top-k is written as a CSV under
+    `csv_dir` (default: `ui.tempfiles.TEMP`'s folder, swept two minutes after)."""
+    names = list(req.methods) if req.methods is not None else engine.methods.default()
+    try:
+        res = engine.run(req)
     except CIRError as exc:
         return CompareView(status=f"⚠ {md_text(exc)}", columns=empty_headers(names), error=str(exc))
-    add_notes(res, [*(notes or []), *([cut] if cut else [])], int(k))
+    res.notes[:0] = notes or []
+    scoring = res.scoring
     t0 = time.perf_counter()
     columns = [(column_header(m, scoring), gallery_items(engine, m.hits) if m.ok else [])
                for m in res.methods]
@@ -117,30 +105,18 @@ def compare_view(engine: Engine, ref_id: str | None, upload: str | None, edit: s
     if res.reference.row is not None:
         ids[res.reference.row] = res.reference.item_id or ""
     for r in res.target_rows:
-        ids.setdefault(r, engine.view.item_id(r))
+        ids.setdefault(r, engine.item_id(r))
     why_map = map_html(res.map, {m.name: m.label for m in res.methods} |
                        ({prog.method: prog.label} if prog is not None else {}), ids)
     render_ms = (time.perf_counter() - t0) * 1000
     out = Path(csv_dir) if csv_dir else TEMP.root  # its sweeper removes the files 2 min on
-    follows = engine.view.query_character(res.reference, res.edit) if res.query_id else None
-    return CompareView(status=status_line(res, engine.backbone.id, engine.view.domain, follows),
+    follows = engine.query_character(res.reference, res.edit) if res.query_id else None
+    return CompareView(status=status_line(res, engine.backbone.id, engine.domain, follows),
                        timings=timings_line(res, render_ms),
                        columns=columns,
                        progression_header=progression_header(prog), steps=steps,
-                       details=details(res, render_ms), picks=picks, edit=edit,
+                       details=details(res, render_ms), picks=picks, edit=req.edit,
                        csv=str(write_topk_csv(res, out / csv_name())), map_html=why_map)
-
-
-def add_notes(res: CompareResult, notes: list[str], k_asked: int) -> None:
-    """Add to `res.notes` (the status line and the JSON's `notes`) what changed the user's input:
-    the caller's notes, a k the gallery could not fill, progression rows not shown."""
-    res.notes.extend(notes)
-    if res.k < k_asked:
-        res.notes.append(f"k = {k_asked}: the gallery holds only {res.k} other images, so top-{res.k} is shown.")
-    prog = res.progression
-    if prog is not None and prog.total_sentences > MAX_STEPS:
-        res.notes.append(f"The edit has {prog.total_sentences} sentences; the progression shows the first "
-                         f"{MAX_STEPS} (every method's own result reads them all).")
 
 
 def moves(before: list, hits: list) -> list[str]:
@@ -263,22 +239,15 @@ def details(res: CompareResult, render_ms: float) -> dict:
     return d
 
 
-def compare_api(engine: Engine, reference_id: str | None, edit: str | None, k: int = 8,
-                scoring: str = "cosine", lam: float | None = None, upload: str | None = None,
-                methods: str | None = None, notes: list[str] | None = None) -> dict:
-    """The JSON API: `CompareResult.to_dict()`, or {"error": message} for a user error.
-    `methods`: comma-separated registered names (default: the engine's columns and baseline).
-    `notes` (what the caller changed: a clamped k or λ) and a cut edit go into the JSON's `notes`."""
+def compare_api(engine: Engine, reference_id: Any, edit: Any, k: Any = 8, scoring: Any = "cosine",
+                lam: Any = None, upload: str | None = None, methods: Any = None) -> dict:
+    """The JSON API: the request admitted (`cir_core.engine.admit`) and run, `CompareResult.to_dict()`
+    — its `notes` say what admission changed (a k or λ out of range, an edit cut) — or
+    {"error": message} for a user error. `methods`: comma-separated registered names (default:
+    the engine's columns and baseline)."""
     try:
-        names = [m.strip() for m in str(methods or "").split(",") if m.strip()] or None
-        unknown = [m for m in names or [] if m not in list_methods()]
-        if unknown:
-            raise InputError(f"unknown method {unknown[0]!r}; registered: {', '.join(list_methods())}")
-        edit, cut = clip_edit(edit or "")
-        with engine.admit(), timing.account():  # busy: said at once, before an upload is encoded
-            ref = resolve_reference(engine, reference_id, upload)
-            res = engine.compare(ref, edit, k=int(k), scoring=str(scoring).lower(), lam=lam, methods=names)
+        res = engine.run(admit(CompareRequest(reference_id=reference_id, upload=upload, edit=edit or "", k=k,
+                                              scoring=scoring, lam=lam, methods=methods)))
     except CIRError as exc:
         return {"error": str(exc)}
-    add_notes(res, [*(notes or []), *([cut] if cut else [])], int(k))
     return res.to_dict()
