@@ -126,7 +126,9 @@ def chosen_css(identity: str | None, edit: str | None) -> str:
     ids += [f"#ann-edit-{edit}" for v, _, _ in EDIT if v == edit]
     if not ids:
         return ""
-    sel = ", ".join(ids)
+    # hovered too: under the pointer that just chose it, the hover colours (lighter fill, grey text:
+    # 1.95:1, axe) would otherwise win over the chosen ones
+    sel = ", ".join(f"{i}, {i}:hover" for i in ids)
     return (f"<style>{sel} {{background: var(--button-primary-background-fill) !important; "
             f"color: var(--button-primary-text-color) !important; "
             f"border-color: var(--button-primary-border-color) !important;}} "
