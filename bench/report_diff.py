@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any, Iterator
 
-RUN_FIELDS = ("seconds", "date", "time", "host", "hostname", "machine", "load", "wall_s", "elapsed",
+RUN_FIELDS = ("header", "seconds", "date", "time", "host", "hostname", "machine", "load", "wall_s", "elapsed",
               "started", "finished")
 
 

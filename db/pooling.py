@@ -19,6 +19,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from db.models import Query, QuerySet, RetrievedItem, Task
+from cir_core.settings import add_seed_arg
 
 if TYPE_CHECKING:
     from cir_core.engine import Engine
@@ -201,7 +202,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--scorings", nargs="+", default=["cosine", "chord"])
     ap.add_argument("--overlap", type=int, default=1, help="annotators per (non-gold) task")
     ap.add_argument("--gold", type=float, default=0.0, help="fraction of tasks with known answers as gold")
-    ap.add_argument("--seed", type=int, default=0)
+    add_seed_arg(ap, what="the gold draw")
     args = ap.parse_args(argv)
     try:
         cfg = settings_from(EngineConfig, args)

@@ -15,13 +15,13 @@ methods' wrong pairs, so the bins are the same for every method), with a query-l
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 import numpy as np
 
 from cir_core.stats import rate_by_group
+from cir_core.report_header import write_report
 
 
 def wrong_pairs(cos_t: np.ndarray, cos_d: np.ndarray, chord_t: np.ndarray, chord_d: np.ndarray
@@ -126,8 +126,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{n} (λ={r['lambda']:g}): {r['wrong_pairs']} wrong pairs, {r['corrected']} corrected; by quintile: "
               + ", ".join(f"{b['rate']} [{b['ci95'][0]}, {b['ci95'][1]}]" if b["rate"] is not None else "-" for b in r["bins"]))
     if a.json:
-        a.json.write_text(json.dumps({"benchmark": a.benchmark, "split": "test", "n_queries": a.n_queries, "backbone": bb.id,
-                                      "edges": edges.round(5).tolist(), "methods": results}, indent=1))
+        write_report(a.json, {"benchmark": a.benchmark, "split": "test", "n_queries": a.n_queries, "backbone": bb.id,
+                              "edges": edges.round(5).tolist(), "methods": results})
     if a.plot:
         plot(results, a.plot)
         print(f"wrote {a.plot}")

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 import torch
 import torch.nn.functional as F
+from cir_core.report_header import write_report
 
 PEERS = ("pic2word", "searle", "lincir")
 
@@ -167,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     text = json.dumps(out, indent=1)
     print(text)
     if a.json:
-        a.json.write_text(text + "\n")
+        write_report(a.json, out)
     return 0
 
 

@@ -21,6 +21,8 @@ import torch
 
 from training.backbone_val import Encoder, evaluate
 from training.backbone_val_films import FILM_PROBES, alternatives, film_probe, probe_caption, probe_frames
+from cir_core.report_header import write_report
+from cir_core.settings import add_backbone_args
 
 
 def attribute_moves(enc: Encoder, image_size: int, probe_n: int = 200, n: int = 600,
@@ -51,7 +53,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
 
     ap = argparse.ArgumentParser(prog="python -m studies.probe_backbone", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--backbone", default=DEFAULT_MODEL, help="open_clip spec, e.g. local-dir:DIR")
+    add_backbone_args(ap, default=DEFAULT_MODEL, pretrained=False)
     ap.add_argument("--val-scenes", type=int, default=1000)
     ap.add_argument("--probe-scenes", type=int, default=200)
     ap.add_argument("--threads", type=int, default=1, help="CPU threads (0: torch's default)")
@@ -78,8 +80,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     text = json.dumps(out, indent=1)
     print(text)
     if args.json:
-        with open(args.json, "w") as f:
-            f.write(text + "\n")
+        write_report(args.json, out)
     return metrics
 
 

@@ -15,7 +15,6 @@ module checks it), so the breakdown explains exactly the number the benchmark re
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -26,6 +25,8 @@ from cir_core.errors import InputError
 from cir_core.stats import rate_by_group
 
 from .cli import checkpoint_arg, checkpoint_args
+from cir_core.settings import add_backbone_args
+from cir_core.report_header import write_report
 
 RANK_EDGES = (0, 1, 10, 100, 1000)  # rank before the step: 0 | 1-9 | 10-99 | 100-999 | 1000+
 STEP_LABELS = ("1->2", "2->3", "3+")  # the step's place: sentences 1 -> 1..2, 1..2 -> 1..3, later
@@ -138,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="val to diagnose a candidate before any test (default: test)")
     ap.add_argument("--n-queries", type=int, default=None, help="default: the split's (test 1000, val 500)")
     ap.add_argument("--n-films", type=int, default=None, help="films: default 104 (test), 24 (val)")
-    ap.add_argument("--backbone", default=DEFAULT_BACKBONE, help="open_clip spec (default: the shipped one)")
+    add_backbone_args(ap, default=DEFAULT_BACKBONE, pretrained=False)
     ap.add_argument("--checkpoint", action="append", default=[], metavar="METHOD=DIR",
                     help="a method's checkpoint folder instead of the shipped one (repeatable)")
     ap.add_argument("--bootstrap", type=int, default=2000)
@@ -163,10 +164,10 @@ def main(argv: list[str] | None = None) -> int:
               f"[{r['ci95'][0]}, {r['ci95'][1]}]; by family: {fam}; without one family: {without}; "
               f"by step: {place}; worsened {r['worsened']}, median factor x{r['median_worsening_factor']}")
     if a.json:
-        a.json.write_text(json.dumps({"benchmark": a.benchmark, "split": a.split, "n_films": a.n_films,
-                                      "n_queries": len(bench.world.queries), "scoring": a.scoring,
-                                      "backbone": bb.id, "checkpoints": {k: v or "shipped" for k, v in folders.items()},
-                                      "rank_edges": list(RANK_EDGES), "methods": results}, indent=1))
+        write_report(a.json, {"benchmark": a.benchmark, "split": a.split, "n_films": a.n_films,
+                              "n_queries": len(bench.world.queries), "scoring": a.scoring,
+                              "backbone": bb.id, "checkpoints": {k: v or "shipped" for k, v in folders.items()},
+                              "rank_edges": list(RANK_EDGES), "methods": results})
     return 0
 
 

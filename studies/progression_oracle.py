@@ -21,7 +21,6 @@ bar, the bar asks for more than composing the described image gives on this back
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any, Sequence
@@ -29,6 +28,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from cir_core.errors import InputError
+from cir_core.report_header import write_report
 
 
 def oracle_steps(queries: Sequence[Any], rows: Sequence[int], backbone: Any,
@@ -143,9 +143,9 @@ def main(argv: list[str] | None = None) -> int:
               + (f"; cosine to the drawn prefix {r['mean_cos_to_drawn']} (full text {r['mean_cos_to_drawn_full_text']})"
                  if "mean_cos_to_drawn" in r else ""))
     if a.json:
-        a.json.write_text(json.dumps({"benchmark": a.benchmark, "split": a.split, "scoring": "cosine",
-                                      "backbone": bb.id, "checkpoints": {k: v or "shipped" for k, v in folders.items()},
-                                      "methods": results}, indent=1))
+        write_report(a.json, {"benchmark": a.benchmark, "split": a.split, "scoring": "cosine",
+                              "backbone": bb.id, "checkpoints": {k: v or "shipped" for k, v in folders.items()},
+                              "methods": results})
     return 0
 
 

@@ -21,13 +21,13 @@ prefix answer), beside how many prefix answers the gallery holds per step.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from cir_core.report_header import write_report
 
 KINDS = ("prefix answer", "character", "no character")
 
@@ -146,10 +146,10 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['gallery_share_with_the_character_median']}; prefix answers in the gallery per step, median "
               f"{r['prefix_answers_per_step_median']}; steps with none {r['steps_with_no_prefix_answer']}")
     if a.json:
-        a.json.write_text(json.dumps({"benchmark": "films", "split": a.split, "n_films": a.n_films,
-                                      "n_queries": len(bench.world.queries), "scoring": "cosine", "backbone": bb.id,
-                                      "checkpoints": {k: v or "shipped" for k, v in folders.items()},
-                                      "methods": results}, indent=1))
+        write_report(a.json, {"benchmark": "films", "split": a.split, "n_films": a.n_films,
+                              "n_queries": len(bench.world.queries), "scoring": "cosine", "backbone": bb.id,
+                              "checkpoints": {k: v or "shipped" for k, v in folders.items()},
+                              "methods": results})
     return 0
 
 

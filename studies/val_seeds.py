@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from cir_core.errors import InputError
+from cir_core.report_header import write_report
 
 SAME = ("benchmark", "split", "n_queries", "gallery_size", "backbone")
 
@@ -116,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(str(e))
     print("\n".join(lines(rep)))
     if a.json:
-        a.json.write_text(json.dumps(rep, indent=1))
+        write_report(a.json, rep)
     return 0
 
 
