@@ -9,10 +9,10 @@ from cir_core.errors import InputError
 
 @pytest.fixture(scope="module")
 def embedded(tiny_backbone, small_bench, tmp_path_factory):
-    from cir_core.benchmarks.world import WorldBench
+    from cir_core.benchmarks.world import WorldEval
     from cir_core.eval.loop import embed_benchmark
 
-    bench = WorldBench(small_bench, 64, True)
+    bench = WorldEval(small_bench, 64, True)
     return bench, embed_benchmark(bench, tiny_backbone, tmp_path_factory.mktemp("cache"), False)
 
 
