@@ -124,7 +124,7 @@ def pool_query_set(session: Session, engine: Engine, name: str, queries: Sequenc
         # Every query keeps a plain pair: gold pairs are given in proportion to a query's plain
         # ones (db.queue.open_tasks), so a query of gold pairs only would never be shown.
         per_query: dict[int, list[int]] = {}
-        for i, (t, q) in enumerate(chosen):
+        for i, (t, _) in enumerate(chosen):
             per_query.setdefault(id(t.query), []).append(i)
         size = {}
         for t, _ in tasks:

@@ -237,7 +237,7 @@ def test_the_environment_is_read_in_the_settings_only():
     """Every environment variable goes through cir_core.env (declared there, with what it does) or
     the settings modules, never read deep in the library (issue 43)."""
     found = {}
-    for name, path in modules().items():
+    for path in modules().values():
         rel = str(path.relative_to(ROOT))
         if rel in ENV_READERS or rel.startswith("bench/"):
             continue

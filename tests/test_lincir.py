@@ -51,7 +51,7 @@ def authors_checkpoint(path, projection_dim, hidden_size, seed=0):
 
 
 def test_the_authors_checkpoint_converts_loads_and_ranks(tiny_backbone, small_bench, tmp_path):
-    phi = authors_checkpoint(tmp_path / "phi_best.pt", tiny_backbone.dim, 128)
+    authors_checkpoint(tmp_path / "phi_best.pt", tiny_backbone.dim, 128)
     folder = convert("lincir", tmp_path / "phi_best.pt", tmp_path / "lincir", tiny_backbone, allow_pickle=True)
     cfg = json.loads((folder / "config.json").read_text())
     assert cfg["method"] == "lincir" and cfg["arch"]["hidden_dim"] == 1024 and cfg["extra"]["replace"] == "all"

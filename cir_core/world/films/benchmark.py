@@ -140,7 +140,7 @@ class FilmBenchmark:
             fi = self.items[ref].film
             film = self.films[fi]
 
-            def rows_of(shot: int) -> list[int]:
+            def rows_of(shot: int, film: Film = film) -> list[int]:
                 if not 0 <= shot < len(film.story.shots):
                     return []
                 return [self._row[(film.film_id, shot, i)] for i in (TARGET_IMG, 0, 2)]
