@@ -306,8 +306,9 @@ def _titled(send: Send) -> Send:
     async def wrapped(message: dict[str, Any]) -> None:
         if message["type"] == "http.response.start":
             headers = {k.lower(): v for k, v in message.get("headers", [])}
-            if headers.get(b"content-type", b"").startswith(b"text/html") and \
-                    int(headers.get(b"content-length", b"0") or 0) <= MAX_PAGE:
+            length = headers.get(b"content-length", b"")
+            if headers.get(b"content-type", b"").startswith(b"text/html") and length.isdigit() and \
+                    int(length) <= MAX_PAGE:  # a streamed page (no length) passes as it is
                 state["start"] = message  # held until the body is whole
                 return
             await send(message)
