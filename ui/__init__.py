@@ -194,6 +194,9 @@ def launch_kwargs(cfg: AppConfig | None = None) -> dict:
     # Cross-site posts, other users' sessions and exports, unbounded uploads (ui/http_guard.py):
     # inside the client-address middleware, so its logs name the client.
     app_kwargs = kw.setdefault("app_kwargs", {})
+    # On a Space, its public host may differ from the Host header the proxy hands on: allow it.
+    space = env.read("SPACE_HOST")
+    origins = parse_origins(cfg.allowed_origins) + ((f"https://{space}",) if space else ())
     app_kwargs["middleware"] = [*app_kwargs.get("middleware", []), Middleware(
-        HttpGuard, annotation_only=bool(cfg.annotation_only), allowed_origins=parse_origins(cfg.allowed_origins))]
+        HttpGuard, annotation_only=bool(cfg.annotation_only), allowed_origins=origins)]
     return kw
