@@ -140,8 +140,15 @@ def load(root: str | Path, split: str = "val", protocol: str | None = None) -> C
     images, queries, labelled = circo_format.read(root, split)
     gallery = StoredGallery("circo-unlabeled2017", [GalleryItem(str(i), p, {}) for i, p in images])
     row = {i: r for r, (i, _) in enumerate(images)}
+    targets: list[int] = []
+    gts: list[list[int]] = []
+    aspects: list[list[str]] = []
+    for q in queries if labelled else ():
+        assert q.target is not None and q.gt is not None and q.aspects is not None  # a labelled split's
+        targets.append(row[q.target])
+        gts.append([row[x] for x in q.gt])
+        aspects.append(q.aspects)
     return CIRCOBench(split, gallery, [str(q.id) for q in queries], [[q.text] for q in queries],
                       np.array([row[q.reference] for q in queries], np.int64),
-                      np.array([row[q.target] for q in queries], np.int64) if labelled else None,
-                      [[row[x] for x in q.gt] for q in queries] if labelled else None,
-                      [q.aspects for q in queries] if labelled else None, reference)
+                      np.array(targets, np.int64) if labelled else None, gts if labelled else None,
+                      aspects if labelled else None, reference)

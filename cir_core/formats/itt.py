@@ -199,7 +199,8 @@ def record_of(q: Query, image: str, image_id: str, generator: dict[str, str]) ->
 def write(split: Split, out: Folder) -> dict[str, Any]:
     """The manifest of the queries' reference pictures (`images/<picture id>.png`, the reference
     caption) and one record per query that can be one (the others counted by reason)."""
-    manifest, records, skipped, jobs = [], [], {}, []
+    manifest, records, jobs = [], [], []
+    skipped: dict[str, int] = {}
     generator = {**split.generator, "split": split.name}
     for q in split.queries:
         pic = split.pictures[q.reference]

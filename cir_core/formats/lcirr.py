@@ -98,13 +98,16 @@ def write(split: Split, out: Folder) -> dict[str, Any]:
     """CIRR's files of the split, plus lcirr/{split}.jsonl with each query's whole text."""
     summary = cirr.write(split, out)
     names = cirr.gallery_names(split.name, len(split.pictures))
-    out.jsonl(f"lcirr/{summary['split_name']}.jsonl",
-              [{"pairid": i, "reference": names[q.reference], "target": names[q.target], "text": q.text}
-               for i, q in enumerate(split.queries) if q.target is not None])
+    rows = []
+    for i, q in enumerate(split.queries):
+        assert q.target is not None  # cirr.write has checked it too
+        rows.append({"pairid": i, "reference": names[q.reference], "target": names[q.target], "text": q.text})
+    out.jsonl(f"lcirr/{summary['split_name']}.jsonl", rows)
     return summary
 
 
 def write_train(split: Split, out: Folder) -> dict[str, Any]:
+    """CIRR's train files of the split, plus lcirr/train.jsonl over the same image pairs."""
     summary = cirr.write_train(split, out)
     out.jsonl("lcirr/train.jsonl", ({"pairid": i, "reference": cirr.train_names(i)[0],
                                      "target": cirr.train_names(i)[1], "text": q.text}

@@ -6,23 +6,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from .common import FormatError, Triplet
-from .writing import Folder, Split
 
 
-class TrainReader(Protocol):
-    """A training reader: the triplets of a root folder (or a file), images under `image_root`
-    where the format lets the images live elsewhere."""
-
-    def __call__(self, path: Path, image_root: str | None = None) -> list[Triplet]: ...
-
-
-class Writer(Protocol):
-    """A writer: `split` laid out in `out` as the format's release does; returns a summary."""
-
-    def __call__(self, split: Split, out: Folder, **options: Any) -> dict[str, Any]: ...
+# A training reader: the triplets of a root folder (or a file: ITT), images under `image_root`
+# where the format lets the images live elsewhere.
+TrainReader = Callable[[Path, "str | None"], list[Triplet]]
+# A writer: a `Split` laid out in a `Folder` as the format's release does (plus the format's own
+# options: FashionIQ's category); returns a summary.
+Writer = Callable[..., dict[str, Any]]
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from functools import partial
 
 from cir_core.formats import Picture, Query, Split
 
@@ -68,7 +69,7 @@ def _query(q: WorldQuery, reference: int, target: int, **more) -> Query:
 
 def gallery_split(bench: WorldBenchmark, size: int) -> Split:
     """A test or val split: the benchmark's gallery, every query pointing into it."""
-    pictures = [Picture(it.item_id, it.item_id, lambda it=it: it.image(size)) for it in bench.items]
+    pictures = [Picture(it.item_id, it.item_id, partial(it.image, size)) for it in bench.items]
     gts = bench.gt_sets()
     queries = [_query(q, ref, tgt, subset=tuple(sub), gt=tuple(sorted(gt)), second_text=second_caption(q),
                       shared_concept=shared_concept(bench, ref))
@@ -81,9 +82,8 @@ def query_split(queries: Sequence[WorldQuery], size: int, name: str) -> Split:
     query's), its target render 2i + 1 (the training stream; ITT's references)."""
     pictures, out = [], []
     for i, q in enumerate(queries):
-        pictures += [Picture(q.query_id, f"reference of {q.query_id}",
-                             lambda q=q: render(q.reference, size, q.ref_seed)),
+        pictures += [Picture(q.query_id, f"reference of {q.query_id}", partial(render, q.reference, size, q.ref_seed)),
                      Picture(f"{q.query_id}/target", f"target of {q.query_id}",
-                             lambda q=q: render(q.target, size, q.target_seed))]
+                             partial(render, q.target, size, q.target_seed))]
         out.append(_query(q, 2 * i, 2 * i + 1))
     return Split(name, pictures, out, GENERATOR)

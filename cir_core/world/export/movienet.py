@@ -4,6 +4,7 @@ character names. Not yet in `cir_core.formats` with the other formats: its reade
 MovieNet set builder in `cir_core.benchmarks.movienet`."""
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from cir_core.formats import Folder
@@ -24,5 +25,5 @@ def export_movienet(bench: WorldBenchmark, out: Folder, split: str) -> dict[str,
                      "character_id": bench.items[ref].scene.character.name})
         out.queries[q.query_id] = q.query_id
     out.jsonl("queries.jsonl", rows)
-    out.images([(f, lambda it=it: it.image(out.size)) for f, it in zip(frames, bench.items)], "movienet")
+    out.images([(f, partial(it.image, out.size)) for f, it in zip(frames, bench.items)], "movienet")
     return {"split_name": split, "queries": len(rows), "gallery": len(frames)}
