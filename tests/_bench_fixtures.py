@@ -109,16 +109,17 @@ def write_circo(root: Path, ids: list[int], annotations: dict[str, list[dict]],
 
 
 def write_fashioniq(root: Path, category: str, names: list[str], triplets: list[dict],
-                    first: int = 0, extra_images: dict[str, int] | None = None, ext: str = ".jpg") -> Path:
-    """FashionIQ val of one category: names[i] is colour first+i, as images/<name>.jpg (the
-    name CLIP4Cir, SEARLE and the start kit read; `ext` for another); extra_images are written
-    (name -> colour) but not listed in the split file."""
+                    first: int = 0, extra_images: dict[str, int] | None = None, ext: str = ".jpg",
+                    split: str = "val") -> Path:
+    """FashionIQ `split` (val) of one category: names[i] is colour first+i, as images/<name>.jpg
+    (the name CLIP4Cir, SEARLE and the start kit read; `ext` for another); extra_images are
+    written (name -> colour) but not listed in the split file."""
     for i, n in enumerate(names):
         write_image(root / "images" / f"{n}{ext}", first + i)
     for n, i in (extra_images or {}).items():
         write_image(root / "images" / f"{n}{ext}", i)
-    _dump(root / "image_splits" / f"split.{category}.val.json", names)
-    _dump(root / "captions" / f"cap.{category}.val.json", triplets)
+    _dump(root / "image_splits" / f"split.{category}.{split}.json", names)
+    _dump(root / "captions" / f"cap.{category}.{split}.json", triplets)
     return root
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from _bench_fixtures import cirr_query, write_cirr, write_image
 from cir_core.errors import InputError
-from training.itt.schema import make_id
+from training.itt import make_id
 from training.triplets import read_triplets
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -4,7 +4,8 @@
 
 `load_benchmark(name, root, split, **options)` validates the files (or generates the world) and
 returns a `Benchmark` that `cir_core.eval.loop.evaluate` runs; see docs/EVAL_REAL.md for each
-layout. A new benchmark is a module whose `load(root, split, ...)` is decorated with
+layout. A benchmark's files are read by its format's module in `cir_core.formats` (the layout,
+the checks, the reader the trainers use too); the modules here score what it read. A new benchmark is a module whose `load(root, split, ...)` is decorated with
 `@register_benchmark(name)` (`registry.py`); this package imports every module of itself.
 """
 from __future__ import annotations

@@ -1,18 +1,12 @@
-"""CIRCO (Baldrati et al., ICCV 2023), the official files and protocol.
+"""CIRCO (Baldrati et al., ICCV 2023), the official protocol; the files and their checks are the
+format's (`cir_core.formats.circo`).
 
-Layout under ROOT (as in the CIRCO repository)::
-
-    annotations/{val,test}.json   [{id, reference_img_id, relative_caption, shared_concept,
-                                    target_img_id (val), gt_img_ids (val)}]
-    COCO2017_unlabeled/annotations/image_info_unlabeled2017.json   (optional: {"images": [{id, file_name}]})
-    COCO2017_unlabeled/unlabeled2017/000000243611.jpg ...
-
-The gallery is every COCO 2017 unlabeled image (the info file's list, else the folder's
-`{id:012d}.jpg` files), decoded as the official loaders decode them. The edit text is
-`relative_caption`. mAP@K = Σ_{k≤K} P(k)·rel(k) / min(|GT|, K); also R@K of `target_img_id`, and
-mAP@10 per `semantic_aspects` entry (`extra`), as CIRCO's `src/evaluation.py` prints them. The test
-split gives only the server file `{query_id: [50 image ids]}` (`--submission`); a test file whose
-entries all carry `gt_img_ids` (the world's export) is scored like val.
+The gallery is every COCO 2017 unlabeled image, decoded as the official loaders decode them. The
+edit text is `relative_caption`. mAP@K = Σ_{k≤K} P(k)·rel(k) / min(|GT|, K); also R@K of
+`target_img_id`, and mAP@10 per `semantic_aspects` entry (`extra`), as CIRCO's
+`src/evaluation.py` prints them. The test split gives only the server file `{query_id: [50 image
+ids]}` (`--submission`); a test file whose entries all carry `gt_img_ids` (the world's export) is
+scored like val.
 
 Protocol (`protocol=`), because published code disagrees:
 
@@ -31,15 +25,14 @@ from pathlib import Path
 
 import numpy as np
 
+from cir_core.formats import circo as circo_format
 from cir_core.gallery import Gallery, GalleryItem
 from cir_core.metrics import map_at_k, recall_at_k
 
 from .common import (TOP, BenchmarkError, BenchmarkResult, Composed, Embedded, ScoreOpts, StoredGallery,
-                     compose_queries, need, pick, rank_queries, read_json)
+                     compose_queries, pick, rank_queries)
 from .registry import register_benchmark
 
-SPLITS = ("val", "test")
-COCO = "COCO2017_unlabeled"
 PROTOCOLS = {
     "keep-reference": "keep-reference: the reference stays in every ranking and submission (the CIRCO "
                       "authors' code: SEARLE validate.py / generate_test_submission.py)",
@@ -47,31 +40,6 @@ PROTOCOLS = {
                         "authors' code; mAP can only rise: not comparable with published numbers)",
 }
 DEFAULT_PROTOCOL = "keep-reference"
-
-
-def load_gallery(root: Path) -> Gallery:
-    """The COCO 2017 unlabeled gallery; item ids are the image ids as strings."""
-    folder = root / COCO / "unlabeled2017"
-    info = root / COCO / "annotations" / "image_info_unlabeled2017.json"
-    if info.is_file():
-        images = need(read_json(info), "images", list, str(info))
-        pairs = [(need(im, "id", int, f"{info} images[{i}]"), need(im, "file_name", str, f"{info} images[{i}]"))
-                 for i, im in enumerate(images)]
-    elif folder.is_dir():
-        pairs = []
-        for p in sorted(folder.glob("*.jpg")):
-            if not p.stem.isdigit():
-                raise BenchmarkError(f"{p}: COCO file names are the image id, e.g. 000000243611.jpg")
-            pairs.append((int(p.stem), p.name))
-    else:
-        raise BenchmarkError(f"{folder}: folder not found (nor {info})")
-    if not pairs:
-        raise BenchmarkError(f"{folder}: no images")
-    items = [GalleryItem(str(i), str(folder / f), {}) for i, f in pairs]
-    missing = [it.path for it in items[:1] + items[-1:] if not Path(it.path).is_file()]
-    if missing:  # 120k stats cost seconds; the cache reports any later missing file by name
-        raise BenchmarkError(f"{info if info.is_file() else folder}: image file {missing[0]} not found")
-    return StoredGallery("circo-unlabeled2017", items)
 
 
 @dataclass
@@ -166,41 +134,21 @@ def load(root: str | Path, split: str = "val", protocol: str | None = None) -> C
     """CIRCO `split` ('val' or 'test') from ROOT, validated; `protocol` keep-reference (default)
     or remove-reference."""
     root = Path(root).expanduser()
-    if split not in SPLITS:
-        raise BenchmarkError(f"CIRCO has splits {SPLITS}, not {split!r}")
+    if split not in circo_format.SPLITS:
+        raise BenchmarkError(f"CIRCO has splits {circo_format.SPLITS}, not {split!r}")
     reference = pick(protocol, tuple(PROTOCOLS), "CIRCO --protocol", DEFAULT_PROTOCOL)
-    path = root / "annotations" / f"{split}.json"
-    ann = read_json(path)
-    if not isinstance(ann, list) or not ann:
-        raise BenchmarkError(f"{path}: expected a non-empty list of query objects")
-    gallery = load_gallery(root)
-    labelled = split == "val" or any(isinstance(a, dict) and "gt_img_ids" in a for a in ann)
-    known = {int(i): r for r, i in enumerate(gallery.ids)}
-
-    def row(x: int, where: str) -> int:
-        if x not in known:
-            raise BenchmarkError(f"{where}: image {x} is not in the COCO 2017 unlabeled gallery")
-        return known[x]
-
-    qids, texts, refs, targets, gts, aspects = [], [], [], [], [], []
-    for i, a in enumerate(ann):
-        where = f"{path} entry {i}"
-        qids.append(str(need(a, "id", int, where)))
-        texts.append([need(a, "relative_caption", str, where)])
-        need(a, "shared_concept", str, where)
-        refs.append(row(need(a, "reference_img_id", int, where), where + " reference_img_id"))
-        if labelled:
-            targets.append(row(need(a, "target_img_id", int, where), where + " target_img_id"))
-            gt = need(a, "gt_img_ids", list, where)
-            if not gt:
-                raise BenchmarkError(f"{where}: gt_img_ids is empty")
-            gts.append([row(x, where + " gt_img_ids") for x in gt])
-            asp = a.get("semantic_aspects", [])
-            if not isinstance(asp, list) or not all(isinstance(x, str) for x in asp):
-                raise BenchmarkError(f"{where}: key 'semantic_aspects' should be a list of strings")
-            aspects.append(asp)
-    if sorted(int(q) for q in qids) != list(range(len(qids))):
-        raise BenchmarkError(f"{path}: query ids must be 0..{len(qids) - 1}, each once")
-    return CIRCOBench(split, gallery, qids, texts, np.array(refs, np.int64),
+    images, queries, labelled = circo_format.read(root, split)
+    gallery = StoredGallery("circo-unlabeled2017", [GalleryItem(str(i), p, {}) for i, p in images])
+    row = {i: r for r, (i, _) in enumerate(images)}
+    targets: list[int] = []
+    gts: list[list[int]] = []
+    aspects: list[list[str]] = []
+    for q in queries if labelled else ():
+        assert q.target is not None and q.gt is not None and q.aspects is not None  # a labelled split's
+        targets.append(row[q.target])
+        gts.append([row[x] for x in q.gt])
+        aspects.append(q.aspects)
+    return CIRCOBench(split, gallery, [str(q.id) for q in queries], [[q.text] for q in queries],
+                      np.array([row[q.reference] for q in queries], np.int64),
                       np.array(targets, np.int64) if labelled else None, gts if labelled else None,
                       aspects if labelled else None, reference)

@@ -1,19 +1,11 @@
-"""CIRR (Liu et al., ICCV 2021), the official rc2 files and protocol.
+"""CIRR (Liu et al., ICCV 2021), the official rc2 protocol; the files, both layouts and their
+checks are the format's (`cir_core.formats.cirr`).
 
-Two layouts are read (the annotation files are the `cirr_dataset` branch of Cuberick-Orion/CIRR,
-the images NLVR2's)::
-
-    official (the CIRR README):               SEARLE / CLIP4Cir / GeneCIS:
-    ROOT/captions/cap.rc2.{val,test1}.json    ROOT/cirr/captions/cap.rc2.{val,test1}.json
-    ROOT/image_splits/split.rc2.{...}.json    ROOT/cirr/image_splits/split.rc2.{...}.json
-    ROOT/img_raw/dev/..., img_raw/test1/...   ROOT/dev/..., ROOT/test1/..., ROOT/train/...
-
-The split file maps each image name to a path relative to the image folder
-("./dev/dev-0-0-img0.png"). Images are decoded as the official loaders decode them (no EXIF
-transposition). Recall@1/5/10/50 ranks the split's whole gallery with the reference removed;
-Recall_subset@1/2/3 ranks the other members of the query's `img_set`. Official test1 captions have
-no `target_hard`: no metrics, only the two server files (`--submission`); a test1 file whose
-captions all carry `target_hard` (the world's export) is scored like val.
+Images are decoded as the official loaders decode them (no EXIF transposition). Recall@1/5/10/50
+ranks the split's whole gallery with the reference removed; Recall_subset@1/2/3 ranks the other
+members of the query's `img_set`. Official test1 captions have no `target_hard`: no metrics, only
+the two server files (`--submission`); a test1 file whose captions all carry `target_hard` (the
+world's export) is scored like val.
 """
 from __future__ import annotations
 
@@ -23,104 +15,21 @@ from pathlib import Path
 
 import numpy as np
 
+from cir_core.formats import cirr as cirr_format
+from cir_core.formats.cirr import OFFICIAL, VERSION
 from cir_core.gallery import Gallery, GalleryItem
 from cir_core.metrics import recall_at_k, subset_ranking, subset_recall
 
 from .common import (TOP, BenchmarkError, BenchmarkResult, Composed, Embedded, ScoreOpts, StoredGallery,
-                     check_files, compose_queries, need, rank_queries, read_json)
+                     compose_queries, rank_queries)
 from .registry import register_benchmark
 
-VERSION = "rc2"
-SPLITS = {"val": "val", "test": "test1", "test1": "test1"}
 SUBSET_TOP = 3
-OFFICIAL = "official (captions/, image_splits/, img_raw/)"
-SEARLE = "SEARLE/CLIP4Cir (cirr/captions/, cirr/image_splits/, dev/ test1/ train/)"
 
 
-@dataclass(frozen=True)
-class Layout:
-    """Where a CIRR root keeps its annotation files (`ann`) and the base of its image paths."""
-
-    ann: Path
-    images: Path
-    name: str
-
-
-def split_file(ann: Path, split: str) -> Path:
-    return ann / "image_splits" / f"split.{VERSION}.{split}.json"
-
-
-def find_layout(root: Path, split: str) -> Layout:
-    """The layout of ROOT for `split`: the annotations in ROOT or ROOT/cirr, the images under the
-    first of ann/img_raw, ann, ROOT, ann's parent that holds the split file's first image."""
-    anns = [a for a in (root, root / "cirr") if split_file(a, split).is_file()]
-    if not anns:
-        raise BenchmarkError(
-            f"{root}: no CIRR split file; expected {split_file(root, split).relative_to(root)} (official "
-            f"layout, images in img_raw/) or {split_file(root / 'cirr', split).relative_to(root)} "
-            f"(SEARLE/CLIP4Cir layout, images in dev/, test1/)")
-    ann = anns[0]
-    names = read_json(split_file(ann, split))
-    if not isinstance(names, dict) or not names:
-        raise BenchmarkError(f"{split_file(ann, split)}: expected a non-empty object {{image name: relative path}}")
-    first = next(iter(names.values()))
-    if not isinstance(first, str):
-        raise BenchmarkError(f"{split_file(ann, split)}: key {next(iter(names))!r} should map to a relative path string")
-    bases = list(dict.fromkeys((ann / "img_raw", ann, root, ann.parent)))
-    for base in bases:
-        if (base / first).is_file():
-            if base == ann / "img_raw":
-                name = OFFICIAL
-            elif ann.name == "cirr" and base == ann.parent:
-                name = SEARLE
-            else:
-                name = f"annotations in {ann}, images under {base}"
-            return Layout(ann, base, name)
-    raise BenchmarkError(f"{split_file(ann, split)}: its first image {first!r} is in none of "
-                         + ", ".join(str(b) for b in bases))
-
-
-def load_split_gallery(layout: Layout, split: str, name: str) -> Gallery:
-    """The split's gallery from `image_splits/split.rc2.{split}.json`, in the file's order."""
-    path = split_file(layout.ann, split)
-    names = read_json(path)
-    if not isinstance(names, dict) or not names:
-        raise BenchmarkError(f"{path}: expected a non-empty object {{image name: relative path}}")
-    items = []
-    for k, rel in names.items():
-        if not isinstance(rel, str):
-            raise BenchmarkError(f"{path}: key {k!r} should map to a relative path string")
-        items.append(GalleryItem(k, str((layout.images / rel).resolve()), {}))
-    check_files((it.path for it in items), str(path))
-    return StoredGallery(name, items)
-
-
-def load_captions(ann: Path, split: str, gallery: Gallery) -> tuple[list[dict], bool]:
-    """`captions/cap.rc2.{split}.json`, every name checked against the split's gallery, and
-    whether it is labelled (val always; test1 when every entry has `target_hard`)."""
-    path = ann / "captions" / f"cap.{VERSION}.{split}.json"
-    caps = read_json(path)
-    if not isinstance(caps, list) or not caps:
-        raise BenchmarkError(f"{path}: expected a non-empty list of query objects")
-    labelled = split == "val" or any(isinstance(c, dict) and "target_hard" in c for c in caps)
-    known = set(gallery.ids)
-    seen: set[int] = set()
-    for i, c in enumerate(caps):
-        where = f"{path} entry {i}"
-        pid = need(c, "pairid", int, where)
-        if pid in seen:
-            raise BenchmarkError(f"{where}: duplicate pairid {pid}")
-        seen.add(pid)
-        need(c, "caption", str, where)
-        members = need(need(c, "img_set", dict, where), "members", list, where + " img_set")
-        names = [need(c, "reference", str, where), *members]
-        if labelled:
-            names.append(need(c, "target_hard", str, where))
-        bad = [n for n in names if n not in known]
-        if bad:
-            raise BenchmarkError(f"{where} (pairid {pid}): {bad[0]!r} is not in image_splits/"
-                                 f"split.{VERSION}.{split}.json")
-    return caps, labelled
+def split_gallery(images: dict[str, str], name: str) -> Gallery:
+    """A split's gallery ({name: path}, in the split file's order), decoded as stored."""
+    return StoredGallery(name, [GalleryItem(k, p, {}) for k, p in images.items()])
 
 
 @dataclass
@@ -208,13 +117,9 @@ def validate_submission(sub: dict, pairids: list[str], references: list[str], ga
 @register_benchmark("cirr", "CIRR rc2: R@K with the reference removed, Rs@K over the img_set")
 def load(root: str | Path, split: str = "val") -> CIRRBench:
     """CIRR `split` ('val', 'test'/'test1') from ROOT (either layout), validated."""
-    root = Path(root).expanduser()
-    if split not in SPLITS:
-        raise BenchmarkError(f"CIRR has splits val and test (test1), not {split!r}")
-    s = SPLITS[split]
-    layout = find_layout(root, s)
-    gallery = load_split_gallery(layout, s, f"cirr-{s}")
-    caps, labelled = load_captions(layout.ann, s, gallery)
+    files = cirr_format.read(Path(root).expanduser(), split)
+    s, caps = files.split, files.captions
+    gallery = split_gallery(files.images, f"cirr-{s}")
     row = gallery.index_of
     width = max(len(c["img_set"]["members"]) for c in caps)
     members = np.full((len(caps), width), -1, np.int64)
@@ -224,5 +129,5 @@ def load(root: str | Path, split: str = "val") -> CIRRBench:
         split=s, gallery=gallery, pairids=[str(c["pairid"]) for c in caps],
         texts=[[c["caption"]] for c in caps],
         ref_rows=np.array([row(c["reference"]) for c in caps], np.int64),
-        target_rows=np.array([row(c["target_hard"]) for c in caps], np.int64) if labelled else None,
-        members=members, layout=layout.name)
+        target_rows=np.array([row(c["target_hard"]) for c in caps], np.int64) if files.labelled else None,
+        members=members, layout=files.layout.name)

@@ -1,13 +1,12 @@
-"""What every benchmark evaluator shares: reading annotation files with errors that name the file
-and key, the `Benchmark` protocol and its `BenchmarkResult`, and the compose-and-rank steps (all
-scoring goes through `cir_core.search.rank` / `score_matrix`, λ through `ScoreOpts.for_method`).
-The loop over methods × scorings and the result tables are `cir_core.eval.loop`'s.
+"""What every benchmark evaluator shares: the file checks that name the file and key (the
+formats', `cir_core.formats.common`), the `Benchmark` protocol and its `BenchmarkResult`, and the
+compose-and-rank steps (all scoring goes through `cir_core.search.rank` / `score_matrix`, λ through
+`ScoreOpts.for_method`). The loop over methods × scorings and the result tables are `cir_core.eval.loop`'s.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
@@ -15,6 +14,8 @@ import numpy as np
 from PIL import Image
 
 from cir_core.errors import InputError
+from cir_core.formats.common import FormatError
+from cir_core.formats.common import check_files, need, read_json, read_jsonl  # noqa: F401  (re-exported)
 from cir_core.gallery import Gallery
 from cir_core.imageio import open_as_stored, rgb_as_official
 from cir_core.methods import Method
@@ -22,54 +23,13 @@ from cir_core.methods.refs import RefInput, Refs
 from cir_core.metrics import set_ranks, target_ranks
 from cir_core.search.scoring import Queries, ScoreOpts, score_matrix
 from cir_core.search.searcher import Ranking, Searcher, rank
-from cir_core.fileio import loads_json
 
 TOP = 50
 
 
-class BenchmarkError(InputError):
-    """A benchmark file is missing or malformed; the message names the file and the key."""
-
-
-def read_json(path: Path) -> Any:
-    """Parsed JSON of `path`, or BenchmarkError naming the file."""
-    if not path.is_file():
-        raise BenchmarkError(f"{path}: file not found")
-    try:
-        return loads_json(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as e:
-        raise BenchmarkError(f"{path}: not valid JSON ({e})") from None
-
-
-def read_jsonl(path: Path) -> list[dict]:
-    """Rows of a JSON-lines file (blank lines skipped), each a JSON object."""
-    if not path.is_file():
-        raise BenchmarkError(f"{path}: file not found")
-    rows = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = loads_json(line)
-        except ValueError as e:
-            raise BenchmarkError(f"{path} line {n}: not valid JSON ({e})") from None
-        if not isinstance(row, dict):
-            raise BenchmarkError(f"{path} line {n}: expected a JSON object")
-        rows.append(row)
-    return rows
-
-
-def need(entry: Any, key: str, kind: type | tuple[type, ...], where: str) -> Any:
-    """entry[key], checked to be of `kind`; BenchmarkError naming `where` and the key otherwise."""
-    if not isinstance(entry, dict):
-        raise BenchmarkError(f"{where}: expected a JSON object, got {type(entry).__name__}")
-    if key not in entry:
-        raise BenchmarkError(f"{where}: missing key {key!r}")
-    v = entry[key]
-    if isinstance(v, bool) or not isinstance(v, kind):
-        names = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
-        raise BenchmarkError(f"{where}: key {key!r} should be {names}, got {type(v).__name__}")
-    return v
+# A benchmark's bad files and bad options are one error; the file readers are the formats'
+# (`cir_core.formats`), whose checks the benchmark modules here (and MovieNet's) share.
+BenchmarkError = FormatError
 
 
 TARGET_RATIO = 1.25  # SEARLE's (and CLIP4Cir's) targetpad ratio
@@ -145,14 +105,6 @@ def parse_subset(subset: str | Sequence[str] | None, known: Sequence[str], what:
     if bad:
         raise BenchmarkError(f"--subset: unknown {what} {bad[0]!r}; choose from {', '.join(known)}")
     return tuple(k for k in known if k in names)
-
-
-def check_files(paths: Iterable[str], what: str) -> None:
-    """BenchmarkError listing the first missing image files, if any."""
-    missing = [p for p in paths if not Path(p).is_file()]
-    if missing:
-        shown = ", ".join(missing[:3]) + (f" (+{len(missing) - 3} more)" if len(missing) > 3 else "")
-        raise BenchmarkError(f"{what}: {len(missing)} image file(s) not found: {shown}")
 
 
 @dataclass

@@ -1,16 +1,11 @@
-"""FashionIQ (Wu et al., CVPR 2021), validation protocol of the published evaluation code.
+"""FashionIQ (Wu et al., CVPR 2021), validation protocol of the published evaluation code. The
+files, their checks and the image rule (images/<name>.jpg, another extension only when no .jpg
+exists) are the format's (`cir_core.formats.fashioniq`).
 
-Layout under ROOT (the XiaoxiaoGuo/fashion-iq files; images as CLIP4Cir and SEARLE keep them)::
-
-    captions/cap.{dress,shirt,toptee}.val.json       [{candidate, target, captions: [c1, c2]}]
-    image_splits/split.{dress,shirt,toptee}.val.json [name, ...]
-    images/<name>.jpg              (or the start kit's resized_images/<category>/<name>.jpg)
-
-The official loaders read `<name>.jpg`; a file with another extension (`.png`, ...) is taken when
-no `.jpg` exists. Images are decoded as those loaders decode them (no EXIF transposition). Each
-category ranks its own split gallery (the reference is not removed, as in the official code).
-Metrics: R@10 and R@50 per category and their mean over the categories evaluated; every
-category is required unless `subset=` names some (the table's protocol line then says so).
+Images are decoded as the official loaders decode them (no EXIF transposition). Each category
+ranks its own split gallery (the reference is not removed, as in the official code). Metrics:
+R@10 and R@50 per category and their mean over the categories evaluated; every category is
+required unless `subset=` names some (the table's protocol line then says so).
 
 Text protocol (`protocol=`), because published code disagrees:
 
@@ -29,22 +24,21 @@ Text protocol (`protocol=`), because published code disagrees:
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from cir_core.formats import fashioniq as fiq_format
+from cir_core.formats.fashioniq import CATEGORIES, join_captions
 from cir_core.gallery import Gallery, GalleryItem
 from cir_core.metrics import recall_at_k
 
 from .common import (BenchmarkError, BenchmarkResult, Composed, Embedded, ScoreOpts, StoredGallery,
-                     compose_queries, need, parse_subset, pick, rank_queries, read_json, refs_at)
+                     compose_queries, parse_subset, pick, rank_queries, refs_at)
 from .registry import register_benchmark
 
-CATEGORIES = ("dress", "shirt", "toptee")
 KS = (10, 50)
-EXTS = (".jpg", ".jpeg", ".png", ".webp", ".bmp")  # .jpg first: the official loaders' name
 PROTOCOLS = {
     "clip4cir": "clip4cir: one caption order, '{c1.capitalize()} and {c2}' (CLIP4Cir; the start kit's order)",
     "both-orders": "both-orders: '{c1} and {c2}' and '{c2} and {c1}' composed apart, queries averaged (SEARLE)",
@@ -53,11 +47,6 @@ PROTOCOLS = {
                "else clip4cir",
 }
 DEFAULT_PROTOCOL = "clip4cir"
-
-
-def join_captions(first: str, second: str) -> str:
-    """CLIP4Cir's validation text: 'First caption and second caption'."""
-    return f"{first.strip('.?, ').capitalize()} and {second.strip('.?, ')}"
 
 
 def texts_for(captions: list[str], protocol: str) -> list[str]:
@@ -165,94 +154,19 @@ def pool_norms(norms: dict[str, np.ndarray] | None, c: Category) -> np.ndarray |
     return None if extra is None else np.concatenate([norms[c.name], extra])
 
 
-def _listing(folder: Path) -> dict[str, str]:
-    """{stem: file name} of the image files in `folder` ({} when absent); a .jpg wins over
-    another extension of the same stem."""
-    if not folder.is_dir():
-        return {}
-    rank = {e: i for i, e in enumerate(EXTS)}
-    found: dict[str, str] = {}
-    with os.scandir(folder) as it:
-        for e in it:
-            stem, ext = os.path.splitext(e.name)
-            ext = ext.lower()
-            if ext in rank and (stem not in found or rank[ext] < rank[os.path.splitext(found[stem])[1].lower()]):
-                found[stem] = e.name
-    return found
-
-
-class ImageFinder:
-    """Image files by name: ROOT/images/<name>.<ext>, else ROOT/resized_images/<category>/."""
-
-    def __init__(self, root: Path):
-        self.root = root
-        self.flat = _listing(root / "images")
-        self.per_cat: dict[str, dict[str, str]] = {}
-
-    def __call__(self, name: str, cat: str) -> str | None:
-        if name in self.flat:
-            return str(self.root / "images" / self.flat[name])
-        if cat not in self.per_cat:
-            self.per_cat[cat] = _listing(self.root / "resized_images" / cat)
-        if name in self.per_cat[cat]:
-            return str(self.root / "resized_images" / cat / self.per_cat[cat][name])
-        return None
-
-    def require(self, names: list[str], cat: str) -> list[str]:
-        paths = [self(n, cat) for n in names]
-        missing = [n for n, p in zip(names, paths) if p is None]
-        if missing:
-            shown = ", ".join(f"{n}.jpg" for n in missing[:3]) + (f" (+{len(missing) - 3} more)" if len(missing) > 3 else "")
-            raise BenchmarkError(
-                f"{self.root / 'images'}: {len(missing)} image file(s) of {cat} not found: {shown} "
-                f"(the official loaders read images/<name>.jpg; no file with another extension "
-                f"{'/'.join(EXTS[1:])} either, nor resized_images/{cat}/<name>.jpg)")
-        return paths  # type: ignore[return-value]
-
-
-def cap_path(root: Path, cat: str, split: str = "val") -> Path:
-    return root / "captions" / f"cap.{cat}.{split}.json"
-
-
-def load_category(root: Path, cat: str, protocol: str = DEFAULT_PROTOCOL,
-                  finder: ImageFinder | None = None, split: str = "val") -> Category:
-    finder = finder or ImageFinder(root)
-    split_path = root / "image_splits" / f"split.{cat}.{split}.json"
-    names = read_json(split_path)
-    if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
-        raise BenchmarkError(f"{split_path}: expected a non-empty list of image names")
-    known = {n: i for i, n in enumerate(names)}
-    if len(known) != len(names):
-        raise BenchmarkError(f"{split_path}: an image name is listed twice")
-    path = cap_path(root, cat, split)
-    caps = read_json(path)
-    if not isinstance(caps, list) or not caps:
-        raise BenchmarkError(f"{path}: expected a non-empty list of triplets")
-    hidden = next((i for i, c in enumerate(caps) if isinstance(c, dict) and "target" not in c), None)
-    if split == "test" and hidden is not None:
-        raise BenchmarkError(f"{path} entry {hidden}: no 'target' (FashionIQ's test targets are not public; "
-                             "evaluate --split val)")
-    texts, captions, refs, targets = [], [], [], []
-    for i, c in enumerate(caps):
-        where = f"{path} entry {i}"
-        cand, tgt = need(c, "candidate", str, where), need(c, "target", str, where)
-        two = need(c, "captions", list, where)
-        if len(two) != 2 or not all(isinstance(x, str) for x in two):
-            raise BenchmarkError(f"{where}: 'captions' should hold exactly 2 strings")
-        if tgt not in known:
-            raise BenchmarkError(f"{where}: target {tgt!r} is not in {split_path.name}")
-        texts.append(texts_for(two, DEFAULT_PROTOCOL if protocol == "authors" else protocol))
-        captions.append(list(two))
-        refs.append(cand)
-        targets.append(known[tgt])
-    extra = [n for n in dict.fromkeys(refs) if n not in known]
-    paths = finder.require(names + extra, cat)
-    gallery = StoredGallery(f"fashioniq-{cat}-{split}", [GalleryItem(n, p, {}) for n, p in zip(names, paths)])
+def category(files: fiq_format.FIQCategory, protocol: str, split: str) -> Category:
+    """A category as read, with its galleries (split file; references outside it) and texts."""
+    cat, n = files.name, len(files.names)
+    form = DEFAULT_PROTOCOL if protocol == "authors" else protocol
+    pos = {nm: i for i, nm in enumerate(files.names + files.extra)}
+    gallery = StoredGallery(f"fashioniq-{cat}-{split}",
+                            [GalleryItem(nm, p, {}) for nm, p in zip(files.names, files.paths[:n])])
     ref_gallery = StoredGallery(f"fashioniq-{cat}-{split}-refs",
-                                [GalleryItem(n, p, {}) for n, p in zip(extra, paths[len(names):])])
-    pos = {**known, **{n: len(gallery) + i for i, n in enumerate(extra)}}
-    return Category(cat, gallery, texts, captions, np.array([pos[r] for r in refs], np.int64),
-                    np.array(targets, np.int64), ref_gallery)
+                                [GalleryItem(nm, p, {}) for nm, p in zip(files.extra, files.paths[n:])])
+    trips = files.triplets
+    return Category(cat, gallery, [texts_for(list(t.captions), form) for t in trips], [list(t.captions) for t in trips],
+                    np.array([pos[t.candidate] for t in trips], np.int64),
+                    np.array([pos[t.target] for t in trips], np.int64), ref_gallery)
 
 
 @register_benchmark("fashioniq", "FashionIQ val: R@10/50 per category")
@@ -267,12 +181,6 @@ def load(root: str | Path, split: str = "val", protocol: str | None = None,
     root = Path(root).expanduser()
     text = pick(protocol, tuple(PROTOCOLS), "FashionIQ --protocol", DEFAULT_PROTOCOL)
     chosen = parse_subset(subset, CATEGORIES, "category")
-    cats = chosen or CATEGORIES
-    missing = [c for c in cats if not cap_path(root, c, split).is_file()]
-    if missing:
-        hint = "" if chosen else " (to evaluate only some categories, name them: --subset dress,toptee)"
-        raise BenchmarkError(f"{root}: FashionIQ caption file(s) not found: "
-                             + ", ".join(str(cap_path(root, c, split).relative_to(root)) for c in missing) + hint)
-    finder = ImageFinder(root)
-    return FashionIQBench([load_category(root, c, text, finder, split) for c in cats], text, chosen is not None,
-                          split)
+    hint = "" if chosen else " (to evaluate only some categories, name them: --subset dress,toptee)"
+    cats = fiq_format.read(root, split, chosen or CATEGORIES, hint)
+    return FashionIQBench([category(c, text, split) for c in cats], text, chosen is not None, split)

@@ -1,18 +1,13 @@
-"""L-CIRR: CIRR images with long, multi-sentence edit texts (this project's manifest format).
+"""L-CIRR: CIRR images with long, multi-sentence edit texts (this project's format; the files and
+their checks are `cir_core.formats.lcirr`'s): a CIRR root in either layout plus
+lcirr/{val,test1}.jsonl, one {"pairid", "reference", "target", "text"} per line.
 
-Layout under ROOT (a CIRR root in either of its layouts: its image_splits and images, see
-`cirr.py`) plus::
-
-    lcirr/{val,test1}.jsonl    one {"pairid", "reference", "target", "text"} per line
-                               (ROOT/lcirr/, or beside captions/ in the SEARLE layout: ROOT/cirr/lcirr/)
-
-`reference` and `target` are CIRR image names of that split. Metrics are CIRR's R@1/5/10/50 (split
-gallery, reference removed); Rs@1/2/3 when the pairs are CIRR's own (every `pairid` is in CIRR's
-`captions/cap.rc2.{split}.json` with the same reference: its `img_set` is the subset). The
-per-sentence progression is measured over the multi-sentence queries under two protocols, each
-labelled: `prefix` (every method given only sentences 1..k, PACE's q₀ built from the prefix
-too: comparable across methods) and `states` (a method's own step states on the full text:
-PACE's accumulator, whose q₀ already sees every sentence); k = 1..MAX_STEPS.
+Metrics are CIRR's R@1/5/10/50 (split gallery, reference removed); Rs@1/2/3 when the pairs are
+CIRR's own (every `pairid` is in CIRR's `captions/cap.rc2.{split}.json` with the same reference:
+its `img_set` is the subset). The per-sentence progression is measured over the multi-sentence
+queries under two protocols, each labelled: `prefix` (every method given only sentences 1..k,
+PACE's q₀ built from the prefix too: comparable across methods) and `states` (a method's own step
+states on the full text: PACE's accumulator, whose q₀ already sees every sentence); k = 1..MAX_STEPS.
 """
 from __future__ import annotations
 
@@ -21,13 +16,15 @@ from pathlib import Path
 
 import numpy as np
 
+from cir_core.formats import cirr as cirr_format
+from cir_core.formats import lcirr as lcirr_format
 from cir_core.gallery import Gallery
-from cir_core.text import split_sentences
 from cir_core.metrics import prefix_recall, progression_summary, recall_at_k, subset_ranking, subset_recall
+from cir_core.text import split_sentences
 
-from .cirr import SPLITS, VERSION, find_layout, load_captions, load_split_gallery
+from .cirr import split_gallery
 from .common import (TOP, BenchmarkError, BenchmarkResult, Composed, Embedded, ScoreOpts, compose_queries,
-                     need, prefix_ranks, rank_queries, read_jsonl, refs_at)
+                     prefix_ranks, rank_queries, refs_at)
 from .registry import register_benchmark
 
 MAX_STEPS = 8
@@ -102,15 +99,15 @@ class LCIRRBench:
                                top={p: [ids[j] for j in r] for p, r in zip(self.pairids, got.ids)})
 
 
-def cirr_subsets(layout, split: str, gallery: Gallery, pairids: list[str],
+def cirr_subsets(layout: cirr_format.Layout, split: str, gallery: Gallery, pairids: list[str],
                  ref_rows: list[int]) -> tuple[np.ndarray | None, str]:
     """(members, "") when every pair is CIRR's own (same pairid and reference in CIRR's captions of
     the split), else (None, why not)."""
-    path = layout.ann / "captions" / f"cap.{VERSION}.{split}.json"
+    path = cirr_format.captions_file(layout.ann, split)
     if not path.is_file():
         return None, f"{path.name} absent"
     try:  # an optional file here: a bad one costs the subsets, not the evaluation
-        caps, _ = load_captions(layout.ann, split, gallery)
+        caps, _ = cirr_format.read_captions(layout.ann, split, set(gallery.ids))
     except BenchmarkError as exc:
         return None, str(exc)
     by_id = {str(c["pairid"]): c for c in caps}
@@ -129,35 +126,11 @@ def cirr_subsets(layout, split: str, gallery: Gallery, pairids: list[str],
 @register_benchmark("lcirr", "L-CIRR: long multi-sentence edits, R@K and the per-sentence progression")
 def load(root: str | Path, split: str = "val") -> LCIRRBench:
     """L-CIRR `split` from ROOT: the CIRR image split plus lcirr/{split}.jsonl, validated."""
-    root = Path(root).expanduser()
-    if split not in SPLITS:
-        raise BenchmarkError(f"L-CIRR has splits val and test (test1), not {split!r}")
-    s = SPLITS[split]
-    layout = find_layout(root, s)
-    gallery = load_split_gallery(layout, s, f"cirr-{s}")
-    path = next((p for p in (root / "lcirr" / f"{s}.jsonl", layout.ann / "lcirr" / f"{s}.jsonl") if p.is_file()),
-                root / "lcirr" / f"{s}.jsonl")
-    rows = read_jsonl(path)
-    if not rows:
-        raise BenchmarkError(f"{path}: no queries")
-    known = {n: i for i, n in enumerate(gallery.ids)}
-    pairids, texts, sents, refs, targets = [], [], [], [], []
-    for n, r in enumerate(rows, 1):
-        where = f"{path} query {n}"
-        pid = need(r, "pairid", (int, str), where)
-        text = need(r, "text", str, where).strip()
-        if not split_sentences(text):
-            raise BenchmarkError(f"{where}: 'text' has no sentence")
-        for key, out in (("reference", refs), ("target", targets)):
-            name = need(r, key, str, where)
-            if name not in known:
-                raise BenchmarkError(f"{where}: {key} {name!r} is not in image_splits/split.rc2.{s}.json")
-            out.append(known[name])
-        pairids.append(str(pid))
-        texts.append(text)
-        sents.append(split_sentences(text))
-    if len(set(pairids)) != len(pairids):
-        raise BenchmarkError(f"{path}: duplicate pairid")
-    members, why = cirr_subsets(layout, s, gallery, pairids, refs)
-    return LCIRRBench(s, gallery, pairids, texts, sents, np.array(refs, np.int64), np.array(targets, np.int64),
-                      members, why)
+    files = lcirr_format.read(Path(root).expanduser(), split)
+    s, qs = files.split, files.queries
+    gallery = split_gallery(files.images, f"cirr-{s}")
+    row = gallery.index_of
+    pairids, refs = [q.pairid for q in qs], [row(q.reference) for q in qs]
+    members, why = cirr_subsets(files.layout, s, gallery, pairids, refs)
+    return LCIRRBench(s, gallery, pairids, [q.text for q in qs], [split_sentences(q.text) for q in qs],
+                      np.array(refs, np.int64), np.array([row(q.target) for q in qs], np.int64), members, why)

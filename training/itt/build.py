@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from cir_core.errors import InputError
+from cir_core.formats.itt import EDIT_TYPES, dedup_key, make_id, validate_record
 
 from .generators import FatalError, GenerationError
 from .manifest import Source
-from .schema import EDIT_TYPES, dedup_key, make_id, validate_record
 from .store import Writer, scan_output
 
 

@@ -9,9 +9,8 @@ import json
 from pathlib import Path
 
 from cir_core.errors import InputError
+from cir_core.formats.itt import EDIT_TYPE_NAMES, EDIT_TYPES, MAX_NEGATIVES, norm_text
 from cir_core.inputs import MAX_EDIT_CHARS, collapse_whitespace
-
-from .schema import EDIT_TYPE_NAMES, EDIT_TYPES, MAX_NEGATIVES, norm_text
 
 DEFAULT_PROMPTS = Path(__file__).resolve().parents[1] / "configs" / "itt_prompts.json"
 PLACEHOLDERS = ("{caption}", "{type_name}", "{type_instruction}", "{n_negatives}", "{example}")

@@ -12,9 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cir_core.errors import InputError
-
-from .schema import dedup_key, validate_record
 from cir_core.fileio import loads_json
+from cir_core.formats.itt import dedup_key, validate_record
 
 FSYNC_EVERY = 100
 

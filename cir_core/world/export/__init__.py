@@ -6,12 +6,15 @@ real data set would, and its ITT triplets through the ITT tools.
 
 FORMAT is one of `FORMATS`. Files, keys, ids and image names are laid out as the official
 releases lay them out (CIRR, CIRCO, FashionIQ, GeneCIS), as this project documents its own
-formats (L-CIRR, MovieNet identity), and as `training/itt` reads them (ITT). Beside them,
+formats (L-CIRR, MovieNet identity), and as the trainers read them (ITT). Each format's writer is
+its own module's in `cir_core.formats`, beside its readers; here are the world's side (`mapping.py`:
+the world as a `cir_core.formats.Split`), the dispatcher (`run.py`), the MovieNet exports
+(`movienet.py`, `movienet_release.py`) and the round-trip check (`check.py`). Beside the files,
 `world_export.json` records where every file came from (world split, item and query ids); no
 evaluator reads it. docs/WORLD.md ("Exports") says how each world concept maps to each format.
 """
 from __future__ import annotations
 
-from .formats import FORMATS, ExportError, export
+from .run import FORMATS, PROVENANCE, ExportError, export, world_queries
 
-__all__ = ["FORMATS", "ExportError", "export"]
+__all__ = ["FORMATS", "PROVENANCE", "ExportError", "export", "world_queries"]

@@ -7,8 +7,9 @@ import sys
 from pathlib import Path
 
 from cir_core.errors import CIRError
+from cir_core.formats.fashioniq import CATEGORIES
 
-from .formats import CATEGORIES, DEFAULT_SIZE, FORMATS, SPLITS, export
+from .run import DEFAULT_SIZE, FORMATS, SPLITS, export
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -15,8 +15,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .formats import PROVENANCE
 from cir_core.fileio import loads_json
+
+from .run import PROVENANCE
 
 
 def read_dump(path: str | Path) -> dict[tuple[str, str, str], list[str]]:

@@ -32,6 +32,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from cir_core.formats import Folder
+
 from ..films.benchmark import FilmBenchmark
 from ..films.film import Film
 from ..films.spec import OTHER
@@ -89,8 +91,8 @@ def annotation_record(film: Film, size: int) -> dict[str, Any]:
     return {"imdb_id": film.film_id, "cast": cast, "scene": scenes, "story": None, "cinematic_style": None}
 
 
-def export_movienet_release(bench: FilmBenchmark, out: Any, split: str) -> dict[str, Any]:
-    """Write `bench`'s films under `out` (an export `Out`) as MovieNet releases its data."""
+def export_movienet_release(bench: FilmBenchmark, out: Folder, split: str) -> dict[str, Any]:
+    """Write `bench`'s films under `out` as MovieNet releases its data."""
     jobs = []
     n_cast = 0
     for film in bench.films:

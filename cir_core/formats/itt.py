@@ -1,6 +1,13 @@
-"""The ITT record: one (source image, edit, target caption, negatives) training triplet.
+"""ITT (image–text–text) triplets, this project's training format for PACT-style methods: the record
+(its keys, checks and id), the training reader (`read_train`, `data=itt:FILE`) and the writer of a
+split in it. `training.itt` builds such files from an image–caption manifest (docs/ITT.md).
 
-Edit types are DiCE-CIR's five (seed 001, §III-B), named as the generated world names them
+    itt.jsonl        one record per line: {"id", "image", "image_id", "source_caption", "edit_type",
+                     "edit", "target_caption", "negatives", "generator": {"mode", "model", ...}, "ops"?}
+    captions.jsonl   (beside it, when written here) the image–caption manifest: {"path", "id", "caption"}
+
+`image` is a path relative to the file's folder (or the trainer's `image_root`). Edit types are
+DiCE-CIR's five (seed 001, §III-B), named as the generated world names them
 (`cir_core.world.data.EDIT_TYPES` minus its sixth, "long", which PACE's long-form data cover).
 """
 from __future__ import annotations
@@ -12,8 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from cir_core.errors import InputError
-from cir_core.inputs import MAX_EDIT_CHARS, collapse_whitespace
 from cir_core.fileio import loads_json
+from cir_core.inputs import MAX_EDIT_CHARS, collapse_whitespace
+
+from .common import FormatError, Triplet
+from .registry import Format, register_format
+from .writing import Folder, Query, Split
 
 EDIT_TYPES = ("attribute", "spatial", "scene", "two", "short")
 EDIT_TYPE_NAMES = {  # the paper's names, used in prompts and docs
@@ -136,3 +147,80 @@ def validate_file(path: str | Path, max_errors: int = 20) -> tuple[int, list[str
                 errors.append(f"stopped after {max_errors} errors")
                 break
     return ok, errors
+
+
+def read_train(path: Path, image_root: str | None = None) -> list[Triplet]:
+    """The training reader (`data=itt:FILE`): every record validated, its image found (relative to
+    `image_root`, default the file's folder)."""
+    if not path.is_file():
+        raise FormatError(f"ITT file {str(path)!r} not found")
+    root = Path(image_root).expanduser() if image_root else path.parent
+    out = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rec = validate_record(loads_json(line))
+        except (ValueError, InputError) as exc:
+            raise FormatError(f"{path} line {n}: {exc}") from None
+        image = (root / rec["image"]).resolve()
+        if not image.is_file():
+            raise FormatError(f"{path} line {n} (id {rec['id']}): image {str(image)!r} not found "
+                              f"(image_root={str(root)!r})")
+        out.append(Triplet(str(image), rec["image_id"], rec["edit"], rec["source_caption"],
+                           rec["target_caption"], negatives=tuple(rec["negatives"]), edit_type=rec["edit_type"]))
+    if not out:
+        raise FormatError(f"{path}: no ITT records")
+    return out
+
+
+def record_of(q: Query, image: str, image_id: str, generator: dict[str, str]) -> tuple[dict | None, str]:
+    """(the ITT record of `q`, "") or (None, why it cannot be one): the checks of `validate_record`
+    applied before writing (a negative that is the target or repeats another is dropped)."""
+    if q.edit_type not in EDIT_TYPES:
+        return None, f"edit type {q.edit_type} is not an ITT type"
+    target = norm_text(q.target_caption)
+    if target == norm_text(q.ref_caption):
+        return None, "target caption equals the reference caption"
+    if norm_text(q.text) == target:
+        return None, "edit equals the target caption"
+    if max(len(q.text), len(q.ref_caption), len(q.target_caption)) > MAX_EDIT_CHARS:
+        return None, "text longer than the ITT limit"
+    negs: list[str] = []
+    for n in q.negatives:
+        if norm_text(n) != target and norm_text(n) not in {norm_text(x) for x in negs}:
+            negs.append(n)
+    return {"id": make_id(image_id, q.ref_caption, q.edit_type), "image": image, "image_id": image_id,
+            "source_caption": q.ref_caption, "edit_type": q.edit_type, "edit": q.text,
+            "target_caption": q.target_caption, "negatives": negs[:MAX_NEGATIVES],
+            "generator": generator, "ops": list(q.ops)}, ""
+
+
+def write(split: Split, out: Folder) -> dict[str, Any]:
+    """The manifest of the queries' reference pictures (`images/<picture id>.png`, the reference
+    caption) and one record per query that can be one (the others counted by reason)."""
+    manifest, records, jobs = [], [], []
+    skipped: dict[str, int] = {}
+    generator = {**split.generator, "split": split.name}
+    for q in split.queries:
+        pic = split.pictures[q.reference]
+        rel = f"images/{pic.id}.png"
+        manifest.append({"path": rel, "id": pic.id, "caption": q.ref_caption})
+        jobs.append((rel, pic.draw))
+        out.items[pic.id] = pic.source
+        rec, why = record_of(q, rel, pic.id, generator)
+        if rec is None:
+            skipped[why] = skipped.get(why, 0) + 1
+            continue
+        records.append(rec)
+        out.queries[rec["id"]] = q.source
+    out.jsonl("captions.jsonl", manifest)
+    out.jsonl("itt.jsonl", records)
+    out.images(jobs, "itt")
+    out.notes.append("captions.jsonl: the image-caption manifest (reference images, their captions); "
+                     "itt.jsonl: one ITT record per query of an ITT edit type")
+    return {"split_name": split.name, "queries": len(split.queries), "records": len(records), "skipped": skipped}
+
+
+register_format(Format("itt", "ITT triplets: source image, edit, target caption, negatives (JSON lines)",
+                       read_train=read_train, write=write, write_train=write, gallery=False, order=0))
