@@ -173,8 +173,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from cir_core.engine import load_engine
     from cir_core.engine.core import SHOWCASE
+    from cir_core.gallery_spec import parse_gallery_spec
     from db.migrate import init_db
-    from cir_core.errors import InputError
+    from cir_core.errors import CIRError, InputError
     from cir_core.settings import EngineConfig, add_engine_args, settings_from
     from db.sqlite import open_db, session_factory
 
@@ -193,17 +194,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         cfg = settings_from(EngineConfig, args)
-    except InputError as exc:
+        spec = parse_gallery_spec(cfg.gallery)
+    except (InputError, CIRError) as exc:
         ap.error(str(exc))
     engine = load_engine(cfg, progress_cb=None)
-    if cfg.gallery.startswith("movienet:"):
+    if spec.kind == "movienet":
         from cir_core.benchmarks import load_movienet_queryset
 
-        raw = load_movienet_queryset(cfg.gallery.partition(":")[2])[0]
+        raw = load_movienet_queryset(spec.path)[0]
         queries = movienet_queries(engine, raw)[:args.queries]
     else:
         queries = world_queries(engine, args.queries,
-                                skip=SHOWCASE if cfg.gallery in ("world", "world:test") else 0)
+                                skip=SHOWCASE if spec.kind == "world" and spec.target == "test" else 0)
     eng = open_db(args.db)
     init_db(eng)
     with session_factory(eng)() as s:

@@ -17,7 +17,7 @@ from ..memo import TextMemo
 from ..methods import Method, method_label
 from ..methods.refs import Refs
 from ..search.scoring import Queries, ScoreOpts
-from ..search.searcher import Ranking, Searcher, rank
+from ..search.searcher import Ranking, RemoteSearcher, Searcher, rank
 from ..text import split_sentences
 from .common import MAX_K, MAX_STEPS
 from .gallery_view import GalleryView
@@ -55,7 +55,7 @@ class Job:
     lam: float | None  # the Chord λ (None: cosine)
 
 
-def compare(view: GalleryView, methods: MethodSet, searcher: Searcher, reference: Reference, edit: str, k: int = 8, scoring: str = "cosine", lam: float | None = None,
+def compare(view: GalleryView, methods: MethodSet, searcher: Searcher | RemoteSearcher, reference: Reference, edit: str, k: int = 8, scoring: str = "cosine", lam: float | None = None,
             names: Sequence[str] | None = None, progression: bool = True, variant: str = "empty") -> CompareResult:
     """Every method's top-k for (reference, edit), and the per-sentence progression.
 
@@ -247,7 +247,7 @@ def progression_note(name: str, native: bool, why: str, n_sentences: int) -> str
 
 
 # -- stage 3: search --------------------------------------------------------------------------------
-def search(req: Request, jobs: list[Job], searcher: Searcher) -> tuple[Ranking | None, float]:
+def search(req: Request, jobs: list[Job], searcher: Searcher | RemoteSearcher) -> tuple[Ranking | None, float]:
     """Every query of the request ranked in one `rank` call, each with its own q_∅ and λ, the way
     the searcher searches this gallery; (ranking, its ms)."""
     if not jobs:
@@ -269,6 +269,7 @@ def present(req: Request, jobs: list[Job], ranking: Ranking | None, view: Galler
     if ranking is None:
         return
     share = search_ms / len(jobs)
+    view.prefetch(np.unique(ranking.ids).tolist())  # a store's gallery: every hit's item in one read
     ref_char, pid, row = req.reference.character, req.reference.character_pid, 0
     for job in jobs:
         n = len(job.queries)

@@ -21,10 +21,11 @@ from typing import Any
 import numpy as np
 
 from ..encoder import Encoder
-from .shards import Shard, embed_shards, read_shard, shard_bounds, shard_path, write_shard
+from .shards import Shard, embed_shards, gallery_rows, read_shard, shard_bounds, shard_path, write_shard
 from ..errors import CIRError, GalleryError, ImageLoadError, InputError
 from ..fileio import atomic_write, atomic_write_path
 from ..gallery import Gallery
+from ..gallery_spec import GalleryContext, open_gallery_spec
 from ..search.index import EXACT_MAX, Index
 from .prebuilt import BUILD_FILE, EMB_FILE, FORMAT, GALLERY_FILE, INDEX_FILE, NORMS_FILE, SKIPPED_FILE, read_meta
 
@@ -34,14 +35,20 @@ ANN, NPROBE = "ivf-flat", 32
 HNSW_M, EF_CONSTRUCTION, EF_SEARCH = 32, 40, 256
 
 
-def open_source(spec: str) -> Gallery:
-    """The gallery to embed: an image folder or a JSONL/CSV manifest."""
-    path = Path(spec).expanduser()
-    if path.is_dir():
-        return Gallery.from_folder(path)
-    if path.is_file():
-        return Gallery.from_manifest(path)
-    raise GalleryError(f"gallery {spec!r} is neither an image folder nor a manifest file")
+FILE_KINDS = ("folder", "manifest")  # galleries of image files (what `push gallery` publishes)
+SOURCE_KINDS = (*FILE_KINDS, "movienet", "world", "films")  # what the build embeds
+
+
+def open_source(spec: str, kinds: tuple[str, ...] = SOURCE_KINDS, image_size: int = 64,
+                world_queries: int = 1000) -> Gallery:
+    """The gallery to embed, by its spec (`cir_core.gallery_spec`): an image folder, a JSONL/CSV
+    manifest, a MovieNet set's frames or a generated world's gallery (rendered and fingerprinted
+    at `image_size`, the backbone's), among `kinds`."""
+    from ..benchmarks import movienet  # noqa: F401  (the openers of the kinds built from)
+    from ..world import store  # noqa: F401
+    from ..world.films import benchmark  # noqa: F401
+
+    return open_gallery_spec(spec, GalleryContext(image_size, world_queries), kinds).gallery
 
 
 def _fingerprint(gallery: Gallery, i: int) -> str:
@@ -78,7 +85,7 @@ def build(gallery: str, backbone: Encoder, pretrained: str | None, out: str | os
           batch_size: int = 64, workers: int = 2, exact_max: int = EXACT_MAX, kind: str = "auto",
           device: str | None = None, shard_size: int = 4096, hnsw_m: int = HNSW_M,
           ef_construction: int = EF_CONSTRUCTION, ef_search: int = EF_SEARCH, ann: str = ANN,
-          nlist: int | None = None, nprobe: int = NPROBE, progress: bool = True,
+          nlist: int | None = None, nprobe: int = NPROBE, progress: bool = True, world_queries: int = 1000,
           on_shard: Callable[[Shard], None] | None = None) -> dict[str, Any] | None:
     """Embed `gallery` with the backbone and write the index folder `out`; returns its build record
     (None on ranks other than 0). Finished shards from an earlier, interrupted run are reused.
@@ -94,7 +101,7 @@ def build(gallery: str, backbone: Encoder, pretrained: str | None, out: str | os
     try:
         bb = load_backbone(backbone, pretrained, device) if isinstance(backbone, str) else backbone
         device = bb.device
-        src = open_source(gallery)
+        src = open_source(gallery, image_size=bb.image_size, world_queries=world_queries)
         keys = [_fingerprint(src, i) for i in range(len(src))]
         params = {"kind": kind, "exact_max": exact_max, "ann": ann, "nlist": nlist, "nprobe": nprobe,
                   "hnsw_m": hnsw_m, "ef_construction": ef_construction, "ef_search": ef_search}
@@ -121,9 +128,9 @@ def build(gallery: str, backbone: Encoder, pretrained: str | None, out: str | os
             if on_shard is not None:
                 on_shard(shard)
 
-        paths = [it.path for it in src.items]
-        embed_shards(bb, paths, [bounds[s] for s in todo], batch_size, workers, done, progress=progress,
-                     desc=f"embedding [rank {rank}/{world}]")
+        rows, processes = gallery_rows(src, bb)
+        embed_shards(bb, rows, [bounds[s] for s in todo], batch_size, workers, done, progress=progress,
+                     desc=f"embedding [rank {rank}/{world}]", processes=processes)
         _barrier(device)  # rank 0 merges only once every rank has written its shards
         if rank != 0:
             return None
@@ -199,7 +206,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     b = sub.add_parser("build", help="embed an image folder / manifest and index it",
                        description="Embed an image folder or JSONL/CSV manifest in resumable shards and index "
                        "it. Run under `torchrun --nproc_per_node N` to split the shards over N processes/GPUs.")
-    b.add_argument("--gallery", required=True, help="image folder, or JSONL/CSV manifest with a 'path' column")
+    b.add_argument("--gallery", required=True, help="what to embed: an image folder, a JSONL/CSV manifest with a "
+                   "'path' column, movienet:ROOT, or a generated gallery (world, world:val, world:films, "
+                   "world:films-val)")
+    b.add_argument("--world-queries", type=int, default=1000, help="a world gallery's size, in queries (as the "
+                   "app's --world-queries)")
     b.add_argument("--backbone", required=True, help="open_clip name, local-dir:PATH or hf-hub:ORG/REPO")
     b.add_argument("--pretrained", default=None, help="open_clip tag or checkpoint file (default: none)")
     b.add_argument("--out", default=None, help="index folder (default: <gallery>.index next to the source)")
@@ -230,7 +241,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                      workers=args.workers, exact_max=args.exact_max, kind=args.kind, device=args.device,
                      shard_size=args.shard_size, hnsw_m=args.hnsw_m, ef_construction=args.ef_construction,
                      ef_search=args.ef_search, ann=args.ann, nlist=args.nlist, nprobe=args.nprobe,
-                     progress=not args.quiet)
+                     progress=not args.quiet, world_queries=args.world_queries)
     except CIRError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

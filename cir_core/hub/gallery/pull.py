@@ -18,6 +18,7 @@ from PIL import Image
 
 from ...errors import GalleryError
 from ...gallery import Gallery, GalleryItem
+from ...gallery_spec import GalleryContext, GallerySpec, OpenedGallery, register_opener
 from ...storage.manifest import MANIFEST, ManifestMismatch, check_policy, read_manifest, verify_file
 from ...storage.repo import RepoRef, default_backend, fetch_file, parse_spec
 from ...imageio import load_image
@@ -33,7 +34,10 @@ PREFIX = "hf:"
 
 
 def is_hub_gallery(spec: str | None) -> bool:
-    return bool(spec) and str(spec).startswith(PREFIX)
+    """Whether `spec` names a Hub gallery (`hf:org/name[@rev]`; `cir_core.gallery_spec` decides)."""
+    from ...gallery_spec import spec_kind
+
+    return spec_kind(spec) == "hub"
 
 
 @dataclass
@@ -136,6 +140,16 @@ def open_hub_gallery(spec: str, backbone: Encoder, progress_cb: Callable[..., No
     gallery = Gallery(info["name"], items, image_fn=HubImages(remote, thumbs, info["thumb_size"]))
     pre.gallery = gallery
     return HubGallery(remote.ref, info, gallery, pre, note)
+
+
+@register_opener("hub")
+def open_hub(spec: GallerySpec, ctx: GalleryContext) -> OpenedGallery:
+    """`hf:org/name[@rev]`: thumbnails and the backbone's index at start-up (`open_hub_gallery`)."""
+    if ctx.backbone is None:
+        raise GalleryError(f"gallery {spec.text!r}: a Hub gallery is opened for a backbone (none given)")
+    hub = open_hub_gallery(spec.text, ctx.backbone, progress_cb=ctx.progress_cb)
+    pre = hub.prebuilt
+    return OpenedGallery(hub.gallery, embeddings=pre.embeddings, norms=pre.norms, index=pre.index, note=hub.note)
 
 
 def pick_backbone(info: dict[str, Any], backbone: Encoder, where: str) -> str:

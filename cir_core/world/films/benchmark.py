@@ -21,6 +21,7 @@ from functools import cached_property
 
 from PIL import Image
 
+from ...gallery_spec import GalleryContext, GallerySpec, OpenedGallery, register_opener
 from .film import Film, make_film
 from .queries import TARGET_IMG, FilmQuery, make_film_queries
 from .render import Keyframe
@@ -188,6 +189,13 @@ def film_gallery(split: str = "test", size: int = 64, n_films: int | None = None
         for f in films:
             f.story  # noqa: B018  (told now, with the collector paused)
         return film_gallery_of(film_items(films), f"films-{split}-{len(films)}", size)
+
+
+@register_opener("films")
+def open_films(spec: GallerySpec, ctx: GalleryContext) -> OpenedGallery:
+    """`world:films` / `world:films-val`: every keyframe of the test (~103k) or val (~24k) films;
+    embedded once, then cached."""
+    return OpenedGallery(film_gallery(spec.target, ctx.image_size))
 
 
 def split_films(split: str, n_films: int | None = None) -> list[Film]:
