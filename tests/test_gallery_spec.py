@@ -66,7 +66,7 @@ def test_every_kind_has_an_opener_once_the_engine_is_imported():
     from cir_core import gallery_spec
 
     core.load_gallery_openers()  # what load_engine and open_gallery run first
-    assert gallery_spec.registered_kinds() == tuple(k for k in KINDS if k != "milvus")
+    assert gallery_spec.registered_kinds() == KINDS
     with pytest.raises(ValueError, match="already has an opener"):
         register_opener("folder")(lambda spec, ctx: None)
     with pytest.raises(ValueError, match="unknown gallery kind"):

@@ -36,7 +36,7 @@ def load_gallery_openers() -> None:
     the engine opens every kind."""
     from ..benchmarks import movienet  # noqa: F401
     from ..hub import gallery as hub_gallery  # noqa: F401
-    from ..index import prebuilt  # noqa: F401
+    from ..index import milvus, prebuilt  # noqa: F401
     from ..world import store  # noqa: F401
     from ..world.films import benchmark  # noqa: F401
 

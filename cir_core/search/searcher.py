@@ -181,6 +181,48 @@ class RemoteSearcher:
         return f"RemoteSearcher({len(self)} x {self.dim}, shortlist {self.shortlist or self.store.shortlist_size})"
 
 
+class StoreArray:
+    """A `VectorStore`'s rows as a read-only array for code that indexes a gallery's embeddings
+    (`a[rows]`: those rows' vectors, read from the store; `raw_norms`: their raw feature norms
+    instead). `rank` and the benchmarks search it through a `RemoteSearcher`; nothing copies it."""
+
+    def __init__(self, store: VectorStore, raw_norms: bool = False):
+        self.store, self.raw_norms = store, raw_norms
+        self.dtype = np.dtype(np.float32)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return (len(self.store),) if self.raw_norms else (len(self.store), int(self.store.dim))
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __len__(self) -> int:
+        return len(self.store)
+
+    def __getitem__(self, rows: Any) -> np.ndarray:
+        n = len(self.store)
+        if isinstance(rows, slice):
+            idx = np.arange(*rows.indices(n))
+        else:
+            idx = np.asarray(rows, np.int64)
+        flat = idx.reshape(-1)
+        if ((flat < -n) | (flat >= n)).any():
+            raise IndexError(f"a row outside 0..{n - 1}")
+        vecs, norms = self.store.vectors(np.where(flat < 0, flat + n, flat))
+        got = norms if self.raw_norms else vecs
+        return got.reshape(idx.shape + got.shape[1:])
+
+    def __repr__(self) -> str:
+        return f"StoreArray({' x '.join(map(str, self.shape))}{', raw norms' if self.raw_norms else ''})"
+
+
+def searcher_for(gallery: np.ndarray | StoreArray) -> Searcher | RemoteSearcher:
+    """Exact search of in-process embeddings, or the store's shortlist re-scored for a `StoreArray`."""
+    return RemoteSearcher(gallery.store) if isinstance(gallery, StoreArray) else Searcher.exact(gallery)
+
+
 @dataclass
 class Ranking:
     """What `rank` returns: the top-k per query, best first, and optionally the scores of chosen
