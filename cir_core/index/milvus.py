@@ -47,6 +47,9 @@ INDEXES: dict[str, tuple[tuple[str, ...], str | None]] = {
     "HNSW": (("M", "efConstruction"), "ef"), "DISKANN": ((), "search_list"),
     "GPU_IVF_FLAT": (("nlist",), "nprobe"), "GPU_CAGRA": (("intermediate_graph_degree", "graph_degree"), "itopk_size")}
 LITE_INDEXES = ("FLAT", "IVF_FLAT", "IVF_SQ8", "HNSW")  # what Milvus Lite builds (milvus-lite 3.2)
+# Milvus builds an IVF per segment: Milvus Lite's hold at most 100k rows (a server's ~1 GB), so the
+# default lists follow the folder backend's rule on at most that many rows
+SEGMENT_ROWS = 100_000
 AT_LEAST_LIMIT = ("ef", "search_list", "itopk_size")  # search parameters Milvus wants >= the limit
 SPEC_SEARCH = {"nprobe": "nprobe", "ef": "ef", "search_list": "search_list"}  # spec option -> parameter
 ITEM_FIELDS = ["item_id", "path", "fingerprint", "meta"]
@@ -113,15 +116,24 @@ class MilvusIndex:
     @classmethod
     def from_flags(cls, type: str, nlist: int | None = None, nprobe: int = 32, hnsw_m: int = 32,
                    ef_construction: int = 40, ef_search: int = 256, search_list: int = 100) -> "MilvusIndex":
-        """The index a build's flags choose (unset IVF lists: 1024, Milvus builds one IVF per segment)."""
+        """The index a build's flags choose (IVF lists unset: 0, chosen by `sized` from the rows)."""
         if type not in INDEXES:
             raise InputError(f"unknown Milvus index {type!r}; choose from {', '.join(INDEXES)}")
-        known = {"nlist": nlist or 1024, "M": hnsw_m, "efConstruction": ef_construction,
+        known = {"nlist": nlist or 0, "M": hnsw_m, "efConstruction": ef_construction,
                  "intermediate_graph_degree": 64, "graph_degree": 32}
         search_key = INDEXES[type][1]
         search_value = {"nprobe": nprobe, "ef": ef_search, "search_list": search_list, "itopk_size": 256}
         return cls(type, {k: int(known[k]) for k in INDEXES[type][0]},
                    {search_key: int(search_value[search_key])} if search_key else {})
+
+    def sized(self, n: int) -> "MilvusIndex":
+        """This index for `n` rows: IVF lists left unset become the power of two nearest 4 sqrt of
+        a segment's rows (at most SEGMENT_ROWS; `cir_core.search.ivf_lists`)."""
+        if self.params.get("nlist", 1) != 0:
+            return self
+        from ..search.index import ivf_lists
+
+        return MilvusIndex(self.type, {**self.params, "nlist": ivf_lists(min(n, SEGMENT_ROWS))}, self.search)
 
     def search_params(self, limit: int, options: Mapping[str, float] | None = None) -> dict[str, Any]:
         """Milvus search parameters for `limit` hits (graph beams widened to hold them)."""
@@ -353,6 +365,7 @@ class MilvusTarget:
         n = int(offsets[-1])
         if n == 0:
             raise GalleryError(f"no image of {record['source']!r} could be read (see the messages above)")
+        self.index = self.index.sized(n)
         record = {**record, "n": n, "index": json.loads(self.index.as_json())}
         done = self._prepare(backbone, record, offsets, progress)
         if done is None:
