@@ -71,7 +71,7 @@ def status(pid: int) -> dict[str, int]:
 
 
 # -- the app side (a child process) -----------------------------------------------------------------
-def child(kind: str, work: Path, target: str) -> None:
+def child(kind: str, work: Path, target: str, nprobe: int) -> None:
     """Open what the app opens, answer every query one at a time, print ids, latencies and RSS
     (before opening: after importing what the app imports, torch included)."""
     import cir_core.engine  # noqa: F401  (the app's imports: the same baseline for both sides)
@@ -81,17 +81,21 @@ def child(kind: str, work: Path, target: str) -> None:
     q, qe, vr, ref = z["q"], z["qe"], z["vr"], z["ref"]
     before = rss()
     t0 = time.perf_counter()
+    store = None
     if kind == "faiss":
         g = np.load(work / "vectors.npy", mmap_mode="r")  # as an index folder's embeddings.npy
-        searcher = Searcher.for_gallery(g, index=Index.load(work / "ivf.faiss"))
+        index = Index.load(work / "ivf.faiss")
+        index._index.nprobe = nprobe  # noqa: SLF001  (one index, several search widths)
+        searcher = Searcher.for_gallery(g, index=index)
     else:
         from cir_core.gallery_spec import GalleryContext, open_gallery_spec
         from cir_core.search import RemoteSearcher
 
-        searcher = RemoteSearcher(open_gallery_spec(target, GalleryContext()).store)
+        store = open_gallery_spec(target, GalleryContext()).store
+        searcher = RemoteSearcher(store)
     open_s = time.perf_counter() - t0
     opened = rss()
-    cos50, chord10, t_cos, t_chord = [], [], [], []
+    cos50, chord10, t_cos, t_chord, t_bare = [], [], [], [], []
     for i in range(-WARMUP, len(q)):
         j = i % len(q)
         one = Queries(q[j:j + 1], qe[j:j + 1], vr[j:j + 1])
@@ -101,19 +105,27 @@ def child(kind: str, work: Path, target: str) -> None:
         t = time.perf_counter()
         b = rank(one, searcher, CHORD, 10, np.array([ref[j]]))
         t_chord.append(time.perf_counter() - t)
+        if store is not None:  # the same search without the vectors: what carrying them costs
+            t = time.perf_counter()
+            store.client.search(store.collection, data=q[j:j + 1].tolist(), limit=201, output_fields=[],
+                                search_params=store.index.search_params(201), timeout=store.timeout)
+            t_bare.append(time.perf_counter() - t)
         if i >= 0:
             cos50.append(a.ids[0].tolist())
             chord10.append(b.ids[0].tolist())
     print(json.dumps({"kind": kind, "open_s": round(open_s, 2), "searcher": repr(searcher), "rss_before": before,
                       "rss_opened": opened, "rss_after": rss(), "cos_s": t_cos[WARMUP:], "chord_s": t_chord[WARMUP:],
+                      "bare_search_s": t_bare[WARMUP:],
                       "cos50": cos50, "chord10": chord10}))
 
 
-def run_child(kind: str, work: Path, target: str = "") -> dict:
-    out = subprocess.run([sys.executable, __file__, "--child", kind, "--work", str(work), "--target", target],
-                         capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+def run_child(kind: str, work: Path, target: str = "", nprobe: int = 32) -> dict:
+    """The child's JSON, or {"error": its last lines} when it failed."""
+    out = subprocess.run([sys.executable, __file__, "--child", kind, "--work", str(work), "--target", target,
+                          "--nprobe", str(nprobe)], capture_output=True, text=True,
+                         env={**os.environ, "HF_HUB_OFFLINE": "1"})
     if out.returncode != 0:
-        raise SystemExit(f"the {kind} child failed:\n{out.stderr[-3000:]}")
+        return {"error": out.stderr.strip().splitlines()[-1][:500] if out.stderr.strip() else f"exit {out.returncode}"}
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -165,7 +177,11 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--data", choices=("random", "clustered"), default="random")
     ap.add_argument("--milvus-index", default="IVF_FLAT", help="comma-separated Milvus index types to build")
-    ap.add_argument("--nprobe", type=int, default=32)
+    ap.add_argument("--nprobe", type=int, default=32, help="Milvus IVF lists searched (per segment)")
+    ap.add_argument("--faiss-nprobe", default="32,128", help="FAISS IVF lists searched: one line each "
+                    "(32: the index build's default; 128: about the share of the vectors Milvus Lite's "
+                    "per-segment IVF scans with nprobe 32 at 1M)")
+    ap.add_argument("--timeout", type=float, default=120, help="seconds a Milvus call may take (the app's: 10)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--work", type=Path, default=None, help="scratch folder (default: a temporary one)")
     ap.add_argument("--jsonl", type=Path, default=None, help="append the JSON lines here too")
@@ -173,7 +189,7 @@ def main() -> None:
     ap.add_argument("--target", default="", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
-        return child(a.child, a.work, a.target)
+        return child(a.child, a.work, a.target, a.nprobe)
 
     from cir_core.gallery import Gallery, GalleryItem
     from cir_core.index.milvus import MilvusIndex, MilvusTarget
@@ -212,11 +228,19 @@ def main() -> None:
 
     def report(kind: str, what: str, build_s: float, got: dict, base: dict, server: dict | None = None) -> None:
         """One JSON line (printed, and appended to --jsonl) as soon as a path is measured."""
-        line = {**head, "loadavg_now": os.getloadavg(), "path": kind, "what": what, "build_s": build_s,
-                "open_s": got["open_s"], "searcher": got["searcher"],
+        line = {**head, "loadavg_now": os.getloadavg(), "path": kind, "what": what, "build_s": build_s}
+        if "error" in got:
+            line["error"] = got["error"]
+            print(json.dumps(line), flush=True)
+            if a.jsonl:
+                with open(a.jsonl, "a") as f:
+                    f.write(json.dumps(line) + "\n")
+            return
+        line |= {"open_s": got["open_s"], "searcher": got["searcher"],
                 "shortlist_recall_at_50": round(overlap(got["cos50"], truth50), 4),
                 "chord_top10_agreement": round(overlap(got["chord10"], truth_chord), 4),
-                "latency_ms": {"cosine_k50": ms(got["cos_s"]), "chord_k10": ms(got["chord_s"])},
+                "latency_ms": {"cosine_k50": ms(got["cos_s"]), "chord_k10": ms(got["chord_s"]),
+                               **({"search_without_vectors": ms(got["bare_search_s"])} if got["bare_search_s"] else {})},
                 "chord_p50_vs_faiss": round(statistics.median(got["chord_s"]) / statistics.median(base["chord_s"]), 2),
                 "app_rss_mb": {k: round(v / 2**20) for k, v in got["rss_after"].items()},
                 # what opening the gallery and answering the queries added to the app's process
@@ -233,8 +257,11 @@ def main() -> None:
     Index.build(g, "ivf-flat", nlist=nlist, nprobe=a.nprobe).save(work / "ivf.faiss")
     faiss_s = round(time.perf_counter() - t0, 1)
     print(f"FAISS IVF{nlist} built in {faiss_s} s", file=sys.stderr)
-    base = run_child("faiss", work)
-    report("faiss", f"FAISS IVF{nlist},Flat nprobe {a.nprobe} (in process)", faiss_s, base, base)
+    base = None
+    for nprobe in (int(x) for x in a.faiss_nprobe.split(",")):
+        got = run_child("faiss", work, nprobe=nprobe)
+        base = base or got
+        report(f"faiss-nprobe{nprobe}", f"FAISS IVF{nlist},Flat nprobe {nprobe} (in process)", faiss_s, got, base)
 
     proc, uri = start_server(work)
     try:
@@ -260,7 +287,7 @@ def main() -> None:
             build_s = round(time.perf_counter() - t0, 1)
             target.client.close()
             loaded = status(proc.pid)
-            got = run_child("milvus", work, f"milvus:bench_{kind.lower()}@{uri}")
+            got = run_child("milvus", work, f"milvus:bench_{kind.lower()}@{uri}?timeout={a.timeout:g}")
             report(kind, f"Milvus {kind} {dict(target.index.params)} {dict(index.search)} (server process)", build_s,
                    got, base, {"loaded": loaded, "after": status(proc.pid)})
     finally:

@@ -165,7 +165,7 @@ def test_the_apps_memory_does_not_grow_with_the_collection(server, tmp_path):
         target.check(bb)
         record = {"source": name, "source_kind": "manifest", "name": name, "digest": name, "image_size": 64,
                   "world_queries": 0, "skipped": 0}
-        target.write(Gallery(name, items), [it.meta["fingerprint"] for it in items], lambda s: shards[s],
+        target.write(Gallery(name, items), [it.meta["fingerprint"] for it in items], lambda s, sh=shards: sh[s],
                      [len(s.rows) for s in shards], bb, record, progress=False)
         target.client.close()
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "GRADIO_ANALYTICS_ENABLED": "False"}

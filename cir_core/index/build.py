@@ -278,6 +278,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     m.add_argument("--shortlist", type=int, default=DEFAULT_SHORTLIST,
                    help=f"rows each query's Milvus shortlist holds, re-scored exactly (default {DEFAULT_SHORTLIST}; "
                    "a spec's ?shortlist= overrides)")
+    m.add_argument("--milvus-shards", type=int, default=None, help="the collection's shards (Milvus's parallel "
+                   "ingest channels; default: the server's)")
     m.add_argument("--replace", action="store_true", help="drop a collection embedded with another backbone")
     b.add_argument("--device", default=None, help="cpu, cuda (default: cuda when available)")
     b.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -311,7 +313,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             index = MilvusIndex.from_flags(args.milvus_index, args.nlist, args.nprobe, args.hnsw_m,
                                            args.ef_construction, args.ef_search, args.search_list)
             target = MilvusTarget(args.uri, args.collection, index, token=milvus_token(), shortlist=args.shortlist,
-                                  replace=args.replace)
+                                  replace=args.replace, shards=args.milvus_shards)
         meta = build(args.gallery, args.backbone, args.pretrained, out, batch_size=args.batch_size,
                      workers=args.workers, exact_max=args.exact_max, kind=args.kind, device=args.device,
                      shard_size=args.shard_size, hnsw_m=args.hnsw_m, ef_construction=args.ef_construction,

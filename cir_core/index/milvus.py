@@ -65,13 +65,20 @@ def is_lite(uri: str) -> bool:
 
 @contextmanager
 def _errors(where: str) -> Iterator[None]:
-    """pymilvus's failures as a GalleryError naming the collection and the server's message."""
+    """pymilvus's failures as a GalleryError naming the collection and the server's message; a
+    call past its timeout (gRPC's DEADLINE_EXCEEDED) or a server gone says so."""
+    import grpc
     from pymilvus.exceptions import MilvusException
 
     try:
         yield
     except MilvusException as exc:
         raise GalleryError(f"{where}: {getattr(exc, 'message', None) or exc}") from None
+    except grpc.RpcError as exc:
+        code = exc.code() if hasattr(exc, "code") else None
+        why = ("Milvus did not answer within the timeout (raise it with ?timeout=S)"
+               if code == grpc.StatusCode.DEADLINE_EXCEEDED else f"Milvus is unreachable ({code})")
+        raise GalleryError(f"{where}: {why}") from None
 
 
 def connect(uri: str, token: str | None = None, timeout: float = DEFAULT_TIMEOUT, create: bool = False) -> Any:
@@ -91,8 +98,12 @@ def connect(uri: str, token: str | None = None, timeout: float = DEFAULT_TIMEOUT
                                "python -m cir_core.index build --backend milvus)" if not create else
                                f"folder {str(path.parent)!r} does not exist"))
         uri = str(path)
+    # pymilvus pings an idle connection every 10 s; Milvus Lite's server refuses pings that often
+    # (gRPC's GOAWAY "too_many_pings"): a server on this machine needs no keepalive through a NAT
+    local = is_lite(uri) or re.match(r"^[a-z]+://(127\.0\.0\.1|localhost|\[::1\])(:|/|$)", uri)
+    options = {"grpc.keepalive_permit_without_calls": 0} if local else {}
     try:
-        client = MilvusClient(uri=uri, token=token or "", timeout=timeout)
+        client = MilvusClient(uri=uri, token=token or "", timeout=timeout, grpc_options=options)
         client.list_collections(timeout=timeout)  # a server that accepts connections but is not Milvus
     except Exception as exc:  # noqa: BLE001 - every failure to reach it is the same message to the user
         why = getattr(exc, "message", None) or str(exc)
@@ -325,6 +336,7 @@ class MilvusTarget:
     shortlist: int = DEFAULT_SHORTLIST
     replace: bool = False
     timeout: float = DEFAULT_TIMEOUT
+    shards: int | None = None  # the collection's shards (parallel ingest channels); None: the server's default
     client: Any = None
     checkpoint_s: ClassVar[float] = 30.0  # progress is recorded (after a flush) at most this often
 
@@ -427,8 +439,10 @@ class MilvusTarget:
         index = self.client.prepare_index_params()
         index.add_index(field_name="vector", index_type=self.index.type, metric_type="COSINE",
                         params=dict(self.index.params))
+        index.add_index(field_name="item_id", index_type="INVERTED")  # a reference by id, not a scan
         with _errors(self.where):
-            self.client.create_collection(self.collection, schema=schema, properties=props)
+            self.client.create_collection(self.collection, schema=schema, properties=props,
+                                          **({"num_shards": self.shards} if self.shards else {}))
             # the index first: a server without this index type says so now, not after the inserts
             self.client.create_index(self.collection, index, sync=False)  # _finish waits for it
 
@@ -456,7 +470,7 @@ class MilvusTarget:
         """Wait for the index over every row, load the collection, mark the build complete."""
         with _errors(self.where):
             while True:
-                info = self.client.describe_index(self.collection, "vector")
+                info = self.client.describe_index(self.collection, "vector", timeout=self.timeout)
                 if str(info.get("state")) == "Failed":
                     raise GalleryError(f"{self.where}: building the {self.index.type} index failed: "
                                        f"{info.get('index_state_fail_reason') or info}")
