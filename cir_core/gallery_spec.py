@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from .encoder import Encoder
-    from .gallery import Gallery
+    from .gallery import Gallery, ImageFn
     from .search.index import Index
     from .search.searcher import VectorStore
 
@@ -34,9 +34,10 @@ FORMS: dict[str, tuple[str, str]] = {
     "films": ("world:films | world:films-val", "the film world's keyframes (test or val films)"),
     "movienet": ("movienet:ROOT", "a MovieNet identity set (python -m cir_core.benchmarks.movienet build)"),
     "hub": ("hf:ORG/NAME[@REV]", "a Hub gallery (python -m cir_core.hub push gallery)"),
-    "milvus": ("milvus:COLLECTION@URI[?shortlist=N&nprobe=N&ef=N&search_list=N&timeout=S]",
+    "milvus": ("milvus:COLLECTION@URI[?shortlist=N&nprobe=N&ef=N&search_list=N&timeout=S&images=hf:ORG/NAME@REV]",
                "a Milvus collection (python -m cir_core.index build --backend milvus); URI: a Milvus Lite "
-               "file (./g.db), http://host:19530, https://... (Zilliz Cloud)"),
+               "file (./g.db), http://host:19530, https://... (Zilliz Cloud); images=: show the rows' "
+               "pictures from that Hub gallery"),
     "index": ("FOLDER with build.json", "an index folder (python -m cir_core.index build)"),
     "folder": ("FOLDER", "an image folder (recursive; ids are relative paths)"),
     "manifest": ("FILE.jsonl | FILE.csv", "a manifest with a 'path' column (other columns are kept)"),
@@ -46,7 +47,7 @@ WORLD_SPLITS = {"world": "test", "world:test": "test", "world:val": "val",
                 "world:films": "test", "world:films-val": "val"}
 # Milvus's own rule for collection names: a letter or underscore, then letters, digits, underscores
 COLLECTION_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}")
-MILVUS_OPTIONS = {"shortlist": int, "nprobe": int, "ef": int, "search_list": int, "timeout": float}
+MILVUS_OPTIONS = {"shortlist": int, "nprobe": int, "ef": int, "search_list": int, "timeout": float, "images": str}
 BUILD_FILE = "build.json"  # what marks an index folder (cir_core.index.prebuilt writes it last)
 
 
@@ -60,7 +61,7 @@ class GallerySpec:
     target: str
     text: str
     collection: str | None = None
-    options: Mapping[str, int | float] = field(default_factory=dict)
+    options: Mapping[str, int | float | str] = field(default_factory=dict)
 
     @property
     def path(self) -> Path:
@@ -120,10 +121,15 @@ def _milvus(text: str, rest: str) -> GallerySpec:
         raise _bad(text, f"{collection!r} is not a Milvus collection name (a letter or _, then letters, "
                          "digits, _; at most 255)")
     uri, _, query = uri.partition("?")
-    options: dict[str, int | float] = {}
+    options: dict[str, int | float | str] = {}
     for key, value in parse_qsl(query, keep_blank_values=True, strict_parsing=False):
         if key not in MILVUS_OPTIONS:
             raise _bad(text, f"unknown Milvus option {key!r} (known: {', '.join(MILVUS_OPTIONS)})")
+        if key == "images":
+            if spec_kind(value) not in IMAGE_KINDS:
+                raise _bad(text, f"images={value!r}: the rows' pictures come from a Hub gallery (hf:ORG/NAME@REV)")
+            options[key] = value
+            continue
         try:
             options[key] = MILVUS_OPTIONS[key](value)
         except ValueError:
@@ -174,6 +180,11 @@ class OpenedGallery:
 
 Opener = Callable[[GallerySpec, GalleryContext], OpenedGallery]
 _OPENERS: dict[str, Opener] = {}
+# A gallery kept elsewhere (Milvus) may show its rows' pictures from another kind's storage: an
+# images opener gives an image function over items, matched by their id
+ImagesOpener = Callable[[GallerySpec, GalleryContext], "ImageFn"]
+_IMAGES: dict[str, ImagesOpener] = {}
+IMAGE_KINDS = ("hub",)
 OWNERS = {"world": "cir_core.world.store", "films": "cir_core.world.films.benchmark",
           "movienet": "cir_core.benchmarks.movienet", "hub": "cir_core.hub.gallery",
           "milvus": "cir_core.index.milvus", "index": "cir_core.index.prebuilt",
@@ -210,6 +221,28 @@ def open_gallery_spec(spec: GallerySpec | str, ctx: GalleryContext | None = None
     opener = _OPENERS.get(spec.kind)
     if opener is None:  # a programming error: the consumer did not import the kind's owner
         raise RuntimeError(f"no opener for gallery kind {spec.kind!r} is registered: import {OWNERS[spec.kind]}")
+    return opener(spec, ctx or GalleryContext())
+
+
+def register_images(kind: str) -> Callable[[ImagesOpener], ImagesOpener]:
+    """Decorator: `fn(spec, ctx) -> image_fn` shows items (by id) from `kind`'s storage."""
+    if kind not in IMAGE_KINDS:
+        raise ValueError(f"gallery kind {kind!r} has no images opener; kinds: {', '.join(IMAGE_KINDS)}")
+
+    def add(fn: ImagesOpener) -> ImagesOpener:
+        _IMAGES[kind] = fn
+        return fn
+
+    return add
+
+
+def open_images(spec: GallerySpec | str, ctx: GalleryContext | None = None) -> ImageFn:
+    """The image function of `spec`'s storage (a Hub gallery's thumbnails and frames), for the
+    rows of a gallery kept elsewhere whose ids are that gallery's."""
+    spec = spec if isinstance(spec, GallerySpec) else parse_gallery_spec(spec)
+    opener = _IMAGES.get(spec.kind)
+    if opener is None:
+        raise RuntimeError(f"no images opener for gallery kind {spec.kind!r} is registered: import {OWNERS[spec.kind]}")
     return opener(spec, ctx or GalleryContext())
 
 

@@ -40,11 +40,13 @@ def test_milvus_specs_carry_their_collection_and_typed_options():
     assert spec == GallerySpec("milvus", "https://in03.example.com", spec.text, "frames",
                                {"shortlist": 500, "nprobe": 64, "timeout": 2.5})
     assert isinstance(spec.options["shortlist"], int)
+    assert parse_gallery_spec("milvus:f@./g.db?images=hf:org/frames@v1").options == {"images": "hf:org/frames@v1"}
     for bad, why in [("milvus:frames", "milvus:COLLECTION@URI"), ("milvus:@./g.db", "not a Milvus collection"),
                      ("milvus:2frames@./g.db", "not a Milvus collection"), ("milvus:a-b@./g.db", "not a Milvus"),
                      ("milvus:f@./g.db?limit=3", "unknown Milvus option 'limit'"),
                      ("milvus:f@./g.db?nprobe=lots", "nprobe='lots' is not a number"),
-                     ("milvus:f@./g.db?shortlist=0", "shortlist must be > 0")]:
+                     ("milvus:f@./g.db?shortlist=0", "shortlist must be > 0"),
+                     ("milvus:f@./g.db?images=/data/frames", "come from a Hub gallery")]:
         with pytest.raises(GalleryError, match=why):
             parse_gallery_spec(bad)
 

@@ -80,6 +80,9 @@ def test_compare_on_milvus_equals_the_in_process_search(engines):
             np.testing.assert_allclose([h.score for h in x.hits], [h.score for h in y.hits], atol=1e-5)
         assert [[h.item_id for h in s.hits] for s in a.progression.steps] == \
                [[h.item_id for h in s.hits] for s in b.progression.steps]
+    # the build's index parameters reach Milvus Lite (pymilvus 3 flattens them; Lite reads them nested)
+    info = on_milvus.view.store.client.describe_index("photos", "vector")
+    assert info["params"] == {"M": 32, "efConstruction": 40}
     # the reference's vector and raw norm come from the collection, equal to the folder's
     ra, rb = on_milvus.view.reference_from_id(ref), here.view.reference_from_id(ref)
     np.testing.assert_array_equal(ra.embedding, rb.embedding)
@@ -239,3 +242,36 @@ def test_pooling_runs_on_milvus_from_a_queries_file(engines, tmp_path):
     bad.write_text("reference_id,edit\nshot_01.png,\n")
     with pytest.raises(ValueError, match="bad.csv' line 2: no 'edit'"):
         file_queries(bad)
+
+
+def test_a_milvus_gallery_shows_a_hub_gallerys_pictures(tmp_path, monkeypatch):
+    """A Space has no local files: the collection (built from the frames) shows its rows through
+    the Hub gallery pushed from the same frames, thumbnails at start-up, a frame when opened."""
+    from _fake_hub import write_frames
+
+    from cir_core.hub.gallery import push_gallery
+    from cir_core.imageio import load_image
+    from cir_core.storage import FolderStore
+
+    source = write_frames(tmp_path / "frames", 12)
+    hub = tmp_path / "hub"
+    done = push_gallery(str(source), "org/frames", backbones=[(DEFAULT_BACKBONE, None)], work=tmp_path / "work",
+                        tag="v1", backend=FolderStore(hub, hub / ".cache"), progress=False, workers=0, device="cpu")
+    uri = tmp_path / "f.db"
+    assert index_main(["build", "--gallery", str(source), "--backbone", DEFAULT_BACKBONE, "--backend", "milvus",
+                       "--uri", str(uri), "--collection", "frames", "--workers", "0", "--device", "cpu", "--quiet",
+                       "--out", str(tmp_path / "sh")]) == 0
+    monkeypatch.setenv("CIR_LOCAL_HUB", str(hub))
+    for frame in (tmp_path / "frames").rglob("*.jpg"):  # the Space has none of the files
+        frame.unlink()
+    eng = load_engine(engine_config(["--gallery", f"milvus:frames@{uri}?images=hf:org/frames@v1"]))
+    fetched = lambda: sorted(p.name for p in (hub / ".cache").rglob("shot_*.jpg"))  # noqa: E731
+    row = eng.view.row_of("film1/shot_0003.jpg")
+    assert max(eng.view.thumbnail(row, 64).size) == 64 and fetched() == []  # the Hub's thumbnail only
+    full = eng.view.image(row, 512)  # larger than a thumbnail: the frame, fetched now
+    pushed = hub / "datasets" / "org" / "frames" / "commits" / done.commit / "frames" / "film1" / "shot_0003.jpg"
+    assert fetched() == ["shot_0003.jpg"] and np.array_equal(np.asarray(full), np.asarray(load_image(pushed)))
+    res = eng.compare(eng.view.reference_from_row(row), EDIT, k=3)
+    assert all(m.ok and len(m.hits) == 3 for m in res.methods)
+    with pytest.raises(GalleryError, match="images='movienet:/x': the rows' pictures come from a Hub gallery"):
+        load_engine(engine_config(["--gallery", f"milvus:frames@{uri}?images=movienet:/x"]))

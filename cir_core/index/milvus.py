@@ -33,7 +33,8 @@ import numpy as np
 from ..encoder import Encoder
 from ..errors import GalleryError, InputError
 from ..gallery import Gallery, GalleryItem, RemoteGallery
-from ..gallery_spec import GalleryContext, GallerySpec, OpenedGallery, open_gallery_spec, register_opener
+from ..gallery_spec import (GalleryContext, GallerySpec, OpenedGallery, open_gallery_spec, open_images,
+                            register_opener)
 from ..search.searcher import DEFAULT_SHORTLIST
 from .shards import Shard
 
@@ -267,7 +268,8 @@ def _properties(client: Any, collection: str, where: str) -> dict[str, str] | No
 def open_milvus(spec: GallerySpec, ctx: GalleryContext) -> OpenedGallery:
     """`milvus:COLLECTION@URI`: connect (at most `?timeout=` seconds), check the build finished
     and the backbone, load the collection and open its rows as a `RemoteGallery` over a
-    `MilvusStore`; images from each row's file, or from the generated world it was built from."""
+    `MilvusStore`; images from the Hub gallery `?images=` names, else each row's file, or the
+    generated world it was built from."""
     where = f"gallery {spec.text!r}"
     timeout = float(spec.options.get("timeout", DEFAULT_TIMEOUT))
     client = connect(spec.target, ctx.milvus_token, timeout)
@@ -288,8 +290,10 @@ def open_milvus(spec: GallerySpec, ctx: GalleryContext) -> OpenedGallery:
     with _errors(where):
         client.load_collection(spec.collection, timeout=max(timeout, LOAD_TIMEOUT))
     store = MilvusStore(client, spec.collection, props, spec.options, where)
-    return OpenedGallery(RemoteGallery(props.get("cir.name") or spec.collection, store,
-                                       image_fn=_generated_images(props, ctx)), store=store)
+    images = spec.options.get("images")  # a Hub gallery of the same frames (a Space has no local files)
+    image_fn = open_images(str(images), ctx) if images else _generated_images(props, ctx)
+    return OpenedGallery(RemoteGallery(props.get("cir.name") or spec.collection, store, image_fn=image_fn),
+                         store=store)
 
 
 def check_written(props: Mapping[str, str], where: str) -> None:
@@ -437,8 +441,12 @@ class MilvusTarget:
                  "cir.shortlist": str(self.shortlist), "cir.state": "inserting", "cir.shards_done": "0",
                  **{f"cir.{k}": v if isinstance(v, str) else json.dumps(v) for k, v in record.items()}}
         index = self.client.prepare_index_params()
+        build = dict(self.index.params)
+        # pymilvus 3 sends build parameters flattened; Milvus Lite 3.2 reads only the older nested
+        # "params" (without it, IVF's nlist silently falls back to 128, HNSW's M to 16): send
+        # both, which a server reads alike
         index.add_index(field_name="vector", index_type=self.index.type, metric_type="COSINE",
-                        params=dict(self.index.params))
+                        params={**build, "params": build} if build else {})
         index.add_index(field_name="item_id", index_type="INVERTED")  # a reference by id, not a scan
         with _errors(self.where):
             self.client.create_collection(self.collection, schema=schema, properties=props,
