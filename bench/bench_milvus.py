@@ -4,6 +4,7 @@ latency and the app side's resident memory (issue 46).
 
     nice -n 10 .venv/bin/python bench/bench_milvus.py --n 1000000 [--d 512 --queries 200 --data random
         --milvus-index IVF_FLAT,HNSW --jsonl docs/results/bench.jsonl]
+    .venv/bin/python bench/bench_milvus.py --rescore     # the re-score of one shortlist alone
 
 Milvus runs as a server in its own process (Milvus Lite's, `python -m milvus_lite server`: the
 Milvus protocol on a port, the engine in Python over FAISS), written by the project's own writer
@@ -190,6 +191,32 @@ def start_server(folder: Path) -> tuple[subprocess.Popen, str]:
     raise SystemExit((folder / "server.log").read_text()[-2000:])
 
 
+def rescore_cost(dims: tuple[int, ...] = (512, 768), size: int = 200, repeats: int = 200) -> None:
+    """What Chord's exact re-score of one query's shortlist costs in the app, apart from the
+    search: `rank` over `size` rows already in memory, and turning the hits' vectors from the
+    Python lists pymilvus returns into one float32 array (the client's share of carrying them)."""
+    rng = np.random.default_rng(0)
+    for d in dims:
+        g = random_unit(10_000, d, rng)
+        sub = Searcher.exact(g[:size])
+        one = Queries(unit(g[:1] + 0.1), unit(g[:1] + 0.2), g[:1])
+        lists = g[:size].tolist()
+        times = {"chord_k10": [], "cosine_k50": [], "decode": []}
+        for _ in range(repeats):
+            t = time.perf_counter()
+            rank(one, sub, CHORD, 10, np.array([0]))
+            times["chord_k10"].append(time.perf_counter() - t)
+            t = time.perf_counter()
+            rank(one, sub, COS, 50, np.array([0]))
+            times["cosine_k50"].append(time.perf_counter() - t)
+            t = time.perf_counter()
+            np.asarray(lists, np.float32)
+            times["decode"].append(time.perf_counter() - t)
+        print(json.dumps({"bench": "milvus_rescore", "date": time.strftime("%Y-%m-%d %H:%M"),
+                          "loadavg": os.getloadavg(), "d": d, "shortlist": size, "repeats": repeats,
+                          "bytes": size * d * 4, **{k: ms(v) for k, v in times.items()}}), flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=1_000_000)
@@ -205,11 +232,15 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--work", type=Path, default=None, help="scratch folder (default: a temporary one)")
     ap.add_argument("--jsonl", type=Path, default=None, help="append the JSON lines here too")
+    ap.add_argument("--rescore", action="store_true", help="only time the exact re-score of a 200-row "
+                    "shortlist and the decoding of its vectors (d 512 and 768)")
     ap.add_argument("--child", choices=("faiss", "milvus"), help=argparse.SUPPRESS)
     ap.add_argument("--target", default="", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
         return child(a.child, a.work, a.target, a.nprobe)
+    if a.rescore:
+        return rescore_cost()
 
     from cir_core.gallery import Gallery, GalleryItem
     from cir_core.index.milvus import MilvusIndex, MilvusTarget
