@@ -291,7 +291,8 @@ def main() -> None:
                 "shortlist_recall_at_50": round(overlap(got["cos50"], truth50), 4),
                 "chord_top10_agreement": round(overlap(got["chord10"], truth_chord), 4),
                 "latency_ms": {"cosine_k50": ms(got["cos_s"]), "chord_k10": ms(got["chord_s"]),
-                               **({"search_without_vectors": ms(got["bare_search_s"])} if got["bare_search_s"] else {})},
+                               **({"search_without_vectors": ms(got["bare_search_s"])}
+                                  if got["bare_search_s"] else {})},
                 "chord_p50_vs_faiss": round(statistics.median(got["chord_s"]) / statistics.median(base["chord_s"]), 2),
                 "app_rss_mb": {k: round(v / 2**20) for k, v in got["rss_after"].items()},
                 # what opening the gallery and answering the queries added to the app's process

@@ -12,7 +12,6 @@ import numpy as np
 from ..batching import Admission, BatchedEncoder, BatchQueue
 from ..encoder import Encoder
 from ..errors import GalleryError
-from ..world.store import SHOWCASE  # noqa: F401  (re-exported: pooling skips the world's demo queries)
 from ..gallery import EmbeddingCache, Gallery, GalleryItem
 from ..gallery_spec import GalleryContext, open_gallery_spec, parse_gallery_spec
 from ..memo import TextMemo
@@ -26,6 +25,7 @@ from ..checkpoint_source import CheckpointSource, resolve_checkpoints
 from .gallery_view import GalleryView
 from .method_set import MethodSet
 from .results import CompareResult, Reference
+from ..world.store import SHOWCASE  # noqa: F401  (re-exported: pooling skips the world's demo queries)
 
 
 log = logging.getLogger(__name__)

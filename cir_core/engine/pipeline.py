@@ -55,7 +55,8 @@ class Job:
     lam: float | None  # the Chord λ (None: cosine)
 
 
-def compare(view: GalleryView, methods: MethodSet, searcher: Searcher | RemoteSearcher, reference: Reference, edit: str, k: int = 8, scoring: str = "cosine", lam: float | None = None,
+def compare(view: GalleryView, methods: MethodSet, searcher: Searcher | RemoteSearcher, reference: Reference,
+            edit: str, k: int = 8, scoring: str = "cosine", lam: float | None = None,
             names: Sequence[str] | None = None, progression: bool = True, variant: str = "empty") -> CompareResult:
     """Every method's top-k for (reference, edit), and the per-sentence progression.
 

@@ -3,6 +3,7 @@ under its official protocol (docs/EVAL_REAL.md).
 
     python -m cir_core.eval [--split test] [--json r.json] [--dump-rankings rk.jsonl] [--progression]
     python -m cir_core.eval --benchmark cirr --root DIR [--split val|test] [--submission OUT.json]
+    python -m cir_core.eval --split val --n-queries 500 --gallery milvus:world_val@URI   # searched in Milvus
 
 Gallery embeddings are cached (a second run encodes nothing); each query's reference embedding
 is read from the gallery, never re-encoded. World metrics: R@1/5/10/50 (reference excluded),

@@ -160,8 +160,8 @@ def build(gallery: str, backbone: Encoder, pretrained: str | None, out: str | os
             record = {"source": str(gallery), "source_kind": parse_gallery_spec(str(gallery)).kind, "name": src.name,
                       "digest": digest, "image_size": int(bb.image_size), "world_queries": int(world_queries),
                       "skipped": len(src) - sum(counts)}
-            return {**milvus.write(src, keys, load, counts, bb, record, progress), "kind": f"milvus {milvus.index.type}",
-                    "backbone": bb.id, "dim": int(bb.dim)}
+            written = milvus.write(src, keys, load, counts, bb, record, progress)
+            return {**written, "kind": f"milvus {milvus.index.type}", "backbone": bb.id, "dim": int(bb.dim)}
         return _finish(out, src, keys, load, len(bounds), bb, gallery, params, digest, progress)
     finally:
         import torch.distributed as dist

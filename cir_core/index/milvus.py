@@ -186,7 +186,8 @@ class MilvusStore:
         self.timeout = float(options.get("timeout", DEFAULT_TIMEOUT))
         self._shortlist = int(options.get("shortlist", props.get("cir.shortlist", DEFAULT_SHORTLIST)))
         if not 1 <= self._shortlist <= MAX_TOPK:
-            raise GalleryError(f"{where}: shortlist {self._shortlist} is outside 1..{MAX_TOPK} (Milvus's largest limit)")
+            raise GalleryError(f"{where}: shortlist {self._shortlist} is outside 1..{MAX_TOPK} "
+                               "(Milvus's largest limit)")
         self.kind = f"Milvus {self.index.type}"
 
     def __len__(self) -> int:
@@ -236,7 +237,8 @@ class MilvusStore:
         return vecs, np.asarray([e["norm"] for e in ents], np.float32)
 
     def items(self, rows: Sequence[int]) -> list[GalleryItem]:
-        return [GalleryItem(str(e["item_id"]), e["path"] or None, {**(e["meta"] or {}), "fingerprint": e["fingerprint"]})
+        return [GalleryItem(str(e["item_id"]), e["path"] or None,
+                            {**(e["meta"] or {}), "fingerprint": e["fingerprint"]})
                 for e in self._get(rows, ITEM_FIELDS)]
 
     def row_of(self, item_id: str) -> int | None:
@@ -278,14 +280,16 @@ def open_milvus(spec: GallerySpec, ctx: GalleryContext) -> OpenedGallery:
         with _errors(where):
             have = client.list_collections()
         raise GalleryError(f"{where}: {spec.target!r} has no collection {spec.collection!r} (it has: "
-                           f"{', '.join(have) or 'none'}); build it with python -m cir_core.index build --backend milvus")
+                           f"{', '.join(have) or 'none'}); build it with python -m cir_core.index build "
+                           "--backend milvus")
     check_written(props, where)
     if props.get("cir.state") != "complete":
         raise GalleryError(f"{where}: its build has not finished ({props.get('cir.shards_done')} shards inserted): "
                            "rerun the same python -m cir_core.index build command to finish it")
-    if ctx.backbone is not None and (props["cir.backbone"] != ctx.backbone.id or int(props["cir.dim"]) != ctx.backbone.dim):
-        raise GalleryError(f"{where} was embedded with backbone {props['cir.backbone']!r} (dim {props['cir.dim']}), but "
-                           f"the app runs {ctx.backbone.id!r} (dim {ctx.backbone.dim}): start the app with the same "
+    bb = ctx.backbone
+    if bb is not None and (props["cir.backbone"] != bb.id or int(props["cir.dim"]) != bb.dim):
+        raise GalleryError(f"{where} was embedded with backbone {props['cir.backbone']!r} (dim {props['cir.dim']}), "
+                           f"but the app runs {bb.id!r} (dim {bb.dim}): start the app with the same "
                            "--backbone/--pretrained, or build the collection again with this backbone")
     with _errors(where):
         client.load_collection(spec.collection, timeout=max(timeout, LOAD_TIMEOUT))
