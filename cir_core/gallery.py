@@ -1,4 +1,5 @@
-"""Galleries (a folder, a manifest, or generated items) and their on-disk embedding cache.
+"""Galleries (a folder, a manifest, generated items, or rows read from a store) and their
+on-disk embedding cache.
 
 `EmbeddingCache` keys every row by the item's fingerprint, so a restart re-encodes only what is
 new or changed, and a different backbone gets its own folder.
@@ -10,10 +11,10 @@ import json
 import os
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, overload
 
 import numpy as np
 from PIL import Image
@@ -23,6 +24,7 @@ from .errors import GalleryError, ImageLoadError
 from .fileio import atomic_write, loads_json, read_table
 from .imageio import load_image
 from .ingest import GalleryRows, batches
+from .memo import LRU
 
 IMAGE_EXTS = (".jpg", ".jpeg", ".png", ".webp", ".bmp")
 ImageFn = Callable[["GalleryItem", "int | None"], Image.Image]
@@ -162,6 +164,90 @@ class Gallery:
         if not items:
             raise GalleryError(f"gallery manifest {str(mpath)!r} lists no images")
         return cls(name or mpath.stem, items)
+
+
+class RowSource(Protocol):
+    """Where a `RemoteGallery`'s rows live (a Milvus collection): rows 0..len-1 read by number,
+    an item found by id, rows found by words."""
+
+    def __len__(self) -> int: ...
+
+    def items(self, rows: Sequence[int]) -> list[GalleryItem]:
+        """The items at `rows`, in that order."""
+        ...
+
+    def row_of(self, item_id: str) -> int | None:
+        """The row of item `item_id`, None when there is none."""
+        ...
+
+    def find(self, words: Sequence[str], limit: int) -> list[int]:
+        """At most `limit` rows, ascending, whose id, caption or character contain every word
+        (lower case)."""
+        ...
+
+
+class _Rows(Sequence[GalleryItem]):
+    """`RemoteGallery.items`: the source's rows, read when asked and remembered (`LRU`)."""
+
+    def __init__(self, source: RowSource, keep: int):
+        self.source, self.cache = source, LRU[int, GalleryItem](keep)
+
+    def __len__(self) -> int:
+        return len(self.source)
+
+    @overload
+    def __getitem__(self, i: int) -> GalleryItem: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[GalleryItem]: ...
+
+    def __getitem__(self, i: int | slice) -> GalleryItem | list[GalleryItem]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        i = int(i) + (len(self) if int(i) < 0 else 0)
+        if not 0 <= i < len(self):
+            raise IndexError(f"row {i} is outside 0..{len(self) - 1}")
+        hit = self.cache.get(i)
+        if hit is None:
+            self.prefetch([i])
+            hit = self.cache.get(i)
+        return hit
+
+    def __iter__(self) -> Iterator[GalleryItem]:
+        for a in range(0, len(self), 1000):  # a scan: in pages
+            rows = list(range(a, min(a + 1000, len(self))))
+            yield from self.source.items(rows)
+
+    def prefetch(self, rows: Sequence[int]) -> None:
+        """Read the rows not remembered yet, in one call."""
+        missing = sorted({int(r) for r in rows if int(r) not in self.cache})
+        for r, item in zip(missing, self.source.items(missing) if missing else []):
+            self.cache.put(r, item)
+
+
+class RemoteGallery(Gallery):
+    """A gallery whose rows stay in a `RowSource` (a Milvus collection): items are read when a
+    request needs them (`prefetch` reads a page or a ranking's rows in one call) and at most
+    `keep` are remembered, so the process holds no copy of the gallery. `image_fn` as `Gallery`'s
+    (None: each item's `path`). `ids` and iterating `items` scan the whole source."""
+
+    def __init__(self, name: str, source: RowSource, image_fn: ImageFn | None = None, keep: int = 50_000):
+        self.name, self.source, self.image_fn = name, source, image_fn
+        self.items = _Rows(source, keep)  # type: ignore[assignment]  (a Sequence, not a list)
+
+    def __len__(self) -> int:
+        return len(self.source)
+
+    def index_of(self, id: str) -> int:
+        row = self.source.row_of(id)
+        if row is None:
+            raise GalleryError(f"gallery {self.name!r} has no item {id!r}")
+        return row
+
+    def prefetch(self, rows: Sequence[int]) -> None:
+        self.items.prefetch(rows)
+
+    def find(self, words: Sequence[str], limit: int = 10_000) -> list[int]:
+        return self.source.find([w.lower() for w in words], limit)
 
 
 def _read_manifest(path: Path) -> list[tuple[int, dict[str, Any]]]:

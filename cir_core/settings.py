@@ -14,7 +14,7 @@ from it (`apply_offline_default`) before anything reads that variable.
 | `--checkpoints` | `CIR_CHECKPOINTS` | `assets/methods` (a folder of `<method>/`, or a Hub repo id `org/name[@rev]`) |
 | `--checkpoint M=DIR` | | one method's checkpoint folder, over `--checkpoints` (repeatable) |
 | (in the spec: `@rev`) | `CIR_CHECKPOINTS_REVISION`, `CIR_BACKBONE_REVISION` | the revision a Hub spec without `@rev` is pinned to |
-| `--gallery` | `CIR_GALLERY` | `world` (or an image folder, a JSONL/CSV manifest, an index folder, `movienet:ROOT`, a Hub gallery `hf:org/name[@rev]`) |
+| `--gallery` | `CIR_GALLERY` | `world` (or any form of `cir_core.gallery_spec`: an image folder, a JSONL/CSV manifest, an index folder, `world:films`, `movienet:ROOT`, a Hub gallery `hf:org/name[@rev]`, a Milvus collection `milvus:COLLECTION@URI`) |
 | (in the spec: `@rev`) | `CIR_GALLERY_REVISION` | the revision an `hf:` gallery without `@rev` is pinned to |
 | `--world-queries` | `CIR_WORLD_QUERIES` | 1000 (the world gallery holds ~8 images per query) |
 | `--methods` | `CIR_METHODS` | the consumer's default (the app: every method registered as a column, then the baseline) |
@@ -23,6 +23,7 @@ from it (`apply_offline_default`) before anything reads that variable.
 | `--batching` | `CIR_BATCHING` | on: concurrent requests share their text, upload and method forwards (`cir_core.batching`) |
 | `--batch-wait-ms` | `CIR_BATCH_WAIT_MS` | 5: the longest a request waits for others in flight to join its batch |
 | `--max-requests` | `CIR_MAX_REQUESTS` | 32: requests answered at once; the next is told "busy, N ahead of you" |
+| (no flag) | `CIR_MILVUS_TOKEN` | none: a `milvus:` gallery's credentials (`user:password`, or a Zilliz Cloud API key) |
 """
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ from pathlib import Path
 from typing import Any, Mapping, TypeVar
 
 from .errors import InputError
+from .gallery_spec import FORMS, spec_kind
 
 E = TypeVar("E", bound="EngineConfig")
 MAX_REQUESTS = 32  # compare requests in flight at once; the next one is told it is busy
@@ -56,11 +58,12 @@ class EngineConfig:
     batching: bool = True
     batch_wait_ms: float = 5.0
     max_requests: int = MAX_REQUESTS
+    milvus_token: str | None = field(default=None, repr=False)  # a secret: never printed
 
     def uses_hub(self) -> bool:
         """Whether anything here must come from the Hugging Face Hub (then stay online)."""
         b = self.backbone or ""
-        return (b.startswith("hf-hub:") or is_hub_repo_id(self.checkpoints) or self.gallery.startswith("hf:")
+        return (b.startswith("hf-hub:") or is_hub_repo_id(self.checkpoints) or spec_kind(self.gallery) == "hub"
                 or (self.pretrained is not None and not Path(self.pretrained).expanduser().exists()
                     and not b.startswith("local-dir:")))
 
@@ -81,7 +84,8 @@ def is_hub_repo_id(spec: str | None) -> bool:
 ENGINE_ENV = {"backbone": "CIR_BACKBONE", "pretrained": "CIR_PRETRAINED", "checkpoints": "CIR_CHECKPOINTS",
               "gallery": "CIR_GALLERY", "world_queries": "CIR_WORLD_QUERIES", "methods": "CIR_METHODS",
               "device": "CIR_DEVICE", "cache_dir": "CIR_CACHE_DIR", "batching": "CIR_BATCHING",
-              "batch_wait_ms": "CIR_BATCH_WAIT_MS", "max_requests": "CIR_MAX_REQUESTS"}
+              "batch_wait_ms": "CIR_BATCH_WAIT_MS", "max_requests": "CIR_MAX_REQUESTS",
+              "milvus_token": "CIR_MILVUS_TOKEN"}  # no flag: a token on a command line shows in `ps`
 
 
 BACKBONE_HELP = "open_clip name (ViT-L-14), local-dir:PATH or hf-hub:ORG/REPO[@REV]"
@@ -131,10 +135,9 @@ def add_engine_args(ap: argparse.ArgumentParser, gallery: bool = True,
     g.add_argument("--checkpoint", action="append", default=[], metavar="METHOD=DIR",
                    help="load METHOD from DIR instead (repeatable; ablations)")
     if gallery:
-        g.add_argument("--gallery", help="'world' (the generated test benchmark), an image folder, a "
-                       "JSONL/CSV manifest, an index folder (python -m cir_core.index build), "
-                       "movienet:ROOT, or a Hub gallery hf:org/name[@rev] (python -m cir_core.hub push "
-                       "gallery) [CIR_GALLERY; CIR_GALLERY_REVISION]")
+        g.add_argument("--gallery", help="one of: " + "; ".join(f"{form} ({what})" for form, what in FORMS.values())
+                       + " [CIR_GALLERY; CIR_GALLERY_REVISION for hf:, CIR_MILVUS_TOKEN for milvus:] "
+                       "(default: world)")
         g.add_argument("--world-queries", type=int, help="size of the world benchmark: queries; the gallery "
                        "holds ~8 images each [CIR_WORLD_QUERIES] (default 1000)")
     g.add_argument("--methods", nargs="+", help=f"method names, space- or comma-separated [CIR_METHODS]; "
@@ -249,6 +252,12 @@ def engine_config(argv: list[str] | None = None, env: Mapping[str, str] | None =
     """An EngineConfig from `argv` alone (tests and scripts; the CLIs parse their own parsers)."""
     ap = add_engine_args(argparse.ArgumentParser(add_help=False), gallery)
     return settings_from(EngineConfig, ap.parse_args(argv or []), env)
+
+
+def milvus_token(env: Mapping[str, str] | None = None) -> str | None:
+    """CIR_MILVUS_TOKEN, for CLIs that build a Milvus gallery without an `EngineConfig`."""
+    token = (os.environ if env is None else env).get(ENGINE_ENV["milvus_token"], "").strip()
+    return token or None
 
 
 def apply_offline_default(uses_hub: bool) -> None:

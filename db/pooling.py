@@ -8,11 +8,13 @@ that retrieved that item (`db.results.load_set`, used by the report).
     python -m db.pooling --db annotations.sqlite --name world-demo --queries 20 --k 5 --overlap 2
     python -m db.pooling --gallery movienet:/data/movienet-id --backbone ViT-L-14 --pretrained openai \
         --checkpoints my-org/cir-methods --name movienet-200 --queries 200 --k 10 --overlap 2
+    python -m db.pooling --gallery milvus:frames@http://host:19530 --queries-file q.jsonl --name frames-50 ...
 """
 from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from sqlalchemy import func, select
@@ -137,13 +139,37 @@ def pool_query_set(session: Session, engine: Engine, name: str, queries: Sequenc
     return qs
 
 
+def file_queries(path: str | Path) -> list[PoolQuery]:
+    """Queries to pool from a JSONL/CSV file, for any gallery: `reference_id` (a gallery item id)
+    and `edit` per row, optional `id` (default: q<line>); the other columns are kept as the
+    query's meta. No truth: nothing is gold. ValueError naming the file, line and key."""
+    from cir_core.errors import InputError
+    from cir_core.fileio import read_table
+
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise ValueError(f"queries file {str(path)!r} not found")
+    rows, _ = read_table(path, InputError)
+    out = []
+    for line, row in rows:
+        for key in ("reference_id", "edit"):
+            if not str(row.get(key) or "").strip():
+                raise ValueError(f"queries file {str(path)!r} line {line}: no {key!r}")
+        meta = {k: v for k, v in row.items() if k not in ("id", "reference_id", "edit")}
+        out.append(PoolQuery(str(row.get("id") or f"q{line}"), str(row["reference_id"]).strip(),
+                             str(row["edit"]).strip(), meta))
+    if not out:
+        raise ValueError(f"queries file {str(path)!r} holds no query")
+    return out
+
+
 def world_queries(engine: Engine, n: int, skip: int = 0) -> list[PoolQuery]:
     """The first `n` queries of the engine's generated-world benchmark (after `skip`), with the
     world's truth: identity = same character as the reference; edit = the item satisfies the edit
     (yes/no — the world cannot say "partial")."""
     bench = engine.world
     if bench is None:
-        raise ValueError("the gallery is not the generated world: give queries from a manifest")
+        raise ValueError("the gallery is not the generated world: give the queries in a file (--queries-file)")
     identities = bench.identities()
     edit_ok = bench.edit_ok_sets()
     row_of = {it.item_id: i for i, it in enumerate(bench.items)}
@@ -186,8 +212,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from cir_core.engine import load_engine
     from cir_core.engine.core import SHOWCASE
+    from cir_core.gallery_spec import parse_gallery_spec
     from db.migrate import init_db
-    from cir_core.errors import InputError
+    from cir_core.errors import CIRError
     from cir_core.settings import EngineConfig, add_engine_args, settings_from
     from db.sqlite import open_db, session_factory
 
@@ -197,7 +224,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "SQLAlchemy URL such as postgresql://user:pass@host/db)")
     ap.add_argument("--name", required=True, help="query set name (unique in the DB)")
     ap.add_argument("--queries", type=int, default=20, help="queries to pool (the first N of the world "
-                    "benchmark, or of a MovieNet set given as --gallery movienet:ROOT)")
+                    "benchmark, of a MovieNet set given as --gallery movienet:ROOT, or of --queries-file)")
+    ap.add_argument("--queries-file", default=None, help="JSONL/CSV of queries for any gallery (an index folder, "
+                    "a Hub or Milvus gallery): reference_id, edit, optional id and more columns")
     ap.add_argument("--k", type=int, default=5, help="top-k of every method × scoring to pool")
     ap.add_argument("--scorings", nargs="+", default=["cosine", "chord"])
     ap.add_argument("--overlap", type=int, default=1, help="annotators per (non-gold) task")
@@ -206,17 +235,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         cfg = settings_from(EngineConfig, args)
-    except InputError as exc:
+        spec = parse_gallery_spec(cfg.gallery)
+        if args.queries_file:
+            file_queries(args.queries_file)  # a bad file fails before the engine loads
+    except (CIRError, ValueError) as exc:
         ap.error(str(exc))
     engine = load_engine(cfg, progress_cb=None)
-    if cfg.gallery.startswith("movienet:"):
+    if args.queries_file:
+        queries = file_queries(args.queries_file)[:args.queries]
+    elif spec.kind == "movienet":
         from cir_core.benchmarks import load_movienet_queryset
 
-        raw = load_movienet_queryset(cfg.gallery.partition(":")[2])[0]
+        raw = load_movienet_queryset(spec.path)[0]
         queries = movienet_queries(engine, raw)[:args.queries]
     else:
         queries = world_queries(engine, args.queries,
-                                skip=SHOWCASE if cfg.gallery in ("world", "world:test") else 0)
+                                skip=SHOWCASE if spec.kind == "world" and spec.target == "test" else 0)
     eng = open_db(args.db)
     init_db(eng)
     with session_factory(eng)() as s:

@@ -82,7 +82,8 @@ def page_view(engine: Engine, search: str, page: int) -> tuple[list, str, list[i
     rows = engine.search_gallery(search or "")
     pages = max(1, math.ceil(len(rows) / PAGE_SIZE))
     page = min(max(int(page or 0), 0), pages - 1)
-    shown = rows[page * PAGE_SIZE:(page + 1) * PAGE_SIZE]
+    shown = list(rows[page * PAGE_SIZE:(page + 1) * PAGE_SIZE])
+    engine.prefetch(shown)  # a store's gallery: the page's items in one read
     items = [engine.thumbnail(r, PICK_THUMB) for r in shown]  # ids in the box once picked
     if rows:
         label = (f"{page * PAGE_SIZE + 1:,}–{page * PAGE_SIZE + len(shown):,} of {len(rows):,} images"

@@ -22,7 +22,7 @@ from cir_core.methods import Method
 from cir_core.methods.refs import RefInput, Refs
 from cir_core.metrics import set_ranks, target_ranks
 from cir_core.search.scoring import Queries, ScoreOpts, score_matrix
-from cir_core.search.searcher import Ranking, Searcher, rank
+from cir_core.search.searcher import Ranking, StoreArray, rank, searcher_for
 
 TOP = 50
 
@@ -173,12 +173,13 @@ def compose_queries(method: Method, refs: RefInput, texts: Sequence[Sequence[str
     return Composed(q.astype(np.float32), method.compose_empty(refs))
 
 
-def rank_queries(method: Method, q: np.ndarray, q0: np.ndarray, refs: np.ndarray, gallery: np.ndarray,
+def rank_queries(method: Method, q: np.ndarray, q0: np.ndarray, refs: np.ndarray, gallery: np.ndarray | StoreArray,
                  opts: ScoreOpts, exclude: np.ndarray | None = None, k: int = TOP,
                  cols: np.ndarray | None = None) -> Ranking:
     """`search.rank` of composed queries over the whole gallery (exact, as the benchmarks' own
-    code ranks) under `opts`, with the method's λ (`opts.for_method`)."""
-    return rank(Queries(q, q0, refs), Searcher.exact(gallery), opts.for_method(method), k, exclude, cols)
+    code ranks; a gallery in a store: its shortlist re-scored exactly) under `opts`, with the
+    method's λ (`opts.for_method`)."""
+    return rank(Queries(q, q0, refs), searcher_for(gallery), opts.for_method(method), k, exclude, cols)
 
 
 def score_candidates(method: Method, q: np.ndarray, q0: np.ndarray, refs: np.ndarray, emb: np.ndarray,
@@ -196,6 +197,10 @@ def prefix_ranks(steps: Callable[[int], np.ndarray], method: Method, gallery: np
     step of each query's progression: `steps(i)` gives query i's step queries (n_i, D); a query
     with fewer than `width` steps repeats its last rank. A target given as a set of rows (the
     films' ground-truth sets) ranks its best-ranked member."""
+    if isinstance(gallery, StoreArray):
+        raise BenchmarkError("the per-sentence progression ranks the targets in the whole gallery, which a "
+                             "gallery in Milvus does not answer (it returns a shortlist): evaluate it without "
+                             "--gallery milvus:...")
     opts = opts.for_method(method)
     out = np.zeros((len(ref_rows), width), np.int64)
     for i, (r, t) in enumerate(zip(ref_rows, target_rows)):

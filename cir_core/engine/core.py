@@ -15,13 +15,12 @@ from ..batching import Admission, BatchedEncoder, BatchQueue
 from ..encoder import Encoder
 from ..errors import GalleryError, InputError
 from ..gallery import EmbeddingCache, Gallery, GalleryItem
-from ..hub.gallery import is_hub_gallery, open_hub_gallery
-from ..index.prebuilt import is_prebuilt, open_prebuilt
+from ..gallery_spec import GalleryContext, open_gallery_spec, parse_gallery_spec
 from ..memo import TextMemo
 from ..methods import extra_methods, shown_methods
 from ..paths import DEFAULT_BACKBONE, DEFAULT_BACKBONE_DIR, DEFAULT_CHECKPOINTS
 from ..search.index import Index
-from ..search.searcher import Searcher
+from ..search.searcher import RemoteSearcher, Searcher, VectorStore
 from ..settings import MAX_REQUESTS, EngineConfig
 from .. import timing
 from . import pipeline
@@ -32,56 +31,40 @@ from ..checkpoint_source import CheckpointSource, resolve_checkpoints
 from .gallery_view import GalleryView
 from .method_set import MethodSet
 from .results import CompareResult, Reference
+from ..world.store import SHOWCASE  # noqa: F401  (re-exported: pooling skips the world's demo queries)
 
 
 log = logging.getLogger(__name__)
-SHOWCASE = 6  # demo queries (cir_core.world.data.showcase_queries) in the app's world gallery
+
+
+def load_gallery_openers() -> None:
+    """Import the modules that register the gallery kinds' openers (`cir_core.gallery_spec`):
+    the engine opens every kind."""
+    from ..benchmarks import movienet  # noqa: F401
+    from ..hub import gallery as hub_gallery  # noqa: F401
+    from ..index import milvus, prebuilt  # noqa: F401
+    from ..world import store  # noqa: F401
+    from ..world.films import benchmark  # noqa: F401
 
 
 def open_gallery(spec: str, world_queries: int, image_size: int,
                  cache: Path | None = None) -> tuple[Gallery, Any]:
-    """(gallery, its benchmark or None) for 'world' / 'world:val' (the world benchmark),
-    'world:films' / 'world:films-val' (the film world's keyframes and its film benchmark), an
-    image folder or a manifest.
-    A world split is read from `cache` or the shipped assets when there (else generated, and
-    written to `cache` when given)."""
-    if spec in ("world", "world:test", "world:val"):
-        from ..paths import SHIPPED_WORLD
-        from ..world.store import load_or_build
-
-        split = spec.partition(":")[2] or "test"
-        # The demo queries put the README's edit, with a ground truth, on the first page.
-        mine = None if cache is None else cache / "world"
-        bench = load_or_build(split, world_queries, SHOWCASE if split == "test" else 0,
-                              [f for f in (mine, SHIPPED_WORLD) if f is not None], cache=mine)
-        return bench.gallery(image_size), bench
-    if spec in ("world:films", "world:films-val"):
-        from ..world.films.benchmark import build_film_benchmark
-
-        # every keyframe of the test (or val) films: ~103k (24k), embedded once, then cached; with
-        # the split's queries (1,000 / 500) and their ground truth, for the app's examples
-        films = build_film_benchmark("val" if spec.endswith("-val") else "test")
-        return films.gallery(image_size), films
-    if spec.startswith("movienet:"):
-        from ..benchmarks import load_movienet_queryset
-
-        # A MovieNet identity set's frames (the annotation tab pools its queries).
-        return load_movienet_queryset(spec.partition(":")[2])[1], None
-    path = Path(spec).expanduser()
-    if path.is_dir():
-        return Gallery.from_folder(path), None
-    if path.is_file():
-        return Gallery.from_manifest(path), None
-    raise GalleryError(f"gallery {spec!r} is neither 'world', 'world:films', 'movienet:ROOT', an image "
-                       "folder nor a manifest file")
+    """(gallery, its benchmark or None) for any gallery spec without a backbone to check
+    (`cir_core.gallery_spec`: 'world' / 'world:val' (the world benchmark), 'world:films' /
+    'world:films-val' (the film world's keyframes and its film benchmark), 'movienet:ROOT', an
+    image folder, a manifest, an index folder). A world split is read from `cache` or the shipped
+    assets when there (else generated, and written to `cache` when given)."""
+    load_gallery_openers()
+    opened = open_gallery_spec(spec, GalleryContext(image_size, world_queries, cache))
+    return opened.gallery, opened.bench
 
 
 def load_engine(cfg: EngineConfig, progress_cb: Callable[..., None] | None = None) -> "Engine":
     """Build the engine the app runs on. `progress_cb(done, total)` follows the gallery embedding
     (only items not in the cache are encoded: a restart encodes nothing), or `progress_cb(done,
-    total, desc)` a Hub gallery's download (bytes). An index folder from `python -m cir_core.index
-    build` as the gallery is used as it is: nothing encoded or indexed; so is a Hub gallery from
-    `python -m cir_core.hub push gallery` (`hf:org/name@rev`)."""
+    total, desc)` a Hub gallery's download (bytes). A gallery that holds its embeddings (an index
+    folder from `python -m cir_core.index build`, a Hub gallery `hf:org/name@rev` from
+    `python -m cir_core.hub push gallery`) is used as it is: nothing encoded or indexed."""
     from ..backbone import load_backbone
     from ..paths import SHIPPED_EMBEDDINGS, cache_dir
 
@@ -95,24 +78,19 @@ def load_engine(cfg: EngineConfig, progress_cb: Callable[..., None] | None = Non
             notes.append("The shipped backbone (assets/backbone/cir-tiny-vit) is not built yet, so the "
                          "tiny architecture runs with **random weights**: rankings are meaningless. "
                          "Build it with `python -m training.build_assets --only backbone`.")
+    gspec = parse_gallery_spec(cfg.gallery)  # a bad spec fails before the backbone loads
     backbone = load_backbone(spec, cfg.pretrained, cfg.device)
-    index = None
-    if is_hub_gallery(cfg.gallery):  # `python -m cir_core.hub push gallery`'s repo: thumbnails + index
-        hub = open_hub_gallery(cfg.gallery, backbone, progress_cb=progress_cb)
-        gallery, bench, emb, index, norms = hub.gallery, None, hub.prebuilt.embeddings, hub.prebuilt.index, \
-            hub.prebuilt.norms
-        notes += [hub.note] if hub.note else []
-    elif is_prebuilt(cfg.gallery):  # `python -m cir_core.index build`'s folder: nothing to encode
-        pre = open_prebuilt(cfg.gallery)
-        pre.check_backbone(backbone)
-        gallery, bench, emb, index, norms = pre.gallery, None, pre.embeddings, pre.index, pre.norms
-    else:
-        root = Path(cfg.cache_dir).expanduser() if cfg.cache_dir else cache_dir()
-        gallery, bench = open_gallery(cfg.gallery, cfg.world_queries, backbone.image_size, root)
+    root = Path(cfg.cache_dir).expanduser() if cfg.cache_dir else cache_dir()
+    load_gallery_openers()
+    opened = open_gallery_spec(gspec, GalleryContext(backbone.image_size, cfg.world_queries, root, backbone,
+                                                     progress_cb))
+    notes += [opened.note] if opened.note else []
+    emb, norms = opened.store or opened.embeddings, opened.norms
+    if emb is None:
         # The shipped embeddings of the default world gallery: a clean clone's first start
         # encodes nothing (they are used only where the backbone and every fingerprint match).
         emb, norms = EmbeddingCache(root, shipped=SHIPPED_EMBEDDINGS).embed(
-            gallery, backbone, progress=True, progress_cb=progress_cb, with_norms=True)
+            opened.gallery, backbone, progress=True, progress_cb=progress_cb, with_norms=True)
     names = shown_methods(cfg.methods)
     # the optional methods' folders too: the app may add their columns (a repo without them
     # costs only those columns)
@@ -121,8 +99,8 @@ def load_engine(cfg: EngineConfig, progress_cb: Callable[..., None] | None = Non
         notes.append(ckpts.error)
     if getattr(ckpts, "note", None):  # e.g. "offline: using the cached snapshot of org/name ..."
         notes.append(ckpts.note)
-    return Engine(backbone, gallery, emb, bench=bench, checkpoints=ckpts, methods=names,
-                  notes=notes, n_examples=cfg.examples, index=index, feature_norms=norms,
+    return Engine(backbone, opened.gallery, emb, bench=opened.bench, checkpoints=ckpts, methods=names,
+                  notes=notes, n_examples=cfg.examples, index=opened.index, feature_norms=norms,
                   batch_wait_ms=cfg.batch_wait_ms if cfg.batching else None, max_requests=cfg.max_requests,
                   filter_in_background=True)
 
@@ -138,7 +116,8 @@ class Engine:
     most that long for the other requests in flight to join a batch. `filter_in_background`: the
     searcher's int8 filter is built in a thread after construction (the app's start)."""
 
-    def __init__(self, backbone: Encoder, gallery: Gallery, embeddings: np.ndarray, *, bench: Any = None,
+    def __init__(self, backbone: Encoder, gallery: Gallery, embeddings: np.ndarray | VectorStore, *,
+                 bench: Any = None,
                  checkpoints: CheckpointSource | None = None, methods: Sequence[str] | None = None,
                  notes: Iterable[str] = (), n_examples: int = 6, index_kind: str = "auto",
                  index: Index | None = None, feature_norms: np.ndarray | None = None,
@@ -151,12 +130,16 @@ class Engine:
         memo = TextMemo(backbone if self.batch is None else BatchedEncoder(backbone, self.batch))
         self.view = GalleryView(gallery, embeddings, memo, feature_norms=feature_norms, bench=bench,
                                 n_examples=n_examples)
-        if index is not None and (index.ntotal, index.dim) != self.view.embeddings.shape:
-            raise GalleryError(f"prebuilt index ({index.ntotal} x {index.dim}) does not match the "
-                               f"embeddings {self.view.embeddings.shape} of gallery {gallery.name!r}")
-        self.searcher = Searcher.for_gallery(self.view.embeddings, index=index, kind=index_kind,
-                                             prefilter=not filter_in_background)
-        if filter_in_background and self.searcher.index is None:
+        self.searcher: Searcher | RemoteSearcher
+        if self.view.store is not None:  # the vectors stay in the store: its shortlist, re-scored here
+            self.searcher = RemoteSearcher(self.view.store)
+        else:
+            if index is not None and (index.ntotal, index.dim) != self.view.embeddings.shape:
+                raise GalleryError(f"prebuilt index ({index.ntotal} x {index.dim}) does not match the "
+                                   f"embeddings {self.view.embeddings.shape} of gallery {gallery.name!r}")
+            self.searcher = Searcher.for_gallery(self.view.embeddings, index=index, kind=index_kind,
+                                                 prefilter=not filter_in_background)
+        if filter_in_background and isinstance(self.searcher, Searcher) and self.searcher.index is None:
             # 5-10 s for 100k x 768 rows on 2 cores: built after the start, not before the first
             # answer; until then the exact float32 search answers (the same ids).
             threading.Thread(target=self._build_filter, name="cir-int8-filter", daemon=True).start()
@@ -261,6 +244,10 @@ class Engine:
     def caption(self, item: str | int) -> str:
         """An item's caption (the world's generated one, a manifest's column, or '')."""
         return self.view.caption(self._row(item))
+
+    def prefetch(self, rows: Sequence[int]) -> None:
+        """Read these rows' items at once (a vector store's gallery: one call for a page, not one a row)."""
+        self.view.prefetch(rows)
 
     def search_gallery(self, words: str) -> list[int]:
         """Rows of the items whose id, caption or character contain every word (any case)."""

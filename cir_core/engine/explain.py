@@ -16,7 +16,7 @@ from typing import Sequence
 import numpy as np
 
 from ..search.scoring import Queries, ScoreOpts, chord_terms
-from ..search.searcher import Searcher, rank
+from ..search.searcher import RemoteSearcher, Searcher, rank
 from .results import MapPoint, MethodResult, NeighbourhoodMap, Progression, Reference, Why
 
 MAP_TARGETS = 12  # ground-truth rows drawn at most (a film query can have dozens)
@@ -34,7 +34,7 @@ class Explained:
     lam: float
 
 
-def explain_hits(items: Sequence[Explained], reference: Reference, searcher: Searcher,
+def explain_hits(items: Sequence[Explained], reference: Reference, searcher: Searcher | RemoteSearcher,
                  variant: str = "empty") -> None:
     """Set each hit's `why`: its cosine and direction terms (exact, on its own row) and its rank
     under cosine and under Chord (λ the method's), the reference left out, ranked the way the
@@ -56,8 +56,8 @@ def explain_hits(items: Sequence[Explained], reference: Reference, searcher: Sea
         rows = np.array([h.row for h in it.result.hits], np.int64)
         if not len(rows):
             continue
-        c, d = (x[0] for x in chord_terms(it.q, it.q_empty, v_r, searcher.embeddings[rows], variant,
-                                          norms=searcher.norms[rows]))
+        _, vecs, norms = searcher.fetch(rows)  # in process or from a vector store: the same rows
+        c, d = (x[0] for x in chord_terms(it.q, it.q_empty, v_r, vecs, variant, norms=norms))
         at_cos = {int(r): i + 1 for i, r in enumerate(by_cos.ids[b].tolist()) if r >= 0}
         at_chord = {int(r): i + 1 for i, r in enumerate(by_chord.ids[b].tolist()) if r >= 0}
         for h, ci, di in zip(it.result.hits, c.tolist(), d.tolist()):
@@ -74,7 +74,8 @@ def neighbourhood_map(reference: Reference, queries: dict[str, np.ndarray], resu
     rows = list(dict.fromkeys([h.row for m in results for h in m.hits] + sorted(targets)[:MAP_TARGETS]))
     if reference.row is not None:
         rows = [r for r in rows if r != reference.row]
-    images = np.concatenate([np.asarray(reference.embedding, np.float32)[None], gallery[rows]])
+    shown = np.asarray(gallery[rows], np.float32).reshape(len(rows), -1)  # one read (a vector store's too)
+    images = np.concatenate([np.asarray(reference.embedding, np.float32)[None], shown])
     if len(images) < 3:
         return None
     images = (images / np.maximum(np.linalg.norm(images, axis=1, keepdims=True), 1e-12)).astype(np.float64)
@@ -96,7 +97,7 @@ def neighbourhood_map(reference: Reference, queries: dict[str, np.ndarray], resu
 
     sign = np.where(project(images[:1])[0] > 0, -1.0, 1.0)  # the reference at x <= 0, y <= 0
     xy = lambda v: [tuple(float(c) for c in p * sign) for p in project(v)]  # noqa: E731
-    at = {r: xy(gallery[r])[0] for r in rows}
+    at = {r: p for r, p in zip(rows, xy(shown))}
     pts = [MapPoint("reference", *xy(images[0])[0], row=reference.row)]
     pts += [MapPoint("target", *at[r], row=r) for r in sorted(targets)[:MAP_TARGETS]]
     for m in results:

@@ -1,11 +1,13 @@
 """`GalleryView`: the gallery a request searches, as the engine and the UI see it: its items,
-embeddings (with raw feature norms), characters, captions, text search, thumbnails, the world's
-queries and their ground truth, and the references a request starts from."""
+embeddings (with raw feature norms; or a `VectorStore` that keeps them outside the process),
+characters, captions, text search, thumbnails, the world's queries and their ground truth, and the
+references a request starts from."""
 from __future__ import annotations
 
 import os
 import random
 from dataclasses import replace
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -15,9 +17,10 @@ from .. import timing
 from ..character_mark import CharacterMark, draw_mark, mark_from
 from ..encoder import Encoder
 from ..errors import GalleryError, ImageLoadError, InputError
-from ..gallery import Gallery
+from ..gallery import Gallery, RemoteGallery
 from ..imageio import load_image
 from ..memo import LRU
+from ..search.searcher import VectorStore
 from .common import MAX_UPLOAD_PIXELS, normalise_text
 from .results import Reference
 
@@ -27,17 +30,21 @@ UPLOADS = 8  # encoded uploads kept (the same file uploaded again is not re-enco
 
 class GalleryView:
     """One gallery and everything a request reads of it. `embeddings` (N, D) unit rows aligned
-    with `gallery.items`; `feature_norms` (N,) their raw norms (NaN: not recorded) or None;
-    `bench` the benchmark whose gallery it is, if any: the world's (`domain` "world": queries,
-    ground truth, scenes, characters, captions) or the film world's ("films": queries and ground
-    truth; characters from the items). `self.bench` is the world benchmark only (what reads
-    scenes); `self.queries` any benchmark's queries (examples, ground truth)."""
+    with `gallery.items`, or a `VectorStore` holding them (then `store`, and `embeddings` is
+    None: rows are read when a request needs them); `feature_norms` (N,) their raw norms (NaN:
+    not recorded) or None; `bench` the benchmark whose gallery it is, if any: the world's
+    (`domain` "world": queries, ground truth, scenes, characters, captions) or the film world's
+    ("films": queries and ground truth; characters from the items). `self.bench` is the world
+    benchmark only (what reads scenes); `self.queries` any benchmark's queries (examples, ground
+    truth)."""
 
-    def __init__(self, gallery: Gallery, embeddings: np.ndarray, encoder: Encoder, *,
+    def __init__(self, gallery: Gallery, embeddings: np.ndarray | VectorStore, encoder: Encoder, *,
                  feature_norms: np.ndarray | None = None, bench: Any = None, n_examples: int = 6):
-        emb = np.ascontiguousarray(embeddings, dtype=np.float32)
-        if emb.shape != (len(gallery), int(encoder.dim)):
-            raise GalleryError(f"embeddings {emb.shape} do not match gallery {gallery.name!r} "
+        self.store = embeddings if isinstance(embeddings, VectorStore) else None
+        emb = None if self.store is not None else np.ascontiguousarray(embeddings, dtype=np.float32)
+        shape = (len(self.store), int(self.store.dim)) if self.store is not None else emb.shape
+        if shape != (len(gallery), int(encoder.dim)):
+            raise GalleryError(f"embeddings {shape} do not match gallery {gallery.name!r} "
                                f"({len(gallery)} items) x backbone dim {encoder.dim}")
         if feature_norms is not None and np.shape(feature_norms) != (len(gallery),):
             raise GalleryError(f"raw norms {np.shape(feature_norms)} do not match gallery {gallery.name!r} "
@@ -100,20 +107,29 @@ class GalleryView:
         return pid in (self.gallery.items[row].meta.get("character_ids") or ())
 
     def caption(self, row: int) -> str:
+        if self.bench is None:  # the item's own column: no list of every caption
+            meta = self.gallery.items[row].meta
+            return str(meta.get("caption") or meta.get("text") or "")
         if self._captions is None:
             self._captions = self._make_captions()
         return self._captions[row]
 
     def _make_captions(self) -> list[str]:
-        if self.bench is not None:
-            from ..world import caption
+        from ..world import caption
 
-            return [caption(it.scene, random.Random(it.item_id)) for it in self.bench.items]
-        return [str(it.meta.get("caption") or it.meta.get("text") or "") for it in self.gallery.items]
+        return [caption(it.scene, random.Random(it.item_id)) for it in self.bench.items]
 
-    def search(self, query: str) -> list[int]:
-        """Gallery rows whose id, caption or character contain every word of `query` (any case)."""
+    def prefetch(self, rows: Sequence[int]) -> None:
+        """Read the items at `rows` in one call when they live in a store (a page, a ranking)."""
+        if isinstance(self.gallery, RemoteGallery):
+            self.gallery.prefetch([int(r) for r in rows if int(r) >= 0])
+
+    def search(self, query: str) -> Sequence[int]:
+        """Gallery rows whose id, caption or character contain every word of `query` (any case);
+        in a store's gallery, the store finds them (at most 10,000)."""
         words = str(query).lower().split()
+        if isinstance(self.gallery, RemoteGallery):
+            return self.gallery.find(words) if words else range(len(self.gallery))
         if not words:
             return list(range(len(self.gallery)))
         if self._search_text is None:
@@ -124,6 +140,16 @@ class GalleryView:
     def image(self, row: int, size: int | None = None) -> Image.Image:
         """Item `row` at `size` (world items render crisp at any size; files shrink to fit)."""
         return self.gallery.load_image(row, size)
+
+    def vector(self, row: int) -> tuple[np.ndarray, float | None]:
+        """Row `row`'s embedding (D,) and raw feature norm (None: not recorded)."""
+        if self.store is not None:
+            emb, norms = self.store.vectors(np.array([row], np.int64))
+            emb, norm = np.asarray(emb[0], np.float32), float(norms[0])
+        else:
+            emb = self.embeddings[row]
+            norm = None if self.feature_norms is None else float(self.feature_norms[row])
+        return emb, (norm if norm is not None and np.isfinite(norm) else None)
 
     def thumbnail(self, row: int, size: int = 160) -> Image.Image:
         """A display thumbnail, LRU-cached (treat it as read-only: copy before drawing on it)."""
@@ -193,12 +219,11 @@ class GalleryView:
         if not 0 <= row < len(self.gallery):
             raise InputError(f"gallery row {row} is outside 0..{len(self.gallery) - 1}")
         item_id = self.item_id(row)
-        norm = None if self.feature_norms is None else float(self.feature_norms[row])
+        emb, norm = self.vector(row)
         mark = self.mark(row)
-        return Reference("gallery", item_id, self.embeddings[row], row=row, item_id=item_id,
+        return Reference("gallery", item_id, emb, row=row, item_id=item_id,
                          character=(mark.name or mark.pid) if mark and mark.pid else self.character(row),
-                         character_pid=mark.pid if mark else None, key=("row", row),
-                         norm=norm if norm is not None and np.isfinite(norm) else None)
+                         character_pid=mark.pid if mark else None, key=("row", row), norm=norm)
 
     def reference_from_id(self, item_id: str) -> Reference:
         return self.reference_from_row(self.row_of(item_id))

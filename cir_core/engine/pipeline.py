@@ -17,7 +17,7 @@ from ..memo import TextMemo
 from ..methods import Method, method_label
 from ..methods.refs import Refs
 from ..search.scoring import Queries, ScoreOpts
-from ..search.searcher import Ranking, Searcher, rank
+from ..search.searcher import Ranking, RemoteSearcher, Searcher, rank
 from ..text import split_sentences
 from .common import MAX_K, MAX_STEPS
 from .explain import Explained, explain_hits, neighbourhood_map
@@ -56,7 +56,8 @@ class Job:
     lam: float | None  # the Chord λ (None: cosine)
 
 
-def compare(view: GalleryView, methods: MethodSet, searcher: Searcher, reference: Reference, edit: str, k: int = 8, scoring: str = "cosine", lam: float | None = None,
+def compare(view: GalleryView, methods: MethodSet, searcher: Searcher | RemoteSearcher, reference: Reference,
+            edit: str, k: int = 8, scoring: str = "cosine", lam: float | None = None,
             names: Sequence[str] | None = None, progression: bool = True, variant: str = "empty",
             explained: bool = True) -> CompareResult:
     """Every method's top-k for (reference, edit), and the per-sentence progression.
@@ -295,7 +296,7 @@ def progression_note(name: str, native: bool, why: str, n_sentences: int) -> str
 
 
 # -- stage 3: search --------------------------------------------------------------------------------
-def search(req: Request, jobs: list[Job], searcher: Searcher) -> tuple[Ranking | None, float]:
+def search(req: Request, jobs: list[Job], searcher: Searcher | RemoteSearcher) -> tuple[Ranking | None, float]:
     """Every query of the request ranked in one `rank` call, each with its own q_∅ and λ, the way
     the searcher searches this gallery; (ranking, its ms)."""
     if not jobs:
@@ -318,6 +319,7 @@ def present(req: Request, jobs: list[Job], ranking: Ranking | None, view: Galler
     if ranking is None:
         return
     share = search_ms / len(jobs)
+    view.prefetch(np.unique(ranking.ids).tolist())  # a store's gallery: every hit's item in one read
     ref_char, pid, row = req.reference.character, req.reference.character_pid or follows, 0
     for job in jobs:
         n = len(job.queries)
@@ -345,7 +347,7 @@ def _hits(view: GalleryView, ids: np.ndarray, scores: np.ndarray, targets: set[i
 
 
 # -- stage 5: explain -------------------------------------------------------------------------------
-def explain(req: Request, jobs: list[Job], methods: MethodSet, view: GalleryView, searcher: Searcher,
+def explain(req: Request, jobs: list[Job], methods: MethodSet, view: GalleryView, searcher: Searcher | RemoteSearcher,
             prog_job: Job | None, targets: set[int]) -> NeighbourhoodMap | None:
     """Each method's hits with their score terms and ranks under both scorings (`Hit.why`; under
     cosine too, with the λ Chord would give the method: its q_∅ is composed once per reference
@@ -364,4 +366,4 @@ def explain(req: Request, jobs: list[Job], methods: MethodSet, view: GalleryView
     results = [j.owner for j in jobs if isinstance(j.owner, MethodResult)]
     prog = prog_job.owner if prog_job is not None and isinstance(prog_job.owner, Progression) else None
     steps = prog_job.queries if prog is not None and prog.native else None
-    return neighbourhood_map(req.reference, queries, results, prog, steps, sorted(targets), searcher.embeddings)
+    return neighbourhood_map(req.reference, queries, results, prog, steps, sorted(targets), view.embeddings)

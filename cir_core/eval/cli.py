@@ -3,6 +3,7 @@ under its official protocol (docs/EVAL_REAL.md).
 
     python -m cir_core.eval [--split test] [--json r.json] [--dump-rankings rk.jsonl] [--progression]
     python -m cir_core.eval --benchmark cirr --root DIR [--split val|test] [--submission OUT.json]
+    python -m cir_core.eval --split val --n-queries 500 --gallery milvus:world_val@URI   # searched in Milvus
 
 Gallery embeddings are cached (a second run encodes nothing); each query's reference embedding
 is read from the gallery, never re-encoded. World metrics: R@1/5/10/50 (reference excluded),
@@ -17,6 +18,7 @@ import sys
 from pathlib import Path
 
 from cir_core.errors import CIRError
+from cir_core.gallery_spec import parse_gallery_spec
 from cir_core.search.scoring import SCORINGS, VARIANTS
 from cir_core.paths import DEFAULT_BACKBONE
 from cir_core.settings import (EngineConfig, add_engine_args, apply_offline_default,
@@ -52,6 +54,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="Chord λ for every method (default: each method's own, 0.34 for baselines)")
     ap.add_argument("--chord-variant", choices=VARIANTS, default="empty",
                     help="direction q − q_∅ (default) or q − v_r")
+    ap.add_argument("--gallery", default=None, metavar="milvus:COLLECTION@URI",
+                    help="search the benchmark's gallery in this Milvus collection (built from the same gallery: "
+                         "python -m cir_core.index build --backend milvus --gallery world:val ...): each query's "
+                         "shortlist re-scored exactly; the vectors stay in Milvus [CIR_MILVUS_TOKEN]")
     ap.add_argument("--json", type=Path, help="write the report here")
     ap.add_argument("--dump-rankings", type=Path, help="one JSON line per (method, scoring, query)")
     add_engine_args(ap, gallery=False, methods_help="every registered method")
@@ -109,7 +115,21 @@ def run(args: argparse.Namespace, cfg: EngineConfig):
                                                   preprocess=args.preprocess)
     if args.submission and not hasattr(bench, "write_submission"):
         raise CIRError(f"{args.benchmark} has no test server; --submission applies to cirr and circo")
+    spec = parse_gallery_spec(args.gallery) if args.gallery else None
+    if spec is not None and spec.kind != "milvus":
+        raise CIRError(f"--gallery {args.gallery!r}: the evaluation searches a benchmark's own gallery, here or in "
+                       "a Milvus collection (milvus:COLLECTION@URI)")
+    if spec is not None and args.progression:
+        raise CIRError("--progression ranks every target in the whole gallery, which Milvus does not answer (it "
+                       "returns a shortlist): leave out --gallery or --progression")
     backbone = load_backbone(cfg.backbone or DEFAULT_BACKBONE, cfg.pretrained, device=cfg.device)
+    remote = None
+    if spec is not None:  # connected before any embedding: a dead server fails now
+        from cir_core.gallery_spec import GalleryContext, open_gallery_spec
+        from cir_core.index import milvus  # noqa: F401  (the milvus opener)
+
+        remote = open_gallery_spec(spec, GalleryContext(backbone.image_size, backbone=backbone,
+                                                        milvus_token=cfg.milvus_token))
     if bench is None:
         bench = load_benchmark(args.benchmark, args.root, args.split, image_size=backbone.image_size,
                                protocol=args.protocol, subset=args.subset, preprocess=args.preprocess,
@@ -118,7 +138,7 @@ def run(args: argparse.Namespace, cfg: EngineConfig):
     try:
         report, raw = evaluate(bench, backbone, methods, scorings, args.lam, args.chord_variant,
                                Path(cfg.cache_dir) if cfg.cache_dir else None,
-                               checkpoints=checkpoint_folders(cfg, methods), dump=dump)
+                               checkpoints=checkpoint_folders(cfg, methods), dump=dump, remote=remote)
     finally:
         if dump:
             dump.close()

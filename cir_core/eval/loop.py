@@ -17,12 +17,14 @@ from typing import IO, Sequence
 
 import numpy as np
 
-from ..benchmarks.common import Benchmark, BenchmarkResult, Embedded
+from ..benchmarks.common import Benchmark, BenchmarkError, BenchmarkResult, Embedded
 from ..encoder import Encoder
 from ..gallery import EmbeddingCache, Gallery
+from ..gallery_spec import OpenedGallery
 from ..methods import Method
 from ..paths import cache_dir
 from ..search.scoring import SCORINGS, ScoreOpts
+from ..search.searcher import StoreArray
 
 
 def embed(gallery: Gallery, backbone: Encoder, cache: Path | None = None, progress: bool = True) -> np.ndarray:
@@ -31,11 +33,36 @@ def embed(gallery: Gallery, backbone: Encoder, cache: Path | None = None, progre
 
 
 def embed_benchmark(bench: Benchmark, backbone: Encoder, cache: Path | None = None,
-                    progress: bool = True) -> Embedded:
-    """Every gallery of `bench` embedded (with raw feature norms) through the embedding cache."""
+                    progress: bool = True, remote: OpenedGallery | None = None) -> Embedded:
+    """Every gallery of `bench` embedded (with raw feature norms) through the embedding cache; or,
+    with `remote` (a gallery whose vectors stay in a store: `milvus:COLLECTION@URI`), the
+    benchmark's one gallery read from there (`StoreArray`) once its rows are shown to be the
+    benchmark's, row for row."""
+    if remote is not None:
+        return stored_benchmark(bench, remote)
     store = EmbeddingCache(cache or cache_dir())
     both = {k: store.embed(g, backbone, progress=progress, with_norms=True) for k, g in bench.galleries().items()}
     return Embedded({k: e for k, (e, _) in both.items()}, {k: n for k, (_, n) in both.items()})
+
+
+def stored_benchmark(bench: Benchmark, remote: OpenedGallery) -> Embedded:
+    """`bench`'s gallery as the store's rows: BenchmarkError unless it has one gallery whose items
+    and fingerprints are the store's, in the same order."""
+    galleries = bench.galleries()
+    if len(galleries) != 1 or remote.store is None:
+        raise BenchmarkError(f"{bench.name} has {len(galleries)} galleries ({', '.join(galleries)}); a gallery in "
+                             "Milvus stands for a benchmark with one gallery")
+    (name, gallery), = galleries.items()
+    held = remote.gallery
+    if len(held) != len(gallery):
+        raise BenchmarkError(f"{bench.name}'s gallery has {len(gallery)} items, the collection {held.name!r} "
+                             f"{len(held)}: build it from the benchmark's gallery (python -m cir_core.index build)")
+    for i, item in enumerate(held.items):
+        if item.id != gallery.items[i].id or item.meta.get("fingerprint") != gallery.fingerprint(i):
+            raise BenchmarkError(f"the collection {held.name!r} differs from {bench.name}'s gallery at row {i} "
+                                 f"({item.id!r} vs {gallery.items[i].id!r}, or its pixels): build it from the same "
+                                 "gallery and backbone image size")
+    return Embedded({name: StoreArray(remote.store)}, {name: StoreArray(remote.store, raw_norms=True)})
 
 
 def score_method(bench: Benchmark, method: Method, data: Embedded,
@@ -55,14 +82,16 @@ def score_method(bench: Benchmark, method: Method, data: Embedded,
 def evaluate(bench: Benchmark, backbone: Encoder, methods: Sequence[str], scorings: Sequence[str] = SCORINGS,
              lam: float | None = None, variant: str = "empty", cache: Path | None = None,
              progress: bool = True, checkpoints: dict[str, str] | None = None,
-             dump: IO[str] | None = None) -> tuple[dict, dict[tuple[str, str], BenchmarkResult]]:
+             dump: IO[str] | None = None, remote: OpenedGallery | None = None,
+             ) -> tuple[dict, dict[tuple[str, str], BenchmarkResult]]:
     """Every method × scoring on `bench`: (JSON report, the raw results for submissions).
-    A method that cannot be built is skipped loudly (`skipped` in the report, stderr)."""
+    A method that cannot be built is skipped loudly (`skipped` in the report, stderr). `remote`:
+    search the benchmark's gallery in that store (`embed_benchmark`)."""
     from ..methods.base import get_method_class
     from ..methods.factory import create_methods
 
     opts = {sc: ScoreOpts(sc, lam, variant) for sc in scorings}  # validates scorings and λ up front
-    data = embed_benchmark(bench, backbone, cache, progress)
+    data = embed_benchmark(bench, backbone, cache, progress, remote)
     results: dict = {}
     extra: dict = {}
     skipped: dict[str, str] = {}
@@ -85,6 +114,10 @@ def evaluate(bench: Benchmark, backbone: Encoder, methods: Sequence[str], scorin
               "checkpoints": {n: str((checkpoints or {}).get(n, "shipped")) for n in results
                               if get_method_class(n).needs_checkpoint},
               "gallery_size": {k: len(g) for k, g in bench.galleries().items()}}
+    if remote is not None:
+        s = remote.store
+        report["search"] = f"{s.kind} collection {remote.gallery.name!r}: each query's {s.shortlist_size}-row " \
+                           "cosine shortlist re-scored exactly"
     overflow = text_overflow(bench, backbone)
     if overflow:
         report["text_context"] = overflow
@@ -131,6 +164,8 @@ def format_table(report: dict) -> str:
             f"  gallery={n_gallery}  backbone={report['backbone']}")
     if report.get("protocol"):
         head += f"\nprotocol: {report['protocol']}"
+    if report.get("search"):
+        head += f"\nsearch: {report['search']}"
     tc = report.get("text_context")
     if tc and tc["over"]:
         head += (f"\ntext context: {tc['over']} of {tc['of']} query texts are longer than the text tower's "

@@ -1,9 +1,12 @@
-"""`python -m cir_core.index build`: embed a large image folder or manifest once, in resumable
-shards (optionally across processes / GPUs with torchrun), and save an index folder the app opens
-directly (`--gallery OUT`): see cir_core/prebuilt.py for the layout and docs/LARGE_GALLERIES.md.
+"""`python -m cir_core.index build`: embed a large gallery (an image folder, a manifest, a MovieNet
+set or a generated world) once, in resumable shards (optionally across processes / GPUs with
+torchrun), and save an index folder the app opens directly (`--gallery OUT`; the layout:
+`prebuilt.py`), or insert it into a Milvus collection (`--backend milvus`, `milvus.py`; the app
+opens `--gallery milvus:COLLECTION@URI`). docs/LARGE_GALLERIES.md.
 
     python -m cir_core.index build --gallery photos/ --backbone ViT-L-14 --pretrained openai --out idx/
     torchrun --nproc_per_node 4 -m cir_core.index build --gallery photos/ ... --out idx/
+    python -m cir_core.index build --gallery photos/ ... --backend milvus --uri http://host:19530 --collection photos
 """
 from __future__ import annotations
 
@@ -21,11 +24,15 @@ from typing import Any
 import numpy as np
 
 from ..encoder import Encoder
-from .shards import Shard, embed_shards, read_shard, shard_bounds, shard_path, write_shard
+from .shards import Shard, embed_shards, gallery_rows, read_shard, shard_bounds, shard_path, write_shard
 from ..errors import CIRError, GalleryError, ImageLoadError, InputError
 from ..fileio import atomic_write, atomic_write_path
-from ..gallery import Gallery
+from ..gallery import Gallery, safe_name
+from ..gallery_spec import GalleryContext, open_gallery_spec, parse_gallery_spec
 from ..search.index import EXACT_MAX, Index
+from ..search.searcher import DEFAULT_SHORTLIST
+from ..settings import milvus_token
+from .milvus import INDEXES, MilvusIndex, MilvusTarget
 from .prebuilt import BUILD_FILE, EMB_FILE, FORMAT, GALLERY_FILE, INDEX_FILE, NORMS_FILE, SKIPPED_FILE, read_meta
 from cir_core import env
 
@@ -35,14 +42,20 @@ ANN, NPROBE = "ivf-flat", 32
 HNSW_M, EF_CONSTRUCTION, EF_SEARCH = 32, 40, 256
 
 
-def open_source(spec: str) -> Gallery:
-    """The gallery to embed: an image folder or a JSONL/CSV manifest."""
-    path = Path(spec).expanduser()
-    if path.is_dir():
-        return Gallery.from_folder(path)
-    if path.is_file():
-        return Gallery.from_manifest(path)
-    raise GalleryError(f"gallery {spec!r} is neither an image folder nor a manifest file")
+FILE_KINDS = ("folder", "manifest")  # galleries of image files (what `push gallery` publishes)
+SOURCE_KINDS = (*FILE_KINDS, "movienet", "world", "films")  # what the build embeds
+
+
+def open_source(spec: str, kinds: tuple[str, ...] = SOURCE_KINDS, image_size: int = 64,
+                world_queries: int = 1000) -> Gallery:
+    """The gallery to embed, by its spec (`cir_core.gallery_spec`): an image folder, a JSONL/CSV
+    manifest, a MovieNet set's frames or a generated world's gallery (rendered and fingerprinted
+    at `image_size`, the backbone's), among `kinds`."""
+    from ..benchmarks import movienet  # noqa: F401  (the openers of the kinds built from)
+    from ..world import store  # noqa: F401
+    from ..world.films import benchmark  # noqa: F401
+
+    return open_gallery_spec(spec, GalleryContext(image_size, world_queries), kinds).gallery
 
 
 def _fingerprint(gallery: Gallery, i: int) -> str:
@@ -79,11 +92,14 @@ def build(gallery: str, backbone: Encoder, pretrained: str | None, out: str | os
           batch_size: int = 64, workers: int = 2, exact_max: int = EXACT_MAX, kind: str = "auto",
           device: str | None = None, shard_size: int = 4096, hnsw_m: int = HNSW_M,
           ef_construction: int = EF_CONSTRUCTION, ef_search: int = EF_SEARCH, ann: str = ANN,
-          nlist: int | None = None, nprobe: int = NPROBE, progress: bool = True,
+          nlist: int | None = None, nprobe: int = NPROBE, progress: bool = True, world_queries: int = 1000,
+          milvus: MilvusTarget | None = None,
           on_shard: Callable[[Shard], None] | None = None) -> dict[str, Any] | None:
-    """Embed `gallery` with the backbone and write the index folder `out`; returns its build record
-    (None on ranks other than 0). Finished shards from an earlier, interrupted run are reused.
-    `backbone`: what `load_backbone` takes, or an already loaded `Backbone` (its device wins)."""
+    """Embed `gallery` with the backbone and write the index folder `out` (with `milvus`: insert
+    the rows into that collection instead; `out` then holds the shards and skipped.jsonl only);
+    returns its build record (None on ranks other than 0). Finished shards from an earlier,
+    interrupted run are reused. `backbone`: what `load_backbone` takes, or an already loaded
+    `Backbone` (its device wins)."""
     import torch
 
     from ..backbone import load_backbone
@@ -95,13 +111,17 @@ def build(gallery: str, backbone: Encoder, pretrained: str | None, out: str | os
     try:
         bb = load_backbone(backbone, pretrained, device) if isinstance(backbone, str) else backbone
         device = bb.device
-        src = open_source(gallery)
+        src = open_source(gallery, image_size=bb.image_size, world_queries=world_queries)
         keys = [_fingerprint(src, i) for i in range(len(src))]
         params = {"kind": kind, "exact_max": exact_max, "ann": ann, "nlist": nlist, "nprobe": nprobe,
                   "hnsw_m": hnsw_m, "ef_construction": ef_construction, "ef_search": ef_search}
+        if milvus is not None:  # the collection's own index; the folder's options do not apply
+            params = {"backend": "milvus", "index": milvus.index.as_json()}
         digest = hashlib.sha1(json.dumps([bb.id, keys, params]).encode()).hexdigest()
         out = Path(out).expanduser()
-        old = read_meta(out)
+        if milvus is not None and rank == 0:
+            milvus.check(bb)  # a dead server or another backbone's collection: now, not after the embedding
+        old = read_meta(out) if milvus is None else None
         if old is not None and old.get("digest") == digest and old.get("format") == FORMAT:
             if rank == 0:
                 print(f"{out} is up to date ({old['n']} images, {old['kind']} index)", file=sys.stderr)
@@ -122,9 +142,9 @@ def build(gallery: str, backbone: Encoder, pretrained: str | None, out: str | os
             if on_shard is not None:
                 on_shard(shard)
 
-        paths = [it.path for it in src.items]
-        embed_shards(bb, paths, [bounds[s] for s in todo], batch_size, workers, done, progress=progress,
-                     desc=f"embedding [rank {rank}/{world}]")
+        rows, processes = gallery_rows(src, bb)
+        embed_shards(bb, rows, [bounds[s] for s in todo], batch_size, workers, done, progress=progress,
+                     desc=f"embedding [rank {rank}/{world}]", processes=processes)
         _barrier(device)  # rank 0 merges only once every rank has written its shards
         if rank != 0:
             return None
@@ -136,12 +156,31 @@ def build(gallery: str, backbone: Encoder, pretrained: str | None, out: str | os
                 raise GalleryError(f"shard {s} (rows {a}-{b}) is missing or stale in {shard_dir}: did a rank fail?")
             return sh
 
+        if milvus is not None:
+            counts = _summary(out, src, load, len(bounds))
+            record = {"source": str(gallery), "source_kind": parse_gallery_spec(str(gallery)).kind, "name": src.name,
+                      "digest": digest, "image_size": int(bb.image_size), "world_queries": int(world_queries),
+                      "skipped": len(src) - sum(counts)}
+            written = milvus.write(src, keys, load, counts, bb, record, progress)
+            return {**written, "kind": f"milvus {milvus.index.type}", "backbone": bb.id, "dim": int(bb.dim)}
         return _finish(out, src, keys, load, len(bounds), bb, gallery, params, digest, progress)
     finally:
         import torch.distributed as dist
 
         if dist.is_available() and dist.is_initialized():
             dist.destroy_process_group()
+
+
+def _summary(out: Path, src: Gallery, load: Callable[[int], Shard], n_shards: int) -> list[int]:
+    """Each shard's readable rows; the unreadable ones written to skipped.jsonl (as `_finish` does)."""
+    counts, skipped = [], []
+    for s in range(n_shards):
+        sh = load(s)
+        counts.append(len(sh.rows))
+        skipped += sh.errors
+    atomic_write(out / SKIPPED_FILE, lambda f: f.writelines(
+        json.dumps({"id": src.items[r].id, "path": src.items[r].path, "error": m}) + "\n" for r, m in skipped), False)
+    return counts
 
 
 def _finish(out: Path, src: Gallery, keys: Sequence[str], load: Callable[[int], Shard], n_shards: int, bb: Any,
@@ -194,44 +233,93 @@ def _finish(out: Path, src: Gallery, keys: Sequence[str], load: Callable[[int], 
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(prog="python -m cir_core.index", description="Build an index folder for a "
-                                 "large gallery (the app opens it with --gallery OUT, no re-encoding).")
+    ap = argparse.ArgumentParser(prog="python -m cir_core.index", description="Build an index folder (or a Milvus "
+                                 "collection) for a large gallery: the app opens it with --gallery OUT (or "
+                                 "milvus:COLLECTION@URI), no re-encoding.")
     sub = ap.add_subparsers(dest="command", required=True)
-    b = sub.add_parser("build", help="embed an image folder / manifest and index it",
-                       description="Embed an image folder or JSONL/CSV manifest in resumable shards and index "
-                       "it. Run under `torchrun --nproc_per_node N` to split the shards over N processes/GPUs.")
-    b.add_argument("--gallery", required=True, help="image folder, or JSONL/CSV manifest with a 'path' column")
+    b = sub.add_parser("build", help="embed a gallery and index it",
+                       description="Embed an image folder, a JSONL/CSV manifest or a generated gallery in resumable "
+                       "shards and index it: an index folder (--backend folder) or a Milvus collection (--backend "
+                       "milvus). Run under `torchrun --nproc_per_node N` to split the shards over N processes/GPUs.")
+    b.add_argument("--gallery", required=True, help="what to embed: an image folder, a JSONL/CSV manifest with a "
+                   "'path' column, movienet:ROOT, or a generated gallery (world, world:val, world:films, "
+                   "world:films-val)")
+    b.add_argument("--world-queries", type=int, default=1000, help="a world gallery's size, in queries (as the "
+                   "app's --world-queries)")
     b.add_argument("--backbone", required=True, help="open_clip name, local-dir:PATH or hf-hub:ORG/REPO")
     b.add_argument("--pretrained", default=None, help="open_clip tag or checkpoint file (default: none)")
-    b.add_argument("--out", default=None, help="index folder (default: <gallery>.index next to the source)")
+    b.add_argument("--out", default=None, help="index folder (default: <gallery>.index next to the source; with "
+                   "--backend milvus the shards' folder, <gallery>.milvus)")
     b.add_argument("--batch-size", type=int, default=64)
     b.add_argument("--workers", type=int, default=2, help="decoding worker processes per rank (0: in-process)")
     b.add_argument("--shard-size", type=int, default=4096, help="images per resumable shard")
-    b.add_argument("--exact-max", type=int, default=EXACT_MAX,
+    f = b.add_argument_group("the index folder (--backend folder)")
+    f.add_argument("--exact-max", type=int, default=EXACT_MAX,
                    help="up to this many vectors the index is exact (flat); above, --ann")
-    b.add_argument("--index", choices=("auto", "flat", "hnsw", "ivf-flat"), default="auto", dest="kind",
+    f.add_argument("--index", choices=("auto", "flat", "hnsw", "ivf-flat"), default="auto", dest="kind",
                    help="force an index kind (default: auto, by --exact-max)")
-    b.add_argument("--ann", choices=("ivf-flat", "hnsw"), default=ANN, help=f"approximate index above --exact-max "
+    f.add_argument("--ann", choices=("ivf-flat", "hnsw"), default=ANN, help=f"approximate index above --exact-max "
                    f"(default {ANN})")
-    b.add_argument("--nlist", type=int, default=None, help="IVF lists (default: power of 2 nearest 4 sqrt(N))")
-    b.add_argument("--nprobe", type=int, default=NPROBE, help="IVF lists searched per query")
-    b.add_argument("--hnsw-m", type=int, default=HNSW_M)
-    b.add_argument("--ef-construction", type=int, default=EF_CONSTRUCTION)
-    b.add_argument("--ef-search", type=int, default=EF_SEARCH)
+    g = b.add_argument_group("both backends' index parameters")
+    g.add_argument("--nlist", type=int, default=None, help="IVF lists (folder: power of 2 nearest 4 sqrt(N); "
+                   "Milvus: 1024 per segment)")
+    g.add_argument("--nprobe", type=int, default=NPROBE, help="IVF lists searched per query")
+    g.add_argument("--hnsw-m", type=int, default=HNSW_M)
+    g.add_argument("--ef-construction", type=int, default=EF_CONSTRUCTION)
+    g.add_argument("--ef-search", type=int, default=EF_SEARCH)
+    m = b.add_argument_group("a Milvus collection (--backend milvus; docs/LARGE_GALLERIES.md, Milvus)")
+    m.add_argument("--backend", choices=("folder", "milvus"), default="folder",
+                   help="where the vectors go: an index folder (default) or a Milvus collection")
+    m.add_argument("--uri", help="Milvus: a Milvus Lite file (./g.db), http://host:19530 or https://... "
+                   "(Zilliz Cloud); credentials in CIR_MILVUS_TOKEN")
+    m.add_argument("--collection", help="Milvus: the collection's name (letters, digits, _)")
+    m.add_argument("--milvus-index", choices=tuple(INDEXES), default="IVF_FLAT",
+                   help="Milvus index type (default IVF_FLAT; Milvus Lite builds FLAT, IVF_FLAT, IVF_SQ8, HNSW)")
+    m.add_argument("--search-list", type=int, default=100, help="DISKANN's search list (at least the shortlist)")
+    m.add_argument("--shortlist", type=int, default=DEFAULT_SHORTLIST,
+                   help=f"rows each query's Milvus shortlist holds, re-scored exactly (default {DEFAULT_SHORTLIST}; "
+                   "a spec's ?shortlist= overrides)")
+    m.add_argument("--milvus-shards", type=int, default=None, help="the collection's shards (Milvus's parallel "
+                   "ingest channels; default: the server's)")
+    m.add_argument("--replace", action="store_true", help="drop a collection embedded with another backbone")
     b.add_argument("--device", default=None, help="cpu, cuda (default: cuda when available)")
     b.add_argument("--quiet", action="store_true", help="no progress bar")
-    return ap.parse_args(argv)
+    args = ap.parse_args(argv)
+    if args.backend == "milvus" and not (args.uri and args.collection):
+        b.error("--backend milvus needs --uri and --collection")
+    if args.backend == "folder" and (args.uri or args.collection):
+        b.error("--uri and --collection are for --backend milvus")
+    return args
+
+
+def default_out(spec: str, backend: str) -> str:
+    """Where the build writes when --out is not given: next to a folder or manifest source, else
+    in the current folder under the spec's safe name."""
+    suffix = ".index" if backend == "folder" else ".milvus"
+    try:
+        kind = parse_gallery_spec(spec).kind
+    except GalleryError:
+        kind = None
+    if kind in FILE_KINDS:
+        return str(Path(spec).expanduser().resolve()) + suffix
+    return safe_name(spec) + suffix
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    out = args.out or str(Path(args.gallery).expanduser().resolve()) + ".index"
+    out = args.out or default_out(args.gallery, args.backend)
     try:
+        target = None
+        if args.backend == "milvus":
+            index = MilvusIndex.from_flags(args.milvus_index, args.nlist, args.nprobe, args.hnsw_m,
+                                           args.ef_construction, args.ef_search, args.search_list)
+            target = MilvusTarget(args.uri, args.collection, index, token=milvus_token(), shortlist=args.shortlist,
+                                  replace=args.replace, shards=args.milvus_shards)
         meta = build(args.gallery, args.backbone, args.pretrained, out, batch_size=args.batch_size,
                      workers=args.workers, exact_max=args.exact_max, kind=args.kind, device=args.device,
                      shard_size=args.shard_size, hnsw_m=args.hnsw_m, ef_construction=args.ef_construction,
                      ef_search=args.ef_search, ann=args.ann, nlist=args.nlist, nprobe=args.nprobe,
-                     progress=not args.quiet)
+                     progress=not args.quiet, world_queries=args.world_queries, milvus=target)
     except CIRError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -240,5 +328,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               file=sys.stderr)
         return 130
     if meta is not None:
-        print(json.dumps({k: meta[k] for k in ("n", "skipped", "kind", "backbone", "dim")} | {"out": out}))
+        where = {"out": out} if args.backend == "folder" else {"gallery": f"milvus:{args.collection}@{args.uri}",
+                                                               "shards": out}
+        print(json.dumps({k: meta[k] for k in ("n", "skipped", "kind", "backbone", "dim")} | where))
     return 0

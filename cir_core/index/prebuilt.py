@@ -28,13 +28,14 @@ import numpy as np
 from ..encoder import Encoder
 from ..errors import GalleryError
 from ..gallery import Gallery, GalleryItem
+from ..gallery_spec import BUILD_FILE, GalleryContext, GallerySpec, OpenedGallery, register_opener
 from ..search.index import Index
 from cir_core.fileio import loads_json
 
 FORMAT = 2  # 2: norms.npy; a format-1 folder opens without raw norms
 READS = (1, 2)
-BUILD_FILE, GALLERY_FILE, EMB_FILE, INDEX_FILE, SKIPPED_FILE, NORMS_FILE = (
-    "build.json", "gallery.jsonl", "embeddings.npy", "index.faiss", "skipped.jsonl", "norms.npy")
+GALLERY_FILE, EMB_FILE, INDEX_FILE, SKIPPED_FILE, NORMS_FILE = (
+    "gallery.jsonl", "embeddings.npy", "index.faiss", "skipped.jsonl", "norms.npy")
 
 
 @dataclass
@@ -55,6 +56,16 @@ class Prebuilt:
                 f"index folder {str(self.folder)!r} was embedded with backbone {self.meta.get('backbone')!r} "
                 f"(dim {self.meta.get('dim')}), but the app runs {backbone.id!r} (dim {backbone.dim}): "
                 "start the app with the same --backbone/--pretrained, or rebuild the index")
+
+
+@register_opener("index")
+def open_index_folder(spec: GallerySpec, ctx: GalleryContext) -> OpenedGallery:
+    """An index folder: its embeddings memory-mapped, its index as saved, nothing encoded; the
+    backbone, when given, must be the one it was embedded with."""
+    pre = open_prebuilt(spec.path)
+    if ctx.backbone is not None:
+        pre.check_backbone(ctx.backbone)
+    return OpenedGallery(pre.gallery, embeddings=pre.embeddings, norms=pre.norms, index=pre.index)
 
 
 def is_prebuilt(path: str | os.PathLike) -> bool:

@@ -18,7 +18,8 @@ import numpy as np
 
 from ..encoder import Encoder
 from ..fileio import atomic_write, loads_json
-from ..ingest import FileRows, batches
+from ..gallery import Gallery
+from ..ingest import FileRows, GalleryRows, batches
 
 log = logging.getLogger(__name__)
 
@@ -74,19 +75,31 @@ def read_shard(path: Path, backbone_id: str, fingerprints: Sequence[str], dim: i
     return Shard(start, stop, rows, emb, [(int(r), str(m)) for r, m in head.get("errors", [])], norms)
 
 
+def gallery_rows(gallery: Gallery, backbone: Encoder) -> tuple[FileRows, bool]:
+    """(the rows to embed, whether worker processes may decode them): a gallery of plain files
+    decodes in processes; a generated or benchmark gallery (its own `decode`) in threads."""
+    files = (type(gallery).decode is Gallery.decode and gallery.image_fn is None
+             and all(it.path for it in gallery.items))
+    if files:
+        return FileRows([it.path for it in gallery.items], backbone.preprocess, draft=backbone.image_size), True
+    return GalleryRows(gallery, backbone.preprocess, draft=backbone.image_size), False
+
+
 def embed_shards(
     backbone: Encoder,
-    paths: Sequence[str | None],
+    rows: FileRows,
     todo: Sequence[tuple[int, int]],
     batch_size: int,
     workers: int,
     on_shard: Callable[[Shard], None],
     progress: bool = True,
     desc: str = "embedding",
+    processes: bool = True,
 ) -> None:
-    """Embed the shards `todo` ([start, stop) row ranges of `paths`), calling `on_shard` with each
-    finished shard in order. Batches never straddle shards, so a shard's rows are embedded in the
-    same batches whatever else is being done (a one-process and a sharded run agree)."""
+    """Embed the shards `todo` ([start, stop) row ranges of `rows`, `gallery_rows`), calling
+    `on_shard` with each finished shard in order; `processes`: decode in `workers` processes
+    (else threads). Batches never straddle shards, so a shard's rows are embedded in the same
+    batches whatever else is being done (a one-process and a sharded run agree)."""
     from ..progress import bar as progress_bar
 
     batch_rows = [list(range(b, min(b + batch_size, stop))) for start, stop in todo
@@ -94,8 +107,8 @@ def embed_shards(
     if not batch_rows:
         return
     dim, device = int(backbone.dim), str(backbone.device)
-    rows = FileRows(paths, backbone.preprocess, draft=backbone.image_size)
-    loader = batches(rows, batch_rows, workers, processes=True, pin_memory=device.startswith("cuda"))
+    paths = rows.paths
+    loader = batches(rows, batch_rows, workers, processes=processes, pin_memory=device.startswith("cuda"))
     bounds = iter(todo)
     start, stop = next(bounds)
     done_rows: list[np.ndarray] = []
@@ -106,7 +119,7 @@ def embed_shards(
     with progress_bar(total=total, unit="image", desc=desc, disable=not progress) as bar:
         for ids, x, errs in loader:
             for row, msg in errs:
-                (bar.write if progress else log.warning)(f"skipped {paths[row]!r}: {msg}")
+                (bar.write if progress else log.warning)(f"skipped {paths[row] or f'row {row}'!r}: {msg}")
             errors += errs
             if x is not None:
                 e, n = backbone.encode_image_batch(x, with_norms=True)

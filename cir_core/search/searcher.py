@@ -2,8 +2,8 @@
 against it. The one ranking path of the project: the app's search stage, every benchmark and
 the trainers' validation.
 
-A `Searcher` is one of three, chosen by `Searcher.for_gallery` from the gallery's size and what
-was prebuilt for it:
+A `Searcher` (the gallery in this process) is one of three, chosen by `Searcher.for_gallery` from
+the gallery's size and what was prebuilt for it:
 
 - exact: one float32 product over the gallery, in blocks of queries (torch's MKL for 2-64
   queries, numpy's for larger batches; `scoring._cosine`);
@@ -14,11 +14,15 @@ was prebuilt for it:
   Chord), for galleries past `EXACT_MAX` rows or a prebuilt approximate index.
 
 The searcher owns the gallery's norms, filter and index; nothing else holds a copy.
+
+A `RemoteSearcher` searches a gallery whose vectors stay outside the process (a `VectorStore`:
+a Milvus collection, `cir_core.index.milvus`): the store's approximate cosine shortlist, with the
+rows' vectors, re-scored exactly by the same code as the in-process approximate path.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -31,6 +35,8 @@ from .topk import topk
 # Used by an approximate searcher: cosine top-200 holds the Chord top-k in practice for k <= 50
 # while keeping the exact re-score cheap.
 DEFAULT_SHORTLIST = 200
+# A shortlist: its gallery rows (S,), their vectors (S, D) and those vectors' norms (S,)
+Shortlist = tuple[np.ndarray, np.ndarray, np.ndarray]
 # Exact scoring works in blocks of queries holding at most this many scores (~64 MB in float32),
 # so a 123k-image gallery (CIRCO) never materialises a (Q, N) matrix for every query at once.
 _BLOCK_ENTRIES = 16_000_000
@@ -98,8 +104,123 @@ class Searcher:
     def __len__(self) -> int:
         return len(self.embeddings)
 
+    @property
+    def dim(self) -> int:
+        return int(self.embeddings.shape[1])
+
+    def shortlists(self, qn: np.ndarray, size: int) -> list[Shortlist]:
+        """Each query's approximate cosine shortlist from the index (at most `size` rows)."""
+        cand = self.index.search(qn, min(size, len(self)))[1]
+        return [self.fetch(ids[ids >= 0]) for ids in cand]
+
+    def fetch(self, rows: np.ndarray) -> Shortlist:
+        """(rows, their vectors, their norms)."""
+        return rows, self.embeddings[rows], self.norms[rows]
+
     def __repr__(self) -> str:
         return f"Searcher({self.kind}, {self.embeddings.shape[0]} x {self.embeddings.shape[1]})"
+
+
+@runtime_checkable
+class VectorStore(Protocol):
+    """Gallery vectors held outside this process (a Milvus collection): each query's approximate
+    cosine shortlist with the rows' vectors, and rows read by number. Rows are 0..len-1."""
+
+    kind: str  # what it is, for people: "Milvus IVF_FLAT"
+
+    @property
+    def dim(self) -> int: ...
+
+    @property
+    def shortlist_size(self) -> int:
+        """Rows per query's shortlist, the width of the exact re-score."""
+        ...
+
+    def __len__(self) -> int: ...
+
+    def shortlist(self, q: np.ndarray, size: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per unit query row: (gallery rows (S,) int64, their vectors (S, D) float32), S <= size."""
+        ...
+
+    def vectors(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(the rows' vectors (n, D) float32, their raw feature norms (n,), NaN where unknown)."""
+        ...
+
+
+@dataclass(frozen=True, eq=False)
+class RemoteSearcher:
+    """How a gallery in a `VectorStore` is searched: its shortlist (`shortlist` rows a query,
+    default the store's), re-scored exactly (cosine or Chord) on the vectors that come with it."""
+
+    store: VectorStore
+    shortlist: int = 0  # 0: the store's shortlist_size
+
+    @property
+    def kind(self) -> str:
+        return f"approximate ({self.store.kind})"
+
+    def __len__(self) -> int:
+        return len(self.store)
+
+    @property
+    def dim(self) -> int:
+        return int(self.store.dim)
+
+    def shortlists(self, qn: np.ndarray, size: int) -> list[Shortlist]:
+        out = []
+        for rows, vecs in self.store.shortlist(qn, min(size, len(self))):
+            vecs = np.asarray(vecs, np.float32).reshape(len(rows), self.dim)
+            out.append((np.asarray(rows, np.int64), vecs, gallery_norms(vecs)))
+        return out
+
+    def fetch(self, rows: np.ndarray) -> Shortlist:
+        vecs = np.asarray(self.store.vectors(rows)[0], np.float32).reshape(len(rows), self.dim)
+        return rows, vecs, gallery_norms(vecs)
+
+    def __repr__(self) -> str:
+        return f"RemoteSearcher({len(self)} x {self.dim}, shortlist {self.shortlist or self.store.shortlist_size})"
+
+
+class StoreArray:
+    """A `VectorStore`'s rows as a read-only array for code that indexes a gallery's embeddings
+    (`a[rows]`: those rows' vectors, read from the store; `raw_norms`: their raw feature norms
+    instead). `rank` and the benchmarks search it through a `RemoteSearcher`; nothing copies it."""
+
+    def __init__(self, store: VectorStore, raw_norms: bool = False):
+        self.store, self.raw_norms = store, raw_norms
+        self.dtype = np.dtype(np.float32)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return (len(self.store),) if self.raw_norms else (len(self.store), int(self.store.dim))
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __len__(self) -> int:
+        return len(self.store)
+
+    def __getitem__(self, rows: Any) -> np.ndarray:
+        n = len(self.store)
+        if isinstance(rows, slice):
+            idx = np.arange(*rows.indices(n))
+        else:
+            idx = np.asarray(rows, np.int64)
+        flat = idx.reshape(-1)
+        if ((flat < -n) | (flat >= n)).any():
+            raise IndexError(f"a row outside 0..{n - 1}")
+        vecs, norms = self.store.vectors(np.where(flat < 0, flat + n, flat))
+        got = norms if self.raw_norms else vecs
+        return got.reshape(idx.shape + got.shape[1:])
+
+    def __repr__(self) -> str:
+        return f"StoreArray({' x '.join(map(str, self.shape))}{', raw norms' if self.raw_norms else ''})"
+
+
+def searcher_for(gallery: np.ndarray | StoreArray) -> Searcher | RemoteSearcher:
+    """Exact search of in-process embeddings, or the store's shortlist re-scored for a `StoreArray`."""
+    return RemoteSearcher(gallery.store) if isinstance(gallery, StoreArray) else Searcher.exact(gallery)
 
 
 @dataclass
@@ -115,20 +236,19 @@ class Ranking:
         return iter((self.scores, self.ids))
 
 
-def rank(queries: Queries, searcher: Searcher, opts: ScoreOpts, k: int,
+def rank(queries: Queries, searcher: Searcher | RemoteSearcher, opts: ScoreOpts, k: int,
          exclude: np.ndarray | None = None, cols: np.ndarray | None = None) -> Ranking:
     """Top-k gallery rows per query under `opts` (Chord: a resolved λ, one or one per query;
     ties to the lower row, `topk`), the way `searcher` searches.
 
     `exclude` (B,) holds each query's reference row to drop (-1: none; one value for every
     query). `k` is clipped to the rankable rows. `cols` (B, S) gallery rows (-1: padding) whose
-    exact scores are returned too (exact search only).
+    exact scores are returned too.
     """
-    g, gn = searcher.embeddings, searcher.norms
     if k < 1:
         raise InputError(f"k must be >= 1, got {k}")
-    n = g.shape[0]
-    qn = unit_rows(as_rows(queries.q, "query", g.shape[1]))
+    n = len(searcher)
+    qn = unit_rows(as_rows(queries.q, "query", searcher.dim))
     b = qn.shape[0]
     lams = opts.lams(b)
     exclude = _exclude(exclude, b, n)
@@ -136,32 +256,59 @@ def rank(queries: Queries, searcher: Searcher, opts: ScoreOpts, k: int,
     if k < 1:
         raise InputError("nothing left to rank once the reference is excluded")
 
-    def score(rows: np.ndarray | None, qi: slice) -> np.ndarray:
-        sub, sub_n = (g, gn) if rows is None else (g[rows], gn[rows])
+    def score(sub: np.ndarray, sub_n: np.ndarray, qi: slice) -> np.ndarray:
         if opts.scoring == "cosine":  # without re-checking what rank checked
             return cosine_unit(qn[qi], sub, sub_n, b)
         part = Queries(qn[qi], _pick(queries.q_empty, qi, b), _pick(queries.v_ref, qi, b))
         return score_matrix(part, sub, ScoreOpts("chord", tuple(lams[qi]), opts.variant), sub_n)
 
-    if searcher.index is None:
+    if isinstance(searcher, Searcher) and searcher.index is None:
+        g, gn = searcher.embeddings, searcher.norms
         if searcher.prefilter is not None and opts.scoring == "cosine" and cols is None and use_filter(n, b):
             return _rank_filtered(qn, g, gn, k, exclude, searcher.prefilter)
-        return _rank_exact(score, b, n, k, exclude, cols)
-    if cols is not None:
-        raise InputError("cols are scored on the exact path only (no index)")
-    size = max(searcher.shortlist, k) + int((exclude >= 0).any())
-    cand = searcher.index.search(qn, min(size, n))[1]
+        return _rank_exact(lambda qi: score(g, gn, qi), b, n, k, exclude, cols)
+    # approximate: each query's cosine shortlist (one more row when a reference may be drawn)
+    # re-scored exactly, in ascending row order so ties go to the lower row as on the exact path
+    size = searcher.shortlist or (searcher.store.shortlist_size if isinstance(searcher, RemoteSearcher)
+                                  else DEFAULT_SHORTLIST)
+    lists = searcher.shortlists(qn, max(size, k) + int((exclude >= 0).any()))
     out = Ranking(np.full((b, k), -np.inf, np.float32), np.full((b, k), -1, np.int64))
-    for i in range(b):  # per query: shortlists differ, and B is small in interactive use
-        ids = cand[i][cand[i] >= 0]
-        row = score(ids, slice(i, i + 1))
+    for i, (ids, vecs, norms) in enumerate(lists):  # per query: shortlists differ; B is small
+        order = np.argsort(ids, kind="stable")
+        ids, vecs, norms = ids[order], vecs[order], norms[order]
         ref = np.nonzero(ids == exclude[i])[0]  # the reference's column, if drawn
         if len(ids) - len(ref) < 1:
             continue
+        row = score(vecs, norms, slice(i, i + 1))
         # dropped by topk, not set to -inf: a short shortlist would rank it among the -inf
         top_s, top_j = topk(row, k, ref[:1] if len(ref) else np.array([-1]), check=False)
         out.scores[i, : top_s.shape[1]], out.ids[i, : top_s.shape[1]] = top_s[0], ids[top_j[0]]
+    if cols is not None:
+        out.at_cols = _score_cols(searcher, score, b, n, cols)
     return out
+
+
+def _score_cols(searcher: Searcher | RemoteSearcher, score: Any, b: int, n: int, cols: np.ndarray) -> np.ndarray:
+    """(B, S) exact scores at gallery rows `cols` (-inf at padding), their vectors fetched once."""
+    cols = _check_cols(cols, b, n)
+    out = np.full(cols.shape, -np.inf, np.float32)
+    rows = np.unique(cols[cols >= 0])
+    if not len(rows):
+        return out
+    _, vecs, norms = searcher.fetch(rows)
+    for i, c in enumerate(cols):
+        keep = np.nonzero(c >= 0)[0]
+        if len(keep):
+            at = np.searchsorted(rows, c[keep])
+            out[i, keep] = score(vecs[at], norms[at], slice(i, i + 1))[0]
+    return out
+
+
+def _check_cols(cols: np.ndarray, b: int, n: int) -> np.ndarray:
+    cols = np.asarray(cols, np.int64)
+    if cols.ndim != 2 or cols.shape[0] != b or (cols >= n).any():
+        raise InputError(f"cols must be ({b}, S) gallery rows (-1: padding), got {cols.shape}")
+    return cols
 
 
 def _rank_filtered(qn: np.ndarray, g: np.ndarray, gn: np.ndarray, k: int, exclude: np.ndarray,
@@ -180,14 +327,12 @@ def _rank_filtered(qn: np.ndarray, g: np.ndarray, gn: np.ndarray, k: int, exclud
 def _rank_exact(score: Any, b: int, n: int, k: int, exclude: np.ndarray,
                 cols: np.ndarray | None) -> Ranking:
     if cols is not None:
-        cols = np.asarray(cols, np.int64)
-        if cols.ndim != 2 or cols.shape[0] != b or (cols >= n).any():
-            raise InputError(f"cols must be ({b}, S) gallery rows (-1: padding), got {cols.shape}")
+        cols = _check_cols(cols, b, n)
     step = max(1, _BLOCK_ENTRIES // n)
     scores, ids, at_cols = [], [], []
     for s in range(0, b, step):
         sl = slice(s, s + step)
-        sc = score(None, sl)
+        sc = score(sl)
         top_s, top_i = topk(sc, k, exclude[sl], check=False)  # `rank` checked `exclude`
         scores.append(top_s.astype(np.float32, copy=False))
         ids.append(top_i)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..fileio import atomic_write, loads_json
+from ..gallery_spec import GalleryContext, GallerySpec, OpenedGallery, register_opener
 from .benchmark import WorldBenchmark, WorldItem, build_benchmark
 from .data import WorldQuery
 from .language import Edit
@@ -25,6 +26,7 @@ from .spec import Character, Obj, Scene
 
 log = logging.getLogger(__name__)
 FORMAT = 1
+SHOWCASE = 6  # demo queries (cir_core.world.data.showcase_queries) in the app's world gallery (test split)
 # What a damaged or foreign file can raise on the way in: each means "not this file", never more.
 _BAD_FILE = (OSError, EOFError, zlib.error, ValueError, KeyError, TypeError, IndexError, AttributeError)
 # What the split is made of (rendering is not: it changes pixels, which the fingerprints cover).
@@ -66,6 +68,19 @@ def load_or_build(split: str, n_queries: int, showcase: int, folders: Iterable[P
         except OSError as exc:  # a read-only cache costs the next start the build, nothing else
             log.warning("could not cache the world split in %s: %s", cache, exc)
     return bench
+
+
+@register_opener("world")
+def open_world(spec: GallerySpec, ctx: GalleryContext) -> OpenedGallery:
+    """`world` / `world:val`: the split with `ctx.world_queries` queries, read from the cache's
+    `world/` folder or the shipped assets when there (else generated, and written to the cache).
+    The test split's demo queries put the README's edit, with a ground truth, on the first page."""
+    from ..paths import SHIPPED_WORLD
+
+    mine = None if ctx.cache is None else ctx.cache / "world"
+    bench = load_or_build(spec.target, ctx.world_queries, SHOWCASE if spec.target == "test" else 0,
+                          [f for f in (mine, SHIPPED_WORLD) if f is not None], cache=mine)
+    return OpenedGallery(bench.gallery(ctx.image_size), bench)
 
 
 # -- the JSON form ---------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from cir_core.gallery import Gallery, GalleryItem
+from cir_core.gallery_spec import GalleryContext, GallerySpec, OpenedGallery, register_opener
 from cir_core.metrics import identity_at_k
 
 from ..common import (TOP, BenchmarkError, BenchmarkResult, Composed, Embedded, ScoreOpts, check_files,
@@ -36,6 +37,12 @@ from ..common import (TOP, BenchmarkError, BenchmarkResult, Composed, Embedded, 
 from ..registry import register_benchmark
 
 KS = (1, 5, 10)
+
+
+@register_opener("movienet")
+def open_movienet(spec: GallerySpec, ctx: GalleryContext) -> OpenedGallery:
+    """`movienet:ROOT`: a MovieNet identity set's frames (the annotation tab pools its queries)."""
+    return OpenedGallery(load_movienet_queryset(spec.path)[1])
 
 
 def load_movienet_queryset(root: str | Path) -> tuple[list[dict[str, Any]], Gallery]:

@@ -51,10 +51,14 @@ def index_files(slug: str, kind: str) -> list[str]:
     return [f"index/{slug}/{n}" for n in names]
 
 
+def thumbnail_files(info: dict[str, Any]) -> list[str]:
+    """The packed thumbnails: their offsets and shards."""
+    return [OFFSETS, *(thumb_shard(s) for s in range(int(info["thumb_shards"])))]
+
+
 def startup_files(info: dict[str, Any], slug: str) -> list[str]:
     """What the app downloads before it answers: the thumbnails and one backbone's index folder."""
-    shards = [thumb_shard(s) for s in range(int(info["thumb_shards"]))]
-    return [OFFSETS, *shards, *index_files(slug, info["backbones"][slug]["kind"])]
+    return [*thumbnail_files(info), *index_files(slug, info["backbones"][slug]["kind"])]
 
 
 def parse_info(text: str, where: str) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""`--gallery hf:org/name@rev`: a gallery pushed by `push gallery`, opened from the Hub.
+"""`--gallery hf:org/name@rev`: a gallery pushed by `push gallery`, opened from the Hub (or only
+its pictures, `open_hub_images`, for a Milvus gallery of the same frames: `?images=hf:...`).
 
 At start-up: the manifest (which resolves the revision to one commit, read file by file from then
 on), gallery.json, the thumbnails and the app's backbone's index folder, each verified against the
@@ -6,6 +7,7 @@ manifest's sha256, with a progress bar. Full frames are fetched one at a time wh
 than a thumbnail asks for one. Offline, everything comes from the cache (and says so).
 """
 from __future__ import annotations
+
 
 import logging
 import threading
@@ -16,13 +18,15 @@ from typing import Any, Callable, Mapping
 from PIL import Image
 
 from ...errors import GalleryError
-from ...gallery import Gallery, GalleryItem
+from ...fileio import loads_json
+from ...gallery import Gallery, GalleryItem, ImageFn
+from ...gallery_spec import GalleryContext, GallerySpec, OpenedGallery, register_images, register_opener
 from ...storage.manifest import MANIFEST, ManifestMismatch, check_policy, read_manifest, verify_file
 from ...storage.repo import RepoRef, default_backend, fetch_file, parse_spec
 from ...imageio import load_image
 from ...index.prebuilt import Prebuilt, open_prebuilt
 from ...storage import NotCached, Store, StorageError, is_plain_path
-from .layout import FRAME_KEY, GALLERY_JSON, parse_info, startup_files
+from .layout import FRAME_KEY, GALLERY_JSON, METADATA, parse_info, startup_files, thumbnail_files
 from ...encoder import Encoder
 from .thumbs import ThumbPack
 from ... import env as environment
@@ -33,7 +37,10 @@ PREFIX = "hf:"
 
 
 def is_hub_gallery(spec: str | None) -> bool:
-    return bool(spec) and str(spec).startswith(PREFIX)
+    """Whether `spec` names a Hub gallery (`hf:org/name[@rev]`; `cir_core.gallery_spec` decides)."""
+    from ...gallery_spec import spec_kind
+
+    return spec_kind(spec) == "hub"
 
 
 @dataclass
@@ -53,6 +60,7 @@ class _Remote:
     def __init__(self, backend: Store, ref: RepoRef, folder: Path, listed: dict, offline: bool, where: str):
         self.backend, self.ref, self.folder, self.listed = backend, ref, folder, listed
         self.offline, self.where = offline, where
+        self.note: str | None = None  # "offline: using the cached snapshot ..." when the Hub was unreachable
 
     def get(self, name: str) -> Path:
         if name not in self.listed or not is_plain_path(name):
@@ -106,11 +114,9 @@ class HubImages:
         return load_image(path)
 
 
-def open_hub_gallery(spec: str, backbone: Encoder, progress_cb: Callable[..., None] | None = None,
-                     backend: Store | None = None, env: Mapping[str, str] | None = None,
-                     progress: bool = True) -> HubGallery:
-    """Pull what the app needs of `hf:org/name[@rev]` (revision: `@rev` > CIR_GALLERY_REVISION >
-    main) for `backbone` and open it; GalleryError / StorageError naming the repo and the file."""
+def _open_remote(spec: str, backend: Store | None, env: Mapping[str, str] | None) -> tuple[_Remote, dict[str, Any]]:
+    """The repo's files at one commit (the revision resolved once, from the manifest) and its
+    gallery.json; `spec` as `open_hub_gallery` takes it."""
     ref = parse_spec(spec[len(PREFIX):] if is_hub_gallery(spec) else spec,
                      (environment.read("CIR_GALLERY_REVISION", env=env) or "").strip() or None)
     where = f"gallery hf:{ref}"
@@ -119,13 +125,23 @@ def open_hub_gallery(spec: str, backbone: Encoder, progress_cb: Callable[..., No
     listed = read_manifest(snap.path / MANIFEST, "gallery", where)
     check_policy(listed, where, "gallery")  # a pickle anywhere in the repo refuses all of it
     remote = _Remote(backend, RepoRef(ref.repo_id, snap.commit), snap.path, listed, note is not None, where)
-    info = parse_info(remote.get(GALLERY_JSON).read_text(encoding="utf-8"), where)
+    remote.note = note
+    return remote, parse_info(remote.get(GALLERY_JSON).read_text(encoding="utf-8"), where)
+
+
+def open_hub_gallery(spec: str, backbone: Encoder, progress_cb: Callable[..., None] | None = None,
+                     backend: Store | None = None, env: Mapping[str, str] | None = None,
+                     progress: bool = True) -> HubGallery:
+    """Pull what the app needs of `hf:org/name[@rev]` (revision: `@rev` > CIR_GALLERY_REVISION >
+    main) for `backbone` and open it; GalleryError / StorageError naming the repo and the file."""
+    remote, info = _open_remote(spec, backend, env)
+    where = remote.where
     slug = pick_backbone(info, backbone, where)
     files = startup_files(info, slug)
-    _download(remote, files, f"gallery {ref.repo_id}: thumbnails and index", progress_cb, progress)
-    pre = open_prebuilt(snap.path / "index" / slug)
+    _download(remote, files, f"gallery {remote.ref.repo_id}: thumbnails and index", progress_cb, progress)
+    pre = open_prebuilt(remote.folder / "index" / slug)
     pre.check_backbone(backbone)
-    thumbs = ThumbPack(snap.path, info["frames"], info["per_shard"], info["thumb_shards"], where)
+    thumbs = ThumbPack(remote.folder, info["frames"], info["per_shard"], info["thumb_shards"], where)
     items = []
     for it in pre.gallery.items:
         k = it.meta.get(FRAME_KEY)
@@ -134,7 +150,48 @@ def open_hub_gallery(spec: str, backbone: Encoder, progress_cb: Callable[..., No
         items.append(GalleryItem(it.id, None, {**it.meta, FILE_KEY: it.path}))
     gallery = Gallery(info["name"], items, image_fn=HubImages(remote, thumbs, info["thumb_size"]))
     pre.gallery = gallery
-    return HubGallery(remote.ref, info, gallery, pre, note)
+    return HubGallery(remote.ref, info, gallery, pre, remote.note)
+
+
+def open_hub_images(spec: str, progress_cb: Callable[..., None] | None = None, backend: Store | None = None,
+                    env: Mapping[str, str] | None = None, progress: bool = True) -> ImageFn:
+    """The pictures of `hf:org/name[@rev]` without its index: an image function over items
+    matched by id (what a Milvus gallery built from the same frames shows on a Space). At start
+    the thumbnails and frames/metadata.jsonl; each frame when opened, as `open_hub_gallery`."""
+    remote, info = _open_remote(spec, backend, env)
+    _download(remote, [*thumbnail_files(info), METADATA], f"gallery {remote.ref.repo_id}: thumbnails",
+              progress_cb, progress)
+    thumbs = ThumbPack(remote.folder, info["frames"], info["per_shard"], info["thumb_shards"], remote.where)
+    frames = {}
+    for k, line in enumerate(remote.get(METADATA).read_text(encoding="utf-8").splitlines()):
+        row = loads_json(line)
+        frames[str(row["id"])] = {FRAME_KEY: k, FILE_KEY: f"frames/{row['file_name']}"}
+    images = HubImages(remote, thumbs, info["thumb_size"])
+
+    def image_fn(item: GalleryItem, size: int | None) -> Image.Image:
+        at = frames.get(item.id)
+        if at is None:
+            raise GalleryError(f"{remote.where} has no frame of item {item.id!r}: the collection and the Hub gallery "
+                               "must be built from the same frames")
+        return images(GalleryItem(item.id, None, at), size)
+
+    return image_fn
+
+
+@register_images("hub")
+def hub_images(spec: GallerySpec, ctx: GalleryContext) -> ImageFn:
+    """`images=hf:org/name@rev` of a Milvus gallery: that Hub gallery's thumbnails and frames."""
+    return open_hub_images(spec.text, progress_cb=ctx.progress_cb)
+
+
+@register_opener("hub")
+def open_hub(spec: GallerySpec, ctx: GalleryContext) -> OpenedGallery:
+    """`hf:org/name[@rev]`: thumbnails and the backbone's index at start-up (`open_hub_gallery`)."""
+    if ctx.backbone is None:
+        raise GalleryError(f"gallery {spec.text!r}: a Hub gallery is opened for a backbone (none given)")
+    hub = open_hub_gallery(spec.text, ctx.backbone, progress_cb=ctx.progress_cb)
+    pre = hub.prebuilt
+    return OpenedGallery(hub.gallery, embeddings=pre.embeddings, norms=pre.norms, index=pre.index, note=hub.note)
 
 
 def pick_backbone(info: dict[str, Any], backbone: Encoder, where: str) -> str:

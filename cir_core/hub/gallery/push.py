@@ -86,9 +86,9 @@ def _jsonl(path: Path, rows: Sequence[dict[str, Any]]) -> None:
 def stage(src: str, indexes: Sequence[Path], out: Path, repo: str, thumb_size: int = THUMB_SIZE,
           progress: bool = True) -> dict[str, Any]:
     """Write the repo's files into `out` (emptied first); returns gallery.json's content."""
-    from ...index.build import open_source
+    from ...index.build import FILE_KINDS, open_source
 
-    gallery = open_source(src)
+    gallery = open_source(src, FILE_KINDS)  # its frames are files: they are published
     built = [(Path(f), *_index_rows(Path(f), gallery)) for f in indexes]
     if not built:
         raise GalleryError("push gallery needs at least one --backbone (or --index folder) to embed it with")

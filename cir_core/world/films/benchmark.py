@@ -21,6 +21,7 @@ from functools import cached_property
 
 from PIL import Image
 
+from ...gallery_spec import GalleryContext, GallerySpec, OpenedGallery, register_opener
 from .film import Film, make_film
 from .queries import TARGET_IMG, FilmQuery, make_film_queries
 from .render import Keyframe
@@ -195,6 +196,15 @@ def film_gallery(split: str = "test", size: int = 64, n_films: int | None = None
         for f in films:
             f.story  # noqa: B018  (told now, with the collector paused)
         return film_gallery_of(film_items(films), f"films-{split}-{len(films)}", size)
+
+
+@register_opener("films")
+def open_films(spec: GallerySpec, ctx: GalleryContext) -> OpenedGallery:
+    """`world:films` / `world:films-val`: every keyframe of the test (~103k) or val (~24k) films,
+    embedded once, then cached; with the split's queries (1,000 / 500) and their ground truth, for
+    the app's examples."""
+    films = build_film_benchmark(spec.target)
+    return OpenedGallery(films.gallery(ctx.image_size), films)
 
 
 def split_films(split: str, n_films: int | None = None) -> list[Film]:
