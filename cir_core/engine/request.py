@@ -114,6 +114,8 @@ def admit(req: CompareRequest, registered: Sequence[str] | None = None) -> Admit
     scoring = "chord" if scoring.startswith("chord") else "cosine"
     edit, cut = cut_edit(_text(req.edit, MAX_SENT))
     names = req.methods.split(",") if isinstance(req.methods, str) else req.methods
+    if names is not None and not isinstance(names, (list, tuple)):
+        raise InputError(f"methods must be method names (a list, or comma-separated), not {type(names).__name__}")
     methods = tuple(m.strip() for m in names or () if isinstance(m, str) and m.strip()) or None
     if methods is not None:
         if registered is None:
