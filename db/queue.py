@@ -320,11 +320,11 @@ def _view(session: Session, annotator_id: int, position: int, task_id: int) -> T
         .outerjoin(Judgment, (Judgment.task_id == Task.id) & (Judgment.annotator_id == annotator_id))
         .where(Task.id == task_id)).one()
     answers = answers_of(row[11]) if row[11] is not None else {}
-    return TaskView(row[0], position, row[2], row[3], row[4], row[1], *row[5:10], _character(row[10]),
+    return TaskView(row[0], position, row[2], row[3], row[4], row[1], *row[5:10], character_of(row[10]),
                     revision_of(row[11]), row[12] or None, answers)
 
 
-def _character(meta: Any) -> dict | None:
+def character_of(meta: Any) -> dict | None:
     """What the screen may show of a query's meta: the character's box and name, nothing else
     (the meta also holds ids the annotator has no use for)."""
     if not isinstance(meta, dict) or not meta.get("character_box"):

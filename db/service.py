@@ -22,7 +22,8 @@ from db.faults import DBFault, fault_kind, is_fault
 from db.judgments import UNCHECKED, merge_answers
 from db.migrate import init_db, removed_if_left_empty
 from db.sqlite import describe, is_url, open_db, read_session_factory, session_factory
-from db.models import Assignment, GoldFeedback, Judgment, QuerySet
+from db.models import Annotator, Assignment, GoldFeedback, Judgment, QuerySet, utcnow
+from db.users import Roles
 
 if TYPE_CHECKING:
     from cir_core.engine import Engine
@@ -74,9 +75,11 @@ class AnnotationService:
     through `ReadSession` (on SQLite: no write lock, so they run in parallel), writes through
     `Session`; one screen of the Annotate tab is at most one write transaction."""
 
-    def __init__(self, target: str | Path, synchronous: str = "FULL"):
+    def __init__(self, target: str | Path, synchronous: str = "FULL", roles: Roles | None = None):
         # `synchronous` (SQLite): FULL makes an acknowledged answer durable past an OS crash;
         # NORMAL only for bench/bench_durability.py, which measures what FULL costs a click.
+        # `roles`: who reviews and who organises (db.users.load_roles; none by default).
+        self.roles = roles or Roles()
         if is_url(str(target)):
             self.path: str | Path = str(target)
         else:
@@ -324,6 +327,78 @@ class AnnotationService:
         out: dict[str, Any] = {}
         for name, status, n in rows:
             out.setdefault(name, {"answered": 0, "skipped": 0})[status] = int(n)
+        return out
+
+    # -- adjudication (db/review.py): reviewers only ------------------------------------------------
+
+    def _reviewer(self, user: str) -> None:
+        if not self.roles.is_reviewer(user):
+            raise PermissionError("reviewers only: the organiser names reviewers in the annotators file "
+                                  "('@reviewer NAME', docs/ANNOTATION.md)")
+
+    def review_open(self, user: str, set_name: str) -> Any:
+        """`user`'s review screen in `set_name`: the first task of their review queue (a read)."""
+        from db import review
+
+        self._reviewer(user)
+        with self.ReadSession() as s:
+            qs = queue.query_set_by_name(s, set_name)
+            ann = queue.find_annotator(s, user)
+            order = review.queue(s, qs, user, ann.id if ann is not None else None)
+            decided = review.decided_by(s, qs, ann.id) if ann is not None else 0
+            task = review.view(s, qs, order[0]) if order else None
+            return review.ReviewState(user, qs.name, task, len(order), decided,
+                                      q_registry.for_set(qs.mode, qs.questions))
+
+    def review_queue(self, user: str, set_name: str) -> list[Any]:
+        """Every task waiting for `user`'s review, as screens (scripts: the simulated reviewer)."""
+        from db import review
+
+        self._reviewer(user)
+        with self.ReadSession() as s:
+            qs = queue.query_set_by_name(s, set_name)
+            ann = queue.find_annotator(s, user)
+            order = review.queue(s, qs, user, ann.id if ann is not None else None)
+            return [review.view(s, qs, t) for t in order]
+
+    def adjudicate(self, user: str, set_name: str, task_id: int, answers: dict[str, str | None],
+                   note: str | None = None, move_on: bool = True, revise: bool = False) -> Any:
+        """Store `user`'s decision (db.review.adjudicate) in one transaction; then the next review
+        screen (`move_on`), else None."""
+        from db import review
+
+        self._reviewer(user)
+        with self.Session() as s:
+            ann = self._annotator(s, user, create=True)
+            qs = queue.query_set_by_name(s, set_name)
+            queue.lock_annotator(s, ann)
+            review.adjudicate(s, qs, s.get(Annotator, ann.id), task_id, answers, note, revise=revise)
+            s.commit()
+        return self.review_open(user, set_name) if move_on else None
+
+    # -- the organiser's view (db/organiser.py): organisers only ------------------------------------
+
+    def _organiser(self, user: str) -> None:
+        if not self.roles.is_organiser(user):
+            raise PermissionError("organisers only: the annotators file names them ('@organiser NAME')")
+
+    def annotator_table(self, user: str, set_name: str, n_boot: int = 1000) -> dict[str, Any]:
+        """The per-annotator table and drift of `set_name` (db.organiser.annotator_report)."""
+        from db.organiser import annotator_report
+
+        self._organiser(user)
+        with self.ReadSession() as s:
+            return annotator_report(s, set_name, n_boot=n_boot)
+
+    def set_paused(self, user: str, annotator: str, paused: bool) -> bool:
+        """Pause (or resume) `annotator`: their queue stops and their pairs return to the pool
+        (db.organiser.set_paused). Returns whether they are paused now."""
+        from db.organiser import set_paused
+
+        self._organiser(user)
+        with self.Session() as s:
+            out = set_paused(s, annotator, paused)
+            s.commit()
         return out
 
     def close(self) -> None:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import random
 import sys
 from collections import defaultdict
@@ -32,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from cir_core.errors import CIRError, InputError
+from cir_core.stats import wilson
 from db.report import compute_report, format_report
 from db.results import load_set, per_query_values
 from db.service import AnnotationService
@@ -62,16 +62,6 @@ def run_campaign(svc: AnnotationService, set_name: str, annotators: list[Simulat
             states[a.name] = svc.answer(a.name, set_name, st.task.task_id, ident, edit)
             n += 1
     return n
-
-
-def wilson(correct: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    if n == 0:
-        return float("nan"), float("nan")
-    p = correct / n
-    d = 1 + z * z / n
-    c = (p + z * z / (2 * n)) / d
-    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
-    return c - h, c + h
 
 
 def _majority_odds(errors: list[float]) -> tuple[float, float]:
