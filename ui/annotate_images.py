@@ -128,16 +128,25 @@ class ItemImages:
 IMAGES = ItemImages()
 
 
-def pair_html(reference: str | None, candidate: str | None) -> str:
+def pair_html(reference: str | None, candidate: str | None, candidate_b: str | None = None,
+              prefix: str = "ann") -> str:
     """The reference and the candidate side by side: two <img> of `ItemImages` files, which the
-    browser fetches from Gradio's file route (the event's reply is this short string)."""
-    def fig(path: str | None, label: str, elem: str) -> str:
+    browser fetches from Gradio's file route (the event's reply is this short string). With
+    `candidate_b` (a pairwise pair): the reference on its own row, candidates A and B below."""
+    def fig(path: str | None, label: str, elem: str, style: str = "") -> str:
         if not path:
             img = f"<div class='ann-missing'>{label}: not in this gallery</div>"
         else:
             src = html.escape("gradio_api/file=" + urllib.parse.quote(path), quote=True)
             img = f"<img id='{elem}' src='{src}' alt='{label}'>"
-        return f"<figure>{img}<figcaption>{label}</figcaption></figure>"
+        return f"<figure{style}>{img}<figcaption>{label}</figcaption></figure>"
 
-    return (f"<div class='ann-pair'>{fig(reference, 'Reference', 'ann-ref')}"
-            f"{fig(candidate, 'Candidate', 'ann-cand')}</div>")
+    if candidate_b is None:
+        return (f"<div class='ann-pair'>{fig(reference, 'Reference', f'{prefix}-ref')}"
+                f"{fig(candidate, 'Candidate', f'{prefix}-cand')}</div>")
+    # Three pictures: the reference above (half the width), A and B side by side below.
+    half = " style='flex: 0 0 50%'"
+    return (f"<div class='ann-pair' style='flex-wrap: wrap'>"
+            f"{fig(reference, 'Reference', f'{prefix}-ref', half)}</div>"
+            f"<div class='ann-pair'>{fig(candidate, 'A (left)', f'{prefix}-cand')}"
+            f"{fig(candidate_b, 'B (right)', f'{prefix}-cand-b')}</div>")
