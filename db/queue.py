@@ -168,12 +168,13 @@ def _order(annotator: Annotator, qs: QuerySet, tasks: list[tuple[int, int, bool,
 
 
 def _task_ids(session: Session, qs: QuerySet) -> list[tuple[int, int, bool, str]]:
-    """(task id, query id, is gold, item id) of every task in the set."""
+    """(task id, query id, is gold, item key) of every task in the set; the item key is the item id,
+    and for a pairwise task its two items (one item is in several of a query's pairs)."""
     rows = session.execute(
         select(Task.id, Task.query_id, (Task.gold_identity.is_not(None) | Task.gold_edit.is_not(None)),
-               Task.item_id)
+               Task.item_id, Task.item_b_id)
         .join(Query, Task.query_id == Query.id).where(Query.query_set_id == qs.id)).all()
-    return [(int(t), int(q), bool(g), str(i)) for t, q, g, i in rows]
+    return [(int(t), int(q), bool(g), f"{i}\x00{b}" if b else str(i)) for t, q, g, i, b in rows]
 
 
 class _SetCache:
