@@ -345,3 +345,20 @@ def test_the_scorer_by_hand(tmp_path: Path) -> None:
         read_qrels(bad)
     with pytest.raises(InputError, match="docno 'has space'"):
         write_qrels([("q1", "has space", 1)], tmp_path / "x.txt")
+
+
+def test_a_reviewers_order_is_drawn_once_over_the_whole_set(tmp_path: Path, cir_engine) -> None:
+    """Deciding some pairs leaves the others in the same order. Drawn again over what was left
+    after each decision, the keyed order picked each next pair by its place among the items'
+    sorted ids, and on the world the ids carry the gallery's layout (tests/test_blind.py)."""
+    svc = _svc(tmp_path / "o.sqlite", cir_engine, overlap=2)
+    _answer_all(svc, "ann1", lambda t: {"identity": "yes", "edit": "yes"})
+    _answer_all(svc, "ann2", lambda t: {"identity": "no", "edit": "yes"})
+    before = [v.task_id for v in svc.review_queue("rev", "s")]
+    decided = before[4::3]
+    for t in decided:
+        svc.adjudicate("rev2", "s", t, {"identity": "yes", "edit": "yes"}, move_on=False)
+    assert [v.task_id for v in svc.review_queue("rev", "s")] == [t for t in before if t not in decided]
+    other = [v.task_id for v in svc.review_queue("rev2", "s")]
+    assert sorted(other) == sorted(t for t in before if t not in decided) and other != [t for t in before if t
+                                                                                      not in decided]
