@@ -285,7 +285,8 @@ class ServiceHolder:
     def __init__(self, path: str, service: AnnotationService | None = None, retry_s: float = 60.0,
                  roles: Roles | None = None):
         self.path, self.service, self.retry_s = path, service, retry_s
-        self.roles = roles or Roles()  # who reviews and organises (the annotators file's @ lines)
+        # who reviews and organises (the annotators file's @ lines; a given service's own)
+        self.roles = roles or (service.roles if service is not None else Roles())
         self._lock = threading.Lock()
         self._failed: tuple[float, str] | None = None
 

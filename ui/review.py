@@ -166,6 +166,8 @@ def build(holder: EngineHolder, services: ServiceHolder, tab: Any) -> ReviewTab:
 
     def on_load(request: gr.Request, profile: gr.OAuthProfile | None):
         user = user_of(request, profile)
+        if not user or not services.roles.is_reviewer(user):  # nobody to review as: the DB is not even opened
+            return [gr.update(visible=False), gr.update(choices=[]), *render(ReviewScreen(NOT_REVIEWER))]
         try:
             svc = services.get()
             if not svc.roles.is_reviewer(user):
