@@ -22,7 +22,7 @@ from db.faults import DBFault, fault_kind, is_fault
 from db.judgments import UNCHECKED, merge_answers
 from db.migrate import init_db, removed_if_left_empty
 from db.sqlite import describe, is_url, open_db, read_session_factory, session_factory
-from db.models import Annotator, Assignment, GoldFeedback, Judgment, QuerySet, utcnow
+from db.models import Annotator, Assignment, GoldFeedback, Judgment, QuerySet
 from db.users import Roles
 
 if TYPE_CHECKING:

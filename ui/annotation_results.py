@@ -114,7 +114,7 @@ def review_markdown(rep: dict) -> list[str]:
     if rows:
         metrics = list(rows[0]["at_k"]["raw_majority"])
         k = rep["k"]
-        out += ["", f"| method · scoring | " + " | ".join(f"{m} @{k} majority | {m} @{k} adjudicated" for m in metrics)
+        out += ["", "| method · scoring | " + " | ".join(f"{m} @{k} majority | {m} @{k} adjudicated" for m in metrics)
                 + " |", "|---|" + "---|" * (2 * len(metrics))]
         for r in rows:
             out.append(f"| {md_text(r['method'])} · {md_text(r['scoring'])} | " + " | ".join(
