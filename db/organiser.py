@@ -252,6 +252,7 @@ def drift_figure(report: dict[str, Any]) -> Any:
         ax.set_xlim(0, 1)
     axes[0].set_ylim(0, 1.02)
     axes[1].set_ylim(0, 1.02)
+    axes[2].set_ylim(bottom=0)
     handles, labels = axes[0].get_legend_handles_labels()
     if handles:
         fig.legend(handles, labels, loc="outside right upper", fontsize=7)

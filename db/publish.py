@@ -185,7 +185,8 @@ def card(report: dict[str, Any], data: Any, counts: dict[str, int], repo: str | 
               f"- backbone: `{meta.get('backbone', '?')}`; gallery: `{meta.get('gallery', '?')}`",
               f"- depth: top {data.pool_k} of every method × scoring per query"
               + (", pairs at the same rank of every two" if data.mode == "pairwise" else "")
-              + f"; overlap {data.overlap}; gold share {meta.get('gold_fraction', 0)}; seed {meta.get('seed', 0)}",
+              + f"; overlap {data.overlap}; gold share {meta.get('gold_fraction', 0)}; seed {meta.get('seed', 0)}"
+              + f"; audit share of agreed pairs {report.get('audit_share', 0)}",
               f"- answers from paused annotators left out: {report['judgments']['paused_left_out']}",
               f"- review: {rv['adjudicated']} decisions ({rv['by_reason']}); open ties {rv['open_ties']}"]
     if data.mode == "pointwise":

@@ -240,7 +240,7 @@ def _base(data: SetData, k: int, n_boot: int, seed: int, ci: str, scores: dict) 
     skipped = [j for j in data.judgments if j.status == "skipped"]
     answered_tasks = {j.task_id for j in data.judgments if j.status == "answered"}
     return {
-        "query_set": data.name, "source": data.source, "mode": data.mode,
+        "query_set": data.name, "source": data.source, "mode": data.mode, "audit_share": data.audit_share,
         "questions": [q.name for q in data.questions], "pool_k": data.pool_k,
         "overlap": data.overlap, "k": k, "n_boot": n_boot, "seed": seed, "ci": ci,
         "aggregation": AGGREGATION, "n_queries": len(data.query_ids),

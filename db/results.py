@@ -83,6 +83,7 @@ class SetData:
     paused_judgments: int = 0  # how many were left out
     meta: dict = field(default_factory=dict)
     secret: str = ""  # the set's key (db.blind; never shown)
+    audit_share: float = 0.0  # the share of agreed pairs reviewers also see
 
     @property
     def metrics(self) -> Metrics:
@@ -169,7 +170,8 @@ def _load_set(session: Session, name: str, include_paused: bool) -> SetData:
         .where(in_set))}
     return SetData(qs.name, qs.source, qs.pool_k, qs.overlap, query_ids, dict(rankings),
                    task_of, gold, judgments, auto, qs.mode, q_registry.for_set(qs.mode, qs.questions), item_b,
-                   adjudicated, tuple(sorted(paused)), dropped, dict(qs.meta or {}), qs.secret)
+                   adjudicated, tuple(sorted(paused)), dropped, dict(qs.meta or {}), qs.secret,
+                   float(qs.audit_share or 0.0))
 
 
 def item_scores(judgments: list[JudgmentRow], metrics: Metrics | None = None) -> dict[int, dict[str, float]]:
