@@ -131,7 +131,7 @@ def main() -> None:
     # argpartition (what an exact search reads instead of a shortlist).
     searches = {"exact": lambda qb: flat.search(qb, a.shortlist),
                 "exact_numpy": lambda qb: numpy_shortlist(g, qb, a.shortlist)}
-    lat = {f"{name}_b{b}": round(_median_ms(lambda: fn(q[:b]), a.repeats) / b, 3)
+    lat = {f"{name}_b{b}": round(_median_ms(lambda fn=fn, b=b: fn(q[:b]), a.repeats) / b, 3)
            for b in (1, 16) for name, fn in searches.items()}
     best = {b: min(lat[f"exact_b{b}"], lat[f"exact_numpy_b{b}"]) for b in (1, 16)}
 
@@ -142,7 +142,7 @@ def main() -> None:
         approx = Searcher(g, norms, index=ann, shortlist=a.shortlist)
         chord_ids = rank(Queries(cq, q_empty, v_ref), approx, chord, a.k)[1] if len(cq) else None
         for b in (1, 16):
-            lat[f"ann_b{b}"] = round(_median_ms(lambda: ann.search(q[:b], a.shortlist), a.repeats) / b, 3)
+            lat[f"ann_b{b}"] = round(_median_ms(lambda b=b: ann.search(q[:b], a.shortlist), a.repeats) / b, 3)
         print(json.dumps({
             "bench": "ann", "index": ann.kind, "n": a.n, "d": a.d, "clusters": clusters, "queries": a.queries,
             "k": a.k, "shortlist": a.shortlist, "noise": a.noise, **params, "gen_s": round(gen_s, 1),

@@ -34,6 +34,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a clone, no install needed
 from cir_core.search import Index  # noqa: E402,F401  (sets OMP_WAIT_POLICY before faiss loads)
+from cir_core.settings import add_backbone_args
 
 EDIT = "Make the square blue. Move the character {i} steps to the left."
 
@@ -131,7 +132,7 @@ def run(engine, label: str, img, k: int, repeats: int) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--backbone", default=None, help="default: the shipped one; e.g. ViT-B-32 (random init)")
+    add_backbone_args(ap, pretrained=False)  # default: the shipped one; e.g. ViT-B-32 (random init)
     ap.add_argument("--world-queries", type=int, default=1000, help="the shipped gallery's size (x8 images)")
     ap.add_argument("--random-n", type=int, default=100_000)
     ap.add_argument("--k", type=int, default=8)

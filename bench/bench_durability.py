@@ -81,8 +81,8 @@ def clicks(svc: AnnotationService, user: str, n: int, busy: list[int] | None = N
     out = []
     for i in range(n):
         t0 = time.perf_counter()
-        st = _busy_retry(lambda: svc.answer(user, SET, st.task.task_id, "yes", "partial",
-                                            comment=f"{user} {i}", time_spent_ms=1000), busy)
+        st = _busy_retry(lambda st=st, i=i: svc.answer(user, SET, st.task.task_id, "yes", "partial",
+                                                       comment=f"{user} {i}", time_spent_ms=1000), busy)
         out.append(time.perf_counter() - t0)
     return out
 

@@ -27,7 +27,7 @@ from cir_core.paths import DEFAULT_BACKBONE_DIR
 from cir_core.progress import bar as progress_bar
 from cir_core.spaces_compat import gpu
 from cir_core.text_tower import encode_tokens
-from . import env
+from cir_core import env
 
 TINY_MODEL = "cir-tiny-vit"
 CONFIG_DIR = Path(__file__).resolve().parent / "model_configs"

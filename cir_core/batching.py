@@ -19,6 +19,7 @@ from typing import Any, Callable, Hashable, Iterator, Sequence
 
 import numpy as np
 
+from . import timing
 from .errors import CIRError
 from .encoder import Encoder
 
@@ -73,6 +74,9 @@ class _Ticket:
     done: threading.Event = field(default_factory=threading.Event)
     result: list | None = None
     error: BaseException | None = None
+    queued: float = field(default_factory=timing.now)  # the accounting clock's (`cir_core.timing`)
+    started: float | None = None  # when the worker began the batch that holds it
+    build_s: float = 0.0  # one-time builds that ran in its batch
 
 
 @dataclass
@@ -89,7 +93,8 @@ class BatchQueue:
     hands each caller its own results. `fn(items) -> results` must treat items independently
     (row i of the output depends on item i only). `company()` tells how many callers may join (the
     requests in flight). A failed batch is re-run call by call, so one bad input fails only its
-    own request."""
+    own request. Each caller is charged (`cir_core.timing`) the time its call waited for the
+    worker as "wait" and the one-time builds its batch ran as "build"."""
 
     def __init__(self, max_wait_s: float = MAX_WAIT_S, max_items: int = MAX_ITEMS,
                  company: Callable[[], int] | None = None):
@@ -116,9 +121,16 @@ class BatchQueue:
                 self._worker.start()
             self._cv.notify_all()
         ticket.done.wait()
+        timing.charge("wait", (ticket.started if ticket.started is not None else timing.now()) - ticket.queued)
+        timing.charge("build", ticket.build_s)
         if ticket.error is not None:
             raise ticket.error
         return ticket.result  # type: ignore[return-value]
+
+    def pending(self) -> int:
+        """Calls waiting for the worker (not the batch it runs now)."""
+        with self._cv:
+            return sum(len(q) for q in self._lanes.values())
 
     def _serve(self) -> None:
         while True:
@@ -144,8 +156,16 @@ class BatchQueue:
 
     def _run(self, batch: list[_Ticket]) -> None:
         items = [x for t in batch for x in t.items]
+        began = timing.now()
+        for t in batch:
+            t.started = began if t.started is None else t.started
         try:
-            out = list(batch[0].fn(items))
+            with timing.account() as spent:  # the builds this batch runs, handed to its callers
+                try:
+                    out = list(batch[0].fn(items))
+                finally:
+                    for t in batch:
+                        t.build_s += spent.build_s
             if len(out) != len(items):
                 raise RuntimeError(f"a batch of {len(items)} items gave {len(out)} results")
         except Exception as exc:  # noqa: BLE001 - handed to the caller(s), never lost

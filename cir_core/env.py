@@ -28,6 +28,7 @@ VARIABLES: dict[str, str] = {
     "HF_TOKEN": "Hugging Face token (pushes, private repos, DB snapshots)",
     "HF_HUB_OFFLINE": "huggingface_hub's offline switch (the workbench sets it unless a Hub resource is named)",
     "SPACE_ID": "set by Hugging Face Spaces: the app is on a Space",
+    "SPACE_HOST": "set by Hugging Face Spaces: the Space's public host (its pages may post to the app)",
     "OAUTH_CLIENT_ID": "set by Spaces with hf_oauth: sign in with Hugging Face",
     "WORLD_SIZE": "torchrun: processes in the group",
     "RANK": "torchrun: this process's rank",

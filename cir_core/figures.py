@@ -1,6 +1,9 @@
 """Qualitative figures in the style of the PACT paper's MovieNet figures: for each query, the
-reference with its edit text, then one row per method with its top-k; ground-truth targets framed
-in green, results showing the reference's character marked with a blue dot.
+edit over the reference, then one row per method (its label) with its top-k; ground-truth
+targets framed in green, results showing the reference's character marked with a blue dot.
+Camera-ready at a paper's column or text width (`--width column|text|INCHES`): every text at
+least 7 pt at that width, thumbnails at 300 ppi, TrueType fonts in the PDF, no blank area
+(`cir_core.figure_sheet`); optionally a legend and each query's neighbourhood map.
 
 Two layers:
 - `render(panels, ...)`: PIL images / numpy arrays in, a matplotlib figure out (`save` writes PNG
@@ -8,7 +11,7 @@ Two layers:
 - `build_panels(engine, entries, ...)` runs the queries through `cir_core.engine.Engine.compare`;
   `export(...)` writes PNG + PDF + the query-list JSON that regenerates the same figure:
 
-    python -m cir_core.figures --queries q.json --out fig.pdf --out fig.png
+    python -m cir_core.figures --queries q.json --out fig.pdf --out fig.png [--width column] [--legend] [--map]
 
 `q.json` is the exported JSON, or a bare list of entries. An entry is a world query id
 ("test-00010"), {"query_id": ...}, {"reference": <gallery item id>, "text": ...}, or
@@ -27,7 +30,6 @@ from __future__ import annotations
 import json
 import shutil
 import sys
-import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
@@ -37,13 +39,12 @@ from PIL import Image
 
 from .errors import CIRError, InputError
 from .figure_queries import MAX_ENTRIES, MAX_FIELD, PATHS_REFUSED, parse_entries, resolve_image_path  # noqa: F401
+from .figure_sheet import PPI, WIDTHS, Geometry, Sheet, plan, width_of  # noqa: F401
 
 if TYPE_CHECKING:
     from .engine import Engine
+    from .engine.results import NeighbourhoodMap
 
-TARGET_COLOUR = "#1a9641"  # the green of the app's ground-truth frame
-SAME_COLOUR = "#2166ac"  # the blue of the same-character dot
-FAIL_COLOUR = "#d7191c"  # a campaign's figure: people judged the character not preserved
 FORMATS = (".png", ".pdf")
 
 
@@ -62,121 +63,28 @@ class Panel:
     text: str
     title: str = ""
     rows: list[tuple[str, list[Cell] | str]] = field(default_factory=list)  # (label, cells | error)
+    map: NeighbourhoodMap | None = None  # the query's neighbourhood (`render(..., maps=True)`)
 
 
-def _array(img: Image.Image | np.ndarray) -> np.ndarray:
-    if isinstance(img, Image.Image):
-        return np.asarray(img.convert("RGB"))
-    arr = np.asarray(img)
-    if arr.dtype != np.uint8:
-        arr = np.clip(arr * (255.0 if arr.max() <= 1.0 else 1.0), 0, 255).astype(np.uint8)
-    return arr
-
-
-def render(panels: Sequence[Panel], marks: bool = True, scores: bool = True, cell: float = 0.95,
-           dpi: int = 200):
-    """A matplotlib Figure: one block per panel, reference + edit on the left, a row per method."""
+def render(panels: Sequence[Panel], marks: bool = True, scores: bool = True, width: str | float | None = None,
+           legend: bool = False, maps: bool = False, labels: dict[str, str] | None = None, dpi: int = PPI):
+    """A matplotlib Figure `width` inches wide ('column': 3.25, 'text': 6.75, the default, or a
+    number): one block per panel (the edit over the reference and a row per method), every text
+    at least 7 pt; with `legend` a line naming the marks; with `maps` each panel's neighbourhood
+    map under it (`labels`: method name -> label for its legend)."""
     if not panels:
         raise InputError("a figure needs at least one query")
-    sheet = _Sheet(panels, marks, scores, cell, dpi)
-    y = sheet.pad
-    for p, h in zip(panels, sheet.heights):
-        sheet.panel(p, y)
-        y += h + 0.25
-    return sheet.fig
+    g = layout(panels, width, scores, legend, maps)
+    return Sheet(g, panels, marks, dpi).draw(panels, labels)
 
 
-class _Sheet:
-    """The figure's geometry (inches, from the top left) and its drawing steps."""
-
-    def __init__(self, panels: Sequence[Panel], marks: bool, scores: bool, cell: float, dpi: int):
-        import matplotlib
-
-        matplotlib.use("Agg", force=False)
-        from matplotlib.figure import Figure
-
-        self.marks, self.scores, self.cell = marks, scores, cell
-        self.k = max((len(c) for p in panels for _, c in p.rows if not isinstance(c, str)), default=1)
-        self.gap, label_w, self.pad = 0.06 * cell, 1.05, 0.12
-        self.ref_side = 1.6 * cell
-        self.row_h = cell + (0.16 if scores else 0.02)
-        self.heights = [self._panel_height(p) for p in panels]
-        self.width = self.pad + self.ref_side + 0.18 + label_w + self.k * cell + (self.k - 1) * self.gap + self.pad
-        self.height = self.pad + sum(self.heights) + 0.25 * (len(panels) - 1) + self.pad
-        self.grid_x = self.pad + self.ref_side + 0.18 + label_w
-        self.fig = Figure(figsize=(self.width, self.height), dpi=dpi)
-        self.fig.patch.set_facecolor("white")
-
-    def _panel_height(self, p: Panel) -> float:
-        n = max(len(p.rows), 1)
-        text_lines = len(textwrap.wrap(p.text, 30)) if p.text else 0
-        left_h = 0.22 + self.ref_side + 0.05 + 0.13 * min(text_lines, 9)
-        return max(0.22 + n * self.row_h + (n - 1) * self.gap, left_h)
-
-    def axes(self, x: float, y_top: float, w: float, h: float):
-        ax = self.fig.add_axes((x / self.width, (self.height - y_top - h) / self.height, w / self.width,
-                                h / self.height))
-        ax.set_xticks([])
-        ax.set_yticks([])
-        for s in ax.spines.values():
-            s.set_visible(False)
-        return ax
-
-    def text(self, x: float, y_top: float, s: str, **kw: Any) -> None:
-        self.fig.text(x / self.width, 1 - y_top / self.height, s, **kw)
-
-    def panel(self, p: Panel, y: float) -> None:
-        """The reference, the edit under it, the rank numbers and a row per method."""
-        pad, side = self.pad, self.ref_side
-        if p.title:
-            self.text(pad, y + 0.02, p.title, fontsize=7.5, fontweight="bold", va="top")
-        ax = self.axes(pad, y + 0.22, side, side)
-        ax.imshow(_array(p.reference), interpolation="lanczos")
-        for s in ax.spines.values():
-            s.set_visible(True)
-            s.set_color("#444444")
-            s.set_linewidth(0.8)
-        if p.text:
-            lines = textwrap.wrap(p.text, 30)
-            if len(lines) > 9:
-                lines = lines[:8] + [lines[8][:26] + " …"]
-            self.text(pad, y + 0.22 + side + 0.05, "“" + "\n".join(lines) + "”", fontsize=6.2,
-                      va="top", style="italic", linespacing=1.25)
-        for j in range(self.k):
-            self.text(self.grid_x + j * (self.cell + self.gap) + self.cell / 2, y + 0.02, str(j + 1),
-                      fontsize=6.5, ha="center", va="top", color="#555555")
-        for r, (label, cells) in enumerate(p.rows):
-            self.row(label, cells, y + 0.22 + r * (self.row_h + self.gap))
-
-    def row(self, label: str, cells: list | str, top: float) -> None:
-        """One method's results (or the reason it has none), with marks and scores."""
-        from matplotlib.patches import Circle, Rectangle
-
-        cell, gx = self.cell, self.grid_x
-        self.text(gx - 0.08, top + cell / 2, label, fontsize=7.5, ha="right", va="center", fontweight="bold")
-        if isinstance(cells, str):
-            self.text(gx, top + cell / 2, "\n".join(textwrap.wrap(cells, 24 * max(self.k, 2))),
-                      fontsize=6, va="center", color="#888888", style="italic")
-            return
-        for j, c in enumerate(cells):
-            x = gx + j * (cell + self.gap)
-            ax = self.axes(x, top, cell, cell)
-            ax.imshow(_array(c.image), interpolation="lanczos")
-            hit = self.marks and c.target
-            if hit:
-                ax.add_patch(Rectangle((0, 0), 1, 1, transform=ax.transAxes, fill=False,
-                                       edgecolor=TARGET_COLOUR, linewidth=3.2, clip_on=False))
-            if self.marks and c.same_character:
-                ax.add_patch(Circle((0.88, 0.88), 0.075, transform=ax.transAxes,
-                                    facecolor=SAME_COLOUR, edgecolor="white", linewidth=0.8))
-            if self.marks and c.failed:
-                ax.add_patch(Rectangle((0, 0), 1, 1, transform=ax.transAxes, fill=False,
-                                       edgecolor=FAIL_COLOUR, linewidth=2.4, clip_on=False))
-                ax.text(0.1, 0.86, "✗", transform=ax.transAxes, color="white", fontsize=9, fontweight="bold",
-                        ha="center", va="center", bbox={"boxstyle": "circle,pad=0.15", "fc": FAIL_COLOUR, "ec": "none"})
-            if self.scores and c.score is not None:
-                self.text(x + cell / 2, top + cell + 0.02, f"{c.score:.3f}" + (" ✓" if hit else ""),
-                          fontsize=5.5, ha="center", va="top", color=TARGET_COLOUR if hit else "#333333")
+def layout(panels: Sequence[Panel], width: str | float | None = None, scores: bool = True, legend: bool = False,
+           maps: bool = False) -> Geometry:
+    """The geometry `render` draws `panels` with (its `notes` say what had to give)."""
+    k = max((len(c) for p in panels for _, c in p.rows if not isinstance(c, str)), default=1)
+    labels = list(dict.fromkeys(label for p in panels for label, _ in p.rows))
+    return plan(width_of(width), k, labels, scores, maps and any(p.map is not None for p in panels), legend,
+                n_rows=max((len(p.rows) for p in panels), default=1))
 
 
 def to_image(fig) -> Image.Image:
@@ -225,41 +133,57 @@ class Exported:
     panels: list[Panel]
     figure: Any  # the matplotlib Figure
     references: list[Path] = field(default_factory=list)  # image files copied beside the JSON
+    notes: list[str] = field(default_factory=list)  # what the width made give (scores left out)
 
 
 # -- queries → panels ---------------------------------------------------------------------------
 
-def _reference(engine: Engine, e: dict, image_root: str | Path | None) -> tuple[Any, str, str]:
-    """(Reference, edit text, panel title) of one parsed entry."""
+def _reference(engine: Engine, e: dict, image_root: str | Path | None) -> tuple[Any, str, str, Path | None]:
+    """(Reference, edit text, its id for a title, the image file it came from) of one entry."""
     if "query_id" in e:
         q, row = engine.view.query(e["query_id"])
-        return engine.view.reference_from_row(row), q.text, q.query_id
+        return engine.view.reference_from_row(row), q.text, q.query_id, None
     if "reference" in e:
-        return engine.view.reference_from_id(e["reference"]), e["text"], e["reference"]
+        return engine.view.reference_from_id(e["reference"]), e["text"], e["reference"], None
     if "upload" in e:  # the app's own, already checked upload (never from a query list)
         return engine.view.reference_from_upload(e["upload"], name=e.get("name")), e["text"], \
-            e.get("name") or "upload"
+            e.get("name") or "upload", Path(e["upload"])
     path = resolve_image_path(e["reference_path"], image_root)  # checked again: never trust a dict
-    return engine.view.reference_from_upload(path), e["text"], Path(e["reference_path"]).name
+    return engine.view.reference_from_upload(path), e["text"], Path(e["reference_path"]).name, path
+
+
+def _letter(i: int) -> str:
+    """(a), (b), …, (z), (aa), …"""
+    s = ""
+    i += 1
+    while i:
+        i, r = divmod(i - 1, 26)
+        s = chr(97 + r) + s
+    return f"({s})"
 
 
 def build_panels(engine: Engine, entries: Sequence[dict], methods: Sequence[str], k: int = 5,
                  scoring: str = "cosine", lam: float | None = None, thumb: int = 192,
                  progress_cb: Callable[[int, int], None] | None = None,
-                 image_root: str | Path | None = None) -> list[Panel]:
-    """Run every entry through `engine.compare` (no progression) and lay the results out.
-    `reference_path` entries are read only under `image_root` (none: refused)."""
+                 image_root: str | Path | None = None, reference_px: int | None = None,
+                 maps: bool = False, ids: bool = False) -> list[Panel]:
+    """Run every entry through `engine.compare` and lay the results out: results at `thumb`
+    pixels, the reference at `reference_px` (default `thumb`); titles '(a) · Ivo', with the
+    query's id after the letter when `ids`; with `maps` each panel holds its neighbourhood map
+    (the progression's steps drawn as a path). `reference_path` entries are read only under
+    `image_root` (none: refused)."""
     if not methods:
         raise InputError("choose at least one method")
     panels = []
     for i, e in enumerate(entries):
         if progress_cb:
             progress_cb(i, len(entries))
-        ref, text, title = _reference(engine, e, image_root)
-        res = engine.compare(ref, text, k=k, scoring=scoring, lam=lam, methods=methods, progression=False)
-        if ref.character:
-            title += f" · {ref.character}"
-        ref_img = ref.image if ref.row is None else engine.view.reference_thumbnail(ref.row, thumb)
+        ref, text, ident, path = _reference(engine, e, image_root)
+        res = engine.compare(ref, text, k=k, scoring=scoring, lam=lam, methods=methods, progression=maps,
+                             explained=maps)
+        title = _letter(i) + (f" {ident}" if ids else "") + (f" · {ref.character}" if ref.character else "")
+        side = reference_px or thumb
+        ref_img = _file_image(path, side) if path is not None else engine.view.reference_thumbnail(ref.row, side)
         rows: list[tuple[str, list[Cell] | str]] = []
         for m in res.methods:
             if not m.ok:
@@ -267,25 +191,45 @@ def build_panels(engine: Engine, entries: Sequence[dict], methods: Sequence[str]
                 continue
             rows.append((m.label, [Cell(engine.view.thumbnail(h.row, thumb), h.score, h.is_target,
                                         h.same_character) for h in m.hits]))
-        panels.append(Panel(ref_img, res.edit, title, rows))
+        panels.append(Panel(ref_img, res.edit, title, rows, res.map if maps else None))
     if progress_cb:
         progress_cb(len(entries), len(entries))
     return panels
 
 
+def _file_image(path: Path, side: int) -> Image.Image:
+    """An image file (an upload, a listed file) at most `side` pixels on its longer edge."""
+    from .engine import MAX_UPLOAD_PIXELS
+    from .imageio import load_image
+
+    img = load_image(path, max_pixels=MAX_UPLOAD_PIXELS)
+    img.thumbnail((side, side), Image.LANCZOS)
+    return img
+
+
 def export(engine: Engine, entries: Sequence[dict], methods: Sequence[str], outputs: Sequence[str | Path],
            k: int = 5, scoring: str = "cosine", lam: float | None = None, marks: bool = True,
            scores: bool = True, progress_cb: Callable[[int, int], None] | None = None,
-           image_root: str | Path | None = None, engine_args: Sequence[str] = ()) -> Exported:
-    """Render and write every path in `outputs` (.png/.pdf/.json). The JSON (`Exported.spec`)
-    regenerates the figure with `python -m cir_core.figures --queries it.json` (its
-    `regenerate`: the full line, `regenerate_command`, with `engine_args`): image-file
-    references (`upload`, `reference_path`) are copied beside it and named by file name only."""
+           image_root: str | Path | None = None, engine_args: Sequence[str] = (),
+           width: str | float | None = None, legend: bool = False, maps: bool = False,
+           ids: bool = False) -> Exported:
+    """Render and write every path in `outputs` (.png/.pdf/.json), `width` inches wide ('column':
+    3.25, 'text': 6.75, the default), thumbnails fetched at 300 ppi for that width (`layout`).
+    The JSON (`Exported.spec`) regenerates the figure with `python -m cir_core.figures --queries
+    it.json` (its `regenerate`: the full line, `regenerate_command`, with `engine_args`):
+    image-file references (`upload`, `reference_path`) are copied beside it and named by file
+    name only."""
+    from .methods import method_label
+
     for p in outputs:
         if Path(p).suffix.lower() not in (*FORMATS, ".json"):
             raise InputError(f"cannot write {Path(p).name}: outputs are .png, .pdf or .json")
-    panels = build_panels(engine, entries, methods, k, scoring, lam, progress_cb=progress_cb,
-                          image_root=image_root)
+    if not methods:
+        raise InputError("choose at least one method")
+    inches = width_of(width)
+    g = plan(inches, k, [method_label(m) for m in methods], scores, maps, legend)  # the cells' size
+    panels = build_panels(engine, entries, methods, k, scoring, lam, thumb=g.thumb_px(), progress_cb=progress_cb,
+                          image_root=image_root, reference_px=g.reference_px(), maps=maps, ids=ids)
     jsons = [Path(p) for p in outputs if Path(p).suffix.lower() == ".json"]
     queries, sources = [], []
     for i, e in enumerate(entries):
@@ -298,10 +242,11 @@ def export(engine: Engine, entries: Sequence[dict], methods: Sequence[str], outp
         else:
             queries.append(dict(e))
     spec = {"queries": queries, "methods": list(methods), "k": int(k), "scoring": scoring,
-            "lambda": lam, "marks": marks, "scores": scores, "backbone": engine.backbone.id,
-            "gallery": engine.view.gallery.name,
+            "lambda": lam, "marks": marks, "scores": scores, "width": inches, "legend": legend,
+            "maps": maps, "ids": ids, "backbone": engine.backbone.id, "gallery": engine.view.gallery.name,
             "regenerate": regenerate_command(jsons[0].name if jsons else "THIS.json", engine_args)}
-    fig = render(panels, marks=marks, scores=scores)
+    labels = {m: method_label(m) for m in methods}
+    fig = render(panels, marks=marks, scores=scores, width=inches, legend=legend, maps=maps, labels=labels)
     copied: list[Path] = []
     for p in outputs:
         p = Path(p)
@@ -315,7 +260,8 @@ def export(engine: Engine, entries: Sequence[dict], methods: Sequence[str], outp
             p.write_text(json.dumps(spec, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         else:
             save(fig, p)
-    return Exported(spec, panels, fig, list(dict.fromkeys(copied)))
+    return Exported(spec, panels, fig, list(dict.fromkeys(copied)), layout(panels, inches, scores, legend,
+                                                                             maps).notes)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -332,6 +278,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lambda", dest="lam", type=float, help="Chord λ (default: each method's own)")
     ap.add_argument("--no-marks", action="store_true", help="no ground-truth frames / identity dots")
     ap.add_argument("--no-scores", action="store_true")
+    ap.add_argument("--width", help="the figure's width: 'column' (3.25 in), 'text' (6.75 in) or inches "
+                    "(default: the JSON's, else text); every text is at least 7 pt at that width")
+    ap.add_argument("--legend", action="store_true", default=None,
+                    help="a line naming the marks (green frame, blue dot) under the figure")
+    ap.add_argument("--map", dest="maps", action="store_true", default=None,
+                    help="each query's neighbourhood map under its rows (docs/APP.md, 'Why this result')")
+    ap.add_argument("--ids", action="store_true", default=None,
+                    help="the query ids in the titles after (a), (b), … (internal ids: off by default)")
     ap.add_argument("--image-root", help="folder that 'reference_path' entries are read from (relative "
                     "paths are relative to it; nothing outside it is opened); default: the folder of "
                     "--queries (the current folder for stdin)")
@@ -367,7 +321,11 @@ def main(argv: list[str] | None = None) -> int:
                       scoring=args.scoring or doc.get("scoring", "cosine"),
                       lam=args.lam if args.lam is not None else doc.get("lambda"),
                       marks=not args.no_marks and bool(doc.get("marks", True)),
-                      scores=not args.no_scores and bool(doc.get("scores", True)), image_root=root)
+                      scores=not args.no_scores and bool(doc.get("scores", True)), image_root=root,
+                      width=args.width if args.width is not None else doc.get("width"),
+                      legend=bool(args.legend if args.legend is not None else doc.get("legend", False)),
+                      maps=bool(args.maps if args.maps is not None else doc.get("maps", False)),
+                      ids=bool(args.ids if args.ids is not None else doc.get("ids", False)))
     except CIRError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -376,6 +334,8 @@ def main(argv: list[str] | None = None) -> int:
     for label, cells in (r for p in out.panels for r in p.rows):
         if isinstance(cells, str):
             print(f"note: {label}: {cells}", file=sys.stderr)
+    for note in out.notes:
+        print(f"note: {note}", file=sys.stderr)
     return 0
 
 

@@ -230,11 +230,17 @@ class EmbeddingCache:
         ident = {"id": backbone.id, "dim": int(backbone.dim)}
         atomic_write(folder / "backbone.json", lambda f: json.dump(ident, f), False)
 
-        bar = None
-        if progress:
-            from .progress import bar as progress_bar
+        from .progress import tracked
 
-            bar = progress_bar(total=len(todo), unit="image", desc=f"embedding {gallery.name}")
+        with tracked(f"embedding {gallery.name}", total=len(todo), unit="image", log=progress) as task:
+            self._encode(gallery, backbone, folder, keys, todo, out, norms, done, batch_size, task, progress_cb)
+        self._save(folder, keys, out, norms)
+        return (out, norms) if with_norms else out
+
+    def _encode(self, gallery: Gallery, backbone: Encoder, folder: Path, keys: list[str], todo: np.ndarray,
+                out: np.ndarray, norms: np.ndarray, done: np.ndarray, batch_size: int, task: Any,
+                progress_cb: Callable[[int, int], None] | None) -> None:
+        """Encode rows `todo` into `out` / `norms` (marking `done`), saving now and then."""
         if progress_cb:
             progress_cb(0, len(todo))
         last_save, save_cost, n_done = time.monotonic(), 0.0, 0
@@ -252,18 +258,13 @@ class EmbeddingCache:
                 backbone.encode_images(x, batch_size=batch_size, progress=False, with_norms=True)
             done[chunk] = True
             n_done += len(chunk)
-            if bar is not None:
-                bar.update(len(chunk))
+            task.update(len(chunk))
             if progress_cb:
                 progress_cb(n_done, len(todo))
             if n_done < len(todo) and time.monotonic() - last_save > max(self.checkpoint_s, 10 * save_cost):
                 t0 = time.monotonic()
                 self._save(folder, [k for k, d in zip(keys, done) if d], out[done], norms[done])
                 last_save, save_cost = time.monotonic(), time.monotonic() - t0
-        if bar is not None:
-            bar.close()
-        self._save(folder, keys, out, norms)
-        return (out, norms) if with_norms else out
 
     @staticmethod
     def _save(folder: Path, keys: list[str], emb: np.ndarray, norms: np.ndarray) -> None:

@@ -93,3 +93,23 @@ def report_header(*, benchmark: str | None = None, split: str | None = None, bac
         raise TypeError(f"report_header: {clash[0]!r} is a standard field; pass it by its keyword")
     header.update(extra)
     return header
+
+
+def with_header(report: Mapping[str, JSONValue], **fields: JSONValue) -> dict[str, JSONValue]:
+    """`report` with its `header` first: `report_header(**fields)`, where benchmark, split,
+    backbone and checkpoints not given are read from the report's own keys of those names."""
+    given = {k: report.get(k) for k in ("benchmark", "split", "backbone", "checkpoints")
+             if fields.get(k) is None and isinstance(report.get(k), (str, dict))}
+    return {"header": report_header(**{**given, **fields}), **{k: v for k, v in report.items() if k != "header"}}
+
+
+def write_report(path: str | os.PathLike[str], report: Mapping[str, JSONValue], *, allow_nan: bool = True,
+                 **fields: JSONValue) -> None:
+    """Write a JSON report with its header (`with_header`), whole or not at all."""
+    import json
+    from pathlib import Path
+
+    from .fileio import atomic_write
+
+    text = json.dumps(with_header(report, **fields), indent=1, ensure_ascii=False, allow_nan=allow_nan) + "\n"
+    atomic_write(Path(path), lambda f: f.write(text), binary=False)

@@ -84,13 +84,47 @@ ENGINE_ENV = {"backbone": "CIR_BACKBONE", "pretrained": "CIR_PRETRAINED", "check
               "batch_wait_ms": "CIR_BATCH_WAIT_MS", "max_requests": "CIR_MAX_REQUESTS"}
 
 
+BACKBONE_HELP = "open_clip name (ViT-L-14), local-dir:PATH or hf-hub:ORG/REPO[@REV]"
+
+
+def add_backbone_args(ap: argparse.ArgumentParser | argparse._ArgumentGroup, default: str | None = None,
+                      required: bool = False, pretrained: bool = True, many: bool = False) -> None:
+    """The backbone flags every CLI shares: --backbone (an open_clip spec) and --pretrained (a tag
+    or a weights file). `many`: repeatable, one per backbone (pairs by position)."""
+    more = " (repeatable)" if many else ""
+    shown = f"; default {default}" if default else ""
+    ap.add_argument("--backbone", required=required, action="append" if many else "store",
+                    default=[] if many else default, help=f"{BACKBONE_HELP}{more}{shown}")
+    if pretrained:
+        ap.add_argument("--pretrained", action="append" if many else "store", default=[] if many else None,
+                        help=f"open_clip pretrained tag (openai) or a weights file{more}; default: none (random "
+                             "init for a bare name)")
+
+
+def add_device_arg(ap: argparse.ArgumentParser | argparse._ArgumentGroup, default: str | None = "cpu") -> None:
+    """--device: cpu, cuda or cuda:N (`auto`/None where the CLI picks cuda when it is there)."""
+    ap.add_argument("--device", default=default,
+                    help=f"cpu, cuda or cuda:N (default: {default or 'cuda when available'})")
+
+
+def add_seed_arg(ap: argparse.ArgumentParser | argparse._ArgumentGroup, default: int = 0, what: str = "") -> None:
+    """--seed: the CLI's random draws (`what` says which)."""
+    ap.add_argument("--seed", type=int, default=default, help=f"seed{' of ' + what if what else ''} ({default})")
+
+
+def add_cache_arg(ap: argparse.ArgumentParser | argparse._ArgumentGroup, flag: str = "--cache-dir") -> None:
+    """The embedding cache's folder (default: $CIR_CACHE_DIR, else ~/.cache/cir-workbench)."""
+    ap.add_argument(flag, type=Path, default=None, help="embedding cache folder (default: $CIR_CACHE_DIR, else "
+                    "~/.cache/cir-workbench)")
+
+
 def add_engine_args(ap: argparse.ArgumentParser, gallery: bool = True,
                     methods_help: str = "the app's columns and baseline") -> argparse.ArgumentParser:
     """The engine's flags on `ap` (`gallery=False` leaves out --gallery/--world-queries, for CLIs
     that take their gallery from a benchmark)."""
     g = ap.add_argument_group("engine (each flag also reads the environment variable in brackets)")
-    g.add_argument("--backbone", help="open_clip name (ViT-L-14), local-dir:PATH or hf-hub:ORG/REPO[@REV] "
-                   "[CIR_BACKBONE; CIR_BACKBONE_REVISION]; default: the shipped tiny backbone")
+    g.add_argument("--backbone", help=f"{BACKBONE_HELP} [CIR_BACKBONE; CIR_BACKBONE_REVISION]; default: the "
+                   "shipped tiny backbone")
     g.add_argument("--pretrained", help="open_clip pretrained tag (openai) or a weights file [CIR_PRETRAINED]")
     g.add_argument("--checkpoints", help="folder holding <method>/ checkpoint folders, or a Hub repo id "
                    "org/name[@branch|tag|sha] [CIR_CHECKPOINTS; CIR_CHECKPOINTS_REVISION]; default: assets/methods")

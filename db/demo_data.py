@@ -16,6 +16,7 @@ from db.migrate import init_db
 from db.sqlite import open_db, session_factory
 from db.judgments import upsert_judgment
 from db.models import Annotator, Query, QuerySet, RetrievedItem, Task
+from cir_core.settings import add_seed_arg
 
 METHODS = (("sum", 0.3), ("dice", 0.6), ("pace", 0.8))  # (name, how well it ranks good items)
 SCORINGS = (("cosine", 0.0), ("chord", 0.1))
@@ -90,7 +91,7 @@ def populate(path: Path, seed: int = 0, n_queries: int = 12, pool_k: int = 5) ->
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m db.demo_data", description=__doc__.splitlines()[0])
     p.add_argument("--db", required=True, type=Path, help="new SQLite file to create")
-    p.add_argument("--seed", type=int, default=0)
+    add_seed_arg(p, what="the made-up judgments")
     args = p.parse_args(argv)
     populate(args.db, args.seed)
     print(f"demo annotation DB written to {args.db}")

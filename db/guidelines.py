@@ -30,7 +30,7 @@ edit *"Make the square blue."*
 
 The worked examples below are the world's own ground truth, labelled with each figure's look."""
 
-KEYS = """**Skip [S]** with a reason when you cannot judge; **Back [B]** revisits your previous answer (changing it
+KEYS = """**Skip [S]** with a reason (choose it in the list beside the button) when you cannot judge; **Back [B]** revisits your previous answer (changing it
 keeps the old one in the audit log); **Next [N]** returns to your first unanswered pair.
 Your answers are yours: nobody else sees or changes them, and you never see which method found a candidate."""
 

@@ -141,7 +141,7 @@ def format_human_auto(r: dict[str, Any] | None, k: int) -> list[str]:
     """Terminal lines for `human_vs_auto`'s dict (none when there are no automatic labels)."""
     if not r:
         return []
-    lines = [f"-- human vs automatic identity (automatic: cast labels / truth); mean [95% CI] over the queries shown",
+    lines = ["-- human vs automatic identity (automatic: cast labels / truth); mean [95% CI] over the queries shown",
              f"{'method/scoring':26s} {'q@1':>4s} {'human @1':20s} {'auto @1':20s} {'q@k':>4s} "
              f"{'human @' + str(k):20s} {'auto rate @' + str(k):20s} {'identity@' + str(k):20s} "
              f"{'human-auto @' + str(k):22s} {'agree @' + str(k):20s} kappa @{k}"]

@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session
 from db import blind
 from db import questions as q_registry
 from db.models import Query, QuerySet, RetrievedItem, Task, new_secret
+from cir_core.settings import add_seed_arg
 
 if TYPE_CHECKING:
     from cir_core.engine import Engine
@@ -63,7 +64,7 @@ def _check_new(session: Session, engine: Engine, name: str, queries: Sequence[Po
 def _retrieve(engine: Engine, q: PoolQuery, methods: Sequence[str], scorings: Sequence[str],
               k: int) -> list[tuple[str, str, int, str, float]]:
     """(method, scoring, rank, item, score) of every method x scoring's top k for `q`."""
-    ref = engine.view.reference_from_id(q.reference_id)
+    ref = engine.reference(q.reference_id)
     rows = []
     for sc in scorings:
         res = engine.compare(ref, q.edit_text, k=k, scoring=sc, methods=list(methods), progression=False)
@@ -104,9 +105,9 @@ def pool_query_set(session: Session, engine: Engine, name: str, queries: Sequenc
     _check_new(session, engine, name, queries, methods)
     hits = [(q, _retrieve(engine, q, methods, scorings, k)) for q in (progress or (lambda x: x))(queries)]
 
-    qs = QuerySet(name=name, source=source or getattr(engine.view.gallery, "name", ""), overlap=int(overlap),
+    qs = QuerySet(name=name, source=source or getattr(engine.gallery, "name", ""), overlap=int(overlap),
                   pool_k=int(k), meta={"methods": list(methods), "scorings": list(scorings),
-                                       "backbone": engine.backbone.id, "gallery": engine.view.gallery.name,
+                                       "backbone": engine.backbone.id, "gallery": engine.gallery.name,
                                        "gold_fraction": gold_fraction, "seed": seed},
                   mode="pointwise", questions=q_registry.names(asked), audit_share=float(audit_share))
     session.add(qs)
@@ -141,7 +142,7 @@ def pool_query_set(session: Session, engine: Engine, name: str, queries: Sequenc
         # Every query keeps a plain pair: gold pairs are given in proportion to a query's plain
         # ones (db.queue.open_tasks), so a query of gold pairs only would never be shown.
         per_query: dict[int, list[int]] = {}
-        for i, (t, q) in enumerate(chosen):
+        for i, (t, _) in enumerate(chosen):
             per_query.setdefault(id(t.query), []).append(i)
         size = {}
         for t, _ in tasks:
@@ -179,12 +180,12 @@ def pool_pairwise(session: Session, engine: Engine, name: str, queries: Sequence
     hits = [(q, _retrieve(engine, q, methods, scorings, k)) for q in (progress or (lambda x: x))(queries)]
     secret = new_secret()
     identical = 0
-    qs = QuerySet(name=name, source=source or getattr(engine.view.gallery, "name", ""), overlap=int(overlap),
+    qs = QuerySet(name=name, source=source or getattr(engine.gallery, "name", ""), overlap=int(overlap),
                   pool_k=int(k), secret=secret, mode="pairwise",
                   questions=q_registry.names(q_registry.for_set("pairwise", ())), audit_share=float(audit_share),
                   meta={"methods": methods, "scorings": scorings, "pairs": [["/".join(a), "/".join(b)]
                                                                             for a, b in itertools.combinations(combos, 2)],
-                        "backbone": engine.backbone.id, "gallery": engine.view.gallery.name})
+                        "backbone": engine.backbone.id, "gallery": engine.gallery.name})
     session.add(qs)
     shuffle = random.SystemRandom().shuffle
     for q, rows in hits:
@@ -223,7 +224,7 @@ def world_queries(engine: Engine, n: int, skip: int = 0) -> list[PoolQuery]:
     """The first `n` queries of the engine's generated-world benchmark (after `skip`), with the
     world's truth: identity = same character as the reference; edit = the item satisfies the edit
     (yes/no — the world cannot say "partial")."""
-    bench = engine.view.bench
+    bench = engine.world
     if bench is None:
         raise ValueError("the gallery is not the generated world: give queries from a manifest")
     identities = bench.identities()
@@ -247,7 +248,7 @@ def world_queries(engine: Engine, n: int, skip: int = 0) -> list[PoolQuery]:
 def movienet_queries(engine: Engine, raw: list[dict[str, Any]]) -> list[PoolQuery]:
     """Pool queries from `load_movienet_queryset`'s dicts. Where the query's character id is
     known, identity has a truth (is that character in the candidate frame?); edit has none."""
-    chars = {it.id: set(it.meta.get("character_ids") or ()) for it in engine.view.gallery.items}
+    chars = {it.id: set(it.meta.get("character_ids") or ()) for it in engine.gallery.items}
     out = []
     for q in raw:
         cid = (q.get("meta") or {}).get("character_id")
@@ -284,7 +285,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--scorings", nargs="+", default=["cosine", "chord"])
     ap.add_argument("--overlap", type=int, default=1, help="annotators per (non-gold) task")
     ap.add_argument("--gold", type=float, default=0.0, help="fraction of tasks with known answers as gold")
-    ap.add_argument("--seed", type=int, default=0)
+    add_seed_arg(ap, what="the gold draw")
     ap.add_argument("--questions", default="", help="optional questions besides identity and edit, "
                     "comma-separated (declared in db/questions.py: relevance)")
     ap.add_argument("--audit", type=float, default=0.0, help="share of agreed pairs a reviewer also sees "

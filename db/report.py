@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import math
 import sys
 from collections import Counter
@@ -38,6 +37,8 @@ from db.results import (
 )
 from cir_core.stats import METHODS as CI_METHODS
 from cir_core.stats import MIN_QUERIES_TRUSTED, bootstrap_ci, paired_bootstrap
+from cir_core.settings import add_seed_arg
+from cir_core.report_header import write_report
 
 __all__ = ["compute_report", "gold_accuracy", "report_figure", "format_report", "main"]
 
@@ -345,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", type=Path, help="write {'query_sets': [report, ...]} here")
     p.add_argument("--plot", type=Path, help="bar chart PNG (several sets: OUT-<set>.png each)")
     p.add_argument("--bootstrap", type=int, default=2000, help="bootstrap resamples (2000)")
-    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (0)")
+    add_seed_arg(p, what="the bootstrap")
     p.add_argument("--ci", choices=CI_METHODS, default="percentile",
                    help="interval: percentile (default) or bca (bias-corrected, accelerated)")
     p.add_argument("--no-annotators", dest="annotators", action="store_false",
@@ -375,7 +376,7 @@ def main(argv: list[str] | None = None) -> int:
             save_figure(report_figure(rep), out)
             print(f"plot: {out}")
     if args.json:
-        args.json.write_text(json.dumps({"query_sets": reports}, indent=1, allow_nan=False))
+        write_report(args.json, {"query_sets": reports}, allow_nan=False, benchmark=args.query_set or "every query set")
         print(f"json: {args.json}")
     return 0
 

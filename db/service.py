@@ -153,7 +153,7 @@ class AnnotationService:
     def ensure_default_set(self, cir_engine: Engine, progress: Callable | None = None) -> str | None:
         """Pool the world demo set on first use when the DB has no query set at all (a fresh clone
         then has something to annotate). None when the gallery is not the world."""
-        if self.query_sets() or cir_engine.view.bench is None:
+        if self.query_sets() or cir_engine.world is None:
             return None
         from cir_core.engine.core import SHOWCASE
         from db.pooling import pool_query_set, world_queries

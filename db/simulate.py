@@ -41,6 +41,7 @@ from cir_core.stats import wilson
 from db.report import compute_report, format_report
 from db.results import load_set, per_query_values
 from db.service import AnnotationService
+from cir_core.settings import add_seed_arg
 
 EDIT_ANSWERS = (("yes", 0.4), ("partial", 0.2), ("no", 0.4))
 
@@ -208,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--set", required=True, dest="set_name")
     ap.add_argument("--error-rates", default="0.02,0.05,0.1,0.15,0.2,0.3",
                     help="one simulated annotator per rate (identity answers flipped with it)")
-    ap.add_argument("--seed", type=int, default=0)
+    add_seed_arg(ap, what="the simulated annotators")
     ap.add_argument("--bootstrap", type=int, default=2000)
     ap.add_argument("--min-recovered", type=float, default=0.8, help="share of checks that must hold")
     ap.add_argument("--reviewer-error", type=float, help="then adjudicate every task in review with a "

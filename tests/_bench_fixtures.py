@@ -154,7 +154,7 @@ def write_demo(out: Path) -> dict[str, Path]:
     out = Path(out)
     n = [f"dev-{i}-0-img0" for i in range(60)]
     t = [f"test1-{i}-0-img0" for i in range(60)]
-    cirr = write_cirr(out / "cirr", "val", n, [
+    write_cirr(out / "cirr", "val", n, [
         cirr_query(i, n[i], n[i + 1], wtext({i + 1: 1, i + 2: 0.5}), n[i:i + 6]) for i in range(0, 40, 4)])
     write_cirr(out / "cirr", "test1", t, [
         cirr_query(100 + i, t[i], None, wtext({i + 3: 1}), t[i:i + 6]) for i in range(0, 20, 5)])

@@ -9,8 +9,36 @@ os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
+# The slow lane: whole modules that drive a browser, launch the app or a server process, train,
+# run torchrun or a rehearsal, or export the world. `pytest -m "not slow"` is the fast inner lane
+# (README: its time); CI runs everything. A single slow test elsewhere carries @pytest.mark.slow.
+SLOW_MODULES = frozenset({
+    # a browser (headless Chromium) or the launched app
+    "test_app_live", "test_app_widths", "test_app_a11y", "test_app_state", "test_app_progress", "test_app_why",
+    "test_app_films", "test_walkthrough", "test_annotate_live", "test_annotate_movienet_live", "test_annotate_buttons",
+    "test_hub_gallery_live", "test_http_guard", "test_annotate_guard", "test_handler_walk", "test_security",
+    "test_review_live", "test_organiser_live", "test_pairwise_live", "test_milvus", "test_milvus_live",
+    # training, torchrun, rehearsals, world exports, servers, whole-pipeline runs
+    "test_rehearse_real", "test_world_export", "test_pact", "test_movienet_rehearsal", "test_reproduce",
+    "test_searle", "test_plugin_method", "test_real_training", "test_dice", "test_index_build",
+    "test_peer_equivalence", "test_quickgelu", "test_movienet_build", "test_concurrency", "test_stress_small",
+    "test_gpu_smoke", "test_gpu_reproduce_smoke", "test_bench_films", "test_movienet_release", "test_durability",
+    "test_postgres", "test_blind", "test_batching", "test_progression_overtakers", "test_progression_oracle",
+    "test_pace", "test_lincir", "test_pic2word", "test_rtd", "test_atomic_folder", "test_load_bench",
+    "test_figures", "test_hub_gallery", "test_rehearse_movienet", "test_publish",
+})
+
+
 def pytest_configure(config):
-    config.addinivalue_line("markers", "slow: takes more than ~15 s on 2 CPU cores")
+    config.addinivalue_line("markers", "slow: takes more than ~15 s on 2 CPU cores (the slow lane)")
+
+
+def pytest_collection_modifyitems(config, items):
+    import pytest
+
+    for item in items:
+        if item.module.__name__.rpartition(".")[2] in SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)
 
 
 import pytest  # noqa: E402

@@ -45,7 +45,13 @@ def _sign_in(page, url: str) -> None:
 
 
 def _open_tab(page) -> None:
-    page.get_by_role("tab", name="Annotate").click()
+    tab = page.get_by_role("tab", name="Annotate")
+    page.wait_for_function("document.querySelectorAll('[role=tab]').length > 0", timeout=60_000)
+    if not tab.is_visible():  # a narrow screen keeps the tabs that do not fit in Gradio's overflow menu
+        page.locator(".overflow-menu button").first.click()
+        page.locator(".overflow-dropdown button", has_text="Annotate").click()
+        return
+    tab.click()
 
 
 def test_keyboard_only_judging_survives_closing_the_browser(app) -> None:
@@ -69,7 +75,9 @@ def test_keyboard_only_judging_survives_closing_the_browser(app) -> None:
             _open_tab(page)
             expect(page.locator(status)).to_contain_text("Signed in as alice", timeout=90_000)
             expect(page.locator(status)).to_contain_text("0 / ")
-            assert "[1]" in page.locator("#ann-id-yes").inner_text()  # hotkeys shown on the buttons
+            # hotkeys shown on the buttons (CSS, where there is a keyboard) and named for screen readers
+            assert "[1]" in page.evaluate("getComputedStyle(document.getElementById('ann-id-yes'), '::after').content")
+            assert page.locator("#ann-id-yes").get_attribute("aria-keyshortcuts") == "1"
             for img in ("#ann-ref", "#ann-cand"):  # the pictures load from Gradio's file route
                 page.wait_for_function(f"document.querySelector('{img}') && "
                                        f"document.querySelector('{img}').naturalWidth > 0", timeout=30_000)
@@ -104,3 +112,117 @@ def test_keyboard_only_judging_survives_closing_the_browser(app) -> None:
     with svc.Session() as s:
         assert s.scalar(select(func.count()).select_from(Judgment)) == 20
     assert Path(cfg.db).is_file()
+
+
+def _screen(browser, url: str, width: int, height: int, touch: bool):
+    ctx = browser.new_context(viewport={"width": width, "height": height}, has_touch=touch, is_mobile=touch)
+    page = ctx.new_page()
+    _sign_in(page, url)
+    _open_tab(page)
+    from playwright.sync_api import expect
+
+    expect(page.locator("#ann-status")).to_contain_text("Signed in as alice", timeout=90_000)
+    for img in ("#ann-ref", "#ann-cand"):
+        page.wait_for_function(f"document.querySelector('{img}') && document.querySelector('{img}').naturalWidth > 0",
+                               timeout=30_000)
+    return ctx, page
+
+
+def test_the_pair_fits_a_laptop_and_a_phone(app) -> None:
+    """Issue 44, item 3: at 1440x900 the reference, the candidate, both answer rows and Next are
+    on screen without scrolling (the edit answers used to sit below the fold); on a phone the
+    pictures are large (they were 144 px), the buttons touch-sized and no key hints show."""
+    from playwright.sync_api import sync_playwright
+
+    demo, _ = app
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            ctx, page = _screen(browser, demo.local_url, 1440, 900, touch=False)
+            for sel in ("#ann-ref", "#ann-cand", "#ann-id-yes", "#ann-id-cant_tell", "#ann-edit-yes", "#ann-edit-no",
+                        "#ann-skip", "#ann-next"):
+                box = page.locator(sel).bounding_box()
+                assert box and box["y"] >= 0 and box["y"] + box["height"] <= 900, (sel, box)
+            assert page.evaluate("window.scrollY") == 0
+            ctx.close()
+            ctx, page = _screen(browser, demo.local_url, 390, 844, touch=True)
+            for sel in ("#ann-ref", "#ann-cand"):
+                assert page.locator(sel).bounding_box()["width"] >= 280, sel
+            for sel in ("#ann-id-yes", "#ann-edit-no", "#ann-skip", "#ann-next"):
+                assert page.locator(sel).bounding_box()["height"] >= 44, sel
+            assert page.evaluate("getComputedStyle(document.getElementById('ann-id-yes'), '::after').content") == "none"
+            assert page.evaluate("document.documentElement.scrollWidth") <= 390  # nothing sideways
+            ctx.close()
+        finally:
+            browser.close()
+
+
+def test_answers_are_exposed_and_a_skip_needs_a_reason(app) -> None:
+    """The chosen answer's button says so (aria-pressed); S without a chosen reason skips nothing
+    and says why (it used to store the list's first reason, never chosen); with one, it skips."""
+    from playwright.sync_api import expect, sync_playwright
+
+    demo, _ = app
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            ctx, page = _screen(browser, demo.local_url, 1440, 900, touch=False)
+            status = page.locator("#ann-status")
+            page.locator("body").click(position={"x": 5, "y": 5})
+            page.keyboard.press("2")
+            expect(status).to_contain_text("Now the edit question")
+            expect(page.locator("#ann-id-no")).to_have_attribute("aria-pressed", "true")
+            expect(page.locator("#ann-id-yes")).to_have_attribute("aria-pressed", "false")
+            before = status.inner_text()
+            pos = before.split("pair #")[1].split()[0]
+            page.keyboard.press("s")
+            expect(status).to_contain_text("Choose why you skip")  # the pair stays; nothing skipped
+            page.locator("#ann-skip-reason input").click()
+            page.get_by_role("option", name="candidate unclear").click()
+            page.locator("body").click(position={"x": 5, "y": 5})
+            page.keyboard.press("s")
+            expect(status).not_to_contain_text(f"pair #{pos} ", timeout=20_000)
+            expect(page.locator("#ann-skip-reason input")).to_have_value("")  # chosen afresh next time
+            ctx.close()
+        finally:
+            browser.close()
+    svc = demo.cir_services.get()
+    with svc.Session() as s:
+        reasons = s.scalars(select(Judgment.skip_reason).where(Judgment.status == "skipped")).all()
+    assert reasons == ["candidate unclear"]
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_the_annotate_screen_has_no_serious_accessibility_violation(app, theme) -> None:
+    """axe-core on the Annotate tab at 390, 1024 and 1440 px (issue 44, item 4), before and after a
+    first answer, and on the own-work Results: no serious or critical violation."""
+    from playwright.sync_api import expect, sync_playwright
+
+    from _axe import axe_violations, describe
+
+    demo, _ = app
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            for width in (390, 1024, 1440):
+                ctx = browser.new_context(viewport={"width": width, "height": 900})
+                page = ctx.new_page()
+                page.goto(f"{demo.local_url}?__theme={theme}")
+                page.locator("input[type=password]").first.wait_for(timeout=60_000)
+                page.locator("input:not([type=password]):not([type=hidden])").first.fill("alice")
+                page.locator("input[type=password]").first.fill("wonderland")
+                page.keyboard.press("Enter")
+                _open_tab(page)
+                expect(page.locator("#ann-status")).to_contain_text("Signed in as alice", timeout=90_000)
+                page.wait_for_function("document.querySelector('#ann-ref') && "
+                                       "document.querySelector('#ann-ref').naturalWidth > 0", timeout=30_000)
+                where = f"Annotate, {width} px, {theme}"
+                bad = axe_violations(page)
+                assert bad == [], f"{where}:\n{describe(bad)}"
+                page.locator("#ann-id-cant_tell").click()
+                expect(page.locator("#ann-status")).to_contain_text("Now the edit question")
+                bad = axe_violations(page)
+                assert bad == [], f"{where}, a first answer chosen:\n{describe(bad)}"
+                ctx.close()
+        finally:
+            browser.close()

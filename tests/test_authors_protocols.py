@@ -153,7 +153,7 @@ def test_the_authors_protocol_gives_each_method_its_authors_form(tmp_path, tiny_
         m = get_method_class(name)(tiny_backbone, {"arch": {"input_scale": 20.0}}) if name != "sum" \
             else create_method("sum", tiny_backbone)  # untrained φ: only the texts matter here
         texts = []
-        m.compose = (lambda orig: lambda ref, t: texts.extend(t) or orig(ref, t))(m.compose)
+        m.compose = (lambda orig, texts=texts: lambda ref, t: texts.extend(t) or orig(ref, t))(m.compose)  # noqa: B023
         data = Embedded(emb, norms)
         res = bench.score(m, bench.compose(m, data), data, fashioniq.ScoreOpts("cosine"))
         seen[name] = (res.extra["fashioniq_text"], texts[:2])

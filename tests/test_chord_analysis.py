@@ -1,7 +1,7 @@
 """The Chord-correction analysis (PACT Fig. 3b / 6) on hand-made scores."""
 import numpy as np
 
-from cir_core.eval.chord_analysis import correction_by_bin, wrong_pairs
+from studies.chord_analysis import correction_by_bin, wrong_pairs
 
 
 def test_wrong_pairs_and_corrections_hand_made():

@@ -9,11 +9,12 @@ import pytest
 
 from _cir_fakes import fake_methods_engine, long_query, plain
 from cir_core.engine import MAX_STEPS
-from ui.common import number_noted
+from cir_core.engine.request import CompareRequest, admit, cut_edit, noted_number
+from cir_core.errors import CIRError
 from ui.compare import _load
 from ui.preview import preview_info
 from ui.permalink import from_query, link_query
-from ui.results import clip_edit, compare_api, compare_view, moves
+from ui.results import compare_api, compare_view, moves
 
 EDIT = "Make the square blue. Move the character to the left."
 OPTIONAL = ["text-only", "image-only", "pic2word"]
@@ -26,11 +27,11 @@ def engine():
 
 def test_an_edit_over_the_limit_is_cut_at_a_word_and_said_so():
     text = "Make the square blue. " * 300  # 6,600 characters
-    cut, note = clip_edit(text)
+    cut, note = cut_edit(text)
     assert len(cut) <= 2000 and cut.endswith(("blue.", "square", "the", "Make")) and text.startswith(cut)
     assert "6,599 characters; the limit is 2,000" in note and f"first {len(cut):,}" in note
-    assert clip_edit(EDIT) == (EDIT, None)
-    assert clip_edit("a  " * 900)[1] is None  # counted as the engine counts: whitespace collapsed
+    assert cut_edit(EDIT) == (EDIT, None)
+    assert cut_edit("a  " * 900)[1] is None  # counted as the engine counts: whitespace collapsed
 
 
 def test_compare_notes_reach_the_status_and_the_json(engine):
@@ -41,7 +42,7 @@ def test_compare_notes_reach_the_status_and_the_json(engine):
     assert "k = 0 is outside 1–50" in status and f"has {MAX_STEPS + 3} sentences" in status
     assert f"shows the first {MAX_STEPS}" in status and len(view.steps) == MAX_STEPS
     assert any(f"has {MAX_STEPS + 3} sentences" in n for n in view.details["notes"])
-    api = compare_api(engine, ref, "Make it blue. " * 200, 3, notes=["λ = 5 is outside 0–1: 1 was used."])
+    api = compare_api(engine, ref, "Make it blue. " * 200, 3, lam=5)
     assert any("characters; the limit is 2,000" in n for n in api["notes"])
     assert "λ = 5 is outside 0–1: 1 was used." in api["notes"] and len(api["edit"]) <= 2000
 
@@ -51,7 +52,26 @@ def test_compare_notes_reach_the_status_and_the_json(engine):
     (8, 8, None), (None, 8, None), ("abc", 8, "k = abc is not a number: 8 was used."),
     (7.5, 8, "k = 7.5 is not a whole number: 8 was used.")])
 def test_a_clamped_number_is_named(value, used, note):
-    assert number_noted(value, 8, 1, 50, "k", integer=True) == (used, note)
+    assert noted_number(value, 8, 1, 50, "k", integer=True) == (used, note)
+
+
+def test_one_admission_for_every_caller(engine):
+    """The tab, the JSON API and a notebook send their values through `admit`, the one place a
+    Compare's k, λ, scoring, edit and methods are decided: the same request, the same answer."""
+    req = CompareRequest(reference_id=engine.view.item_id(0), edit="Make it blue.", k=1000, scoring="Chord",
+                         lam="0.5", methods="pact, sum")
+    a = admit(req)
+    assert (a.k, a.scoring, a.lam, a.methods) == (50, "chord", 0.5, ("pact", "sum"))
+    assert a.notes == ("k = 1000 is outside 1–50: 50 was used.",)
+    with pytest.raises(CIRError, match="unknown method 'nope'"):
+        admit(CompareRequest(edit="x", methods=["nope"]))
+    api = compare_api(engine, engine.view.item_id(0), "Make it blue.", 1000, "Chord", "0.5", methods="pact, sum")
+    view = compare_view(engine, engine.view.item_id(0), None, "Make it blue.", 1000, "Chord", own_lambda=False,
+                        lam="0.5", names=["pact", "sum"])
+    run = engine.run(a).to_dict()
+    assert [m["hits"] for m in api["methods"]] == [m["hits"] for m in run["methods"]] == \
+        [m["hits"] for m in view.details["methods"]]
+    assert api["notes"] == run["notes"] and "k = 1000 is outside 1–50: 50 was used." in plain(view.status)
 
 
 def test_the_topk_csv_holds_every_method_and_step(engine, tmp_path):
@@ -126,12 +146,14 @@ def test_the_page_load_takes_a_permalink(engine):
     ref = engine.view.item_id(7)
     out = _load(engine, {"ref": ref, "edit": EDIT, "k": "5", "scoring": "chord", "lambda": "0.2",
                          "methods": "image-only"}, OPTIONAL)
-    *_, ref_id, edit, _, info, k, scoring, own, lam, extra = out
-    assert (ref_id, edit, k, scoring, own, extra) == (ref, EDIT, 5, "Chord", False, ["image-only"])
+    *_, ref_id, edit, _, info, k, scoring, own, lam, extra, search, examples_note = out
+    assert (ref_id, edit["value"], k, scoring, own, extra) == (ref, EDIT, 5, "Chord", False, ["image-only"])
     assert lam["value"] == 0.2 and lam["interactive"] is True and ref in info
+    # the hints speak of the gallery shown (here the world)
+    assert "square" in edit["placeholder"] and "caption" in search["placeholder"] and "world" in examples_note
     first = engine.view.item_id(engine.view.query(engine.view.example_queries()[0].query_id)[1])
     plain_load = _load(engine, {}, OPTIONAL)
-    assert plain_load[6] == first and plain_load[-5:] == [gr.skip()] * 5  # the first example, as before
+    assert plain_load[6] == first and plain_load[-7:-2] == [gr.skip()] * 5  # the first example, as before
     with pytest.warns(UserWarning, match="cannot be opened"):  # the toast (outside an event: a warning)
         unknown = _load(engine, {"ref": "test/999999", "edit": EDIT}, OPTIONAL)
     assert unknown[6] == first  # not the link's: the page's script then presses nothing

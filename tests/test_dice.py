@@ -12,7 +12,7 @@ from safetensors.torch import load_file
 from cir_core.errors import CheckpointError
 from cir_core.methods import create_method
 from cir_core.methods.dice import DiCE, DiCENet
-from training.heads import LAMBDA_GRID, EMAWrapper
+from training.heads import EMAWrapper
 from training.loop import run
 from training.train_dice import DEFAULTS, DiCETask, dice_losses
 

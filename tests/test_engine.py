@@ -58,7 +58,7 @@ def test_compare_world_query_marks_and_progression(engine):
     assert res.progression.method == "pace" and res.progression.native
     assert len(res.progression.steps) == len(q.sentences)
     assert [s.sentence for s in res.progression.steps] == list(q.sentences)
-    assert set(res.timings) == {"encode", "compose", "search", "total"}
+    assert set(res.timings) == {"encode", "compose", "search", "explain", "wait", "build", "total"}
     assert res.to_dict()["reference"]["item_id"] == engine.view.item_id(row)
 
 
@@ -182,7 +182,7 @@ def test_search_examples_and_queries(engine):
     assert engine.view.search(engine.view.item_id(7)) == [7]
     ex = engine.view.example_queries()
     assert len(ex) == 6 and len(ex[0].sentences) >= 2
-    with pytest.raises(InputError, match="no world query"):
+    with pytest.raises(InputError, match="no query .test-99999. in this benchmark"):
         engine.view.query("test-99999")
 
 
@@ -251,8 +251,10 @@ def test_q_empty_is_computed_once_per_reference(engine):
     m.compose_empty = lambda ref: calls.append(1) or orig(ref)
     try:
         ref = engine.view.reference_from_row(11)
-        engine.compare(ref, "Add a star.", k=2, methods=["pact"], progression=False)
+        engine.compare(ref, "Add a star.", k=2, methods=["pact"], progression=False, explained=False)
         assert calls == []  # cosine does not read q_∅, so it is not computed
+        res = engine.compare(ref, "Add a star.", k=2, methods=["pact"], progression=False)
+        assert calls == [1] and res.methods[0].hits[0].why is not None  # the "why" reads it: once
         engine.compare(ref, "Add a star.", k=2, scoring="chord", methods=["pact"], progression=False)
         engine.compare(ref, "Remove the star.", k=2, scoring="chord", methods=["pact"], progression=False)
     finally:

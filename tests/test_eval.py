@@ -4,7 +4,7 @@ import json
 import numpy as np
 
 from cir_core.eval import cli as ev
-from cir_core.benchmarks.world import WorldBench
+from cir_core.benchmarks.world import WorldEval
 from cir_core.eval.loop import evaluate
 from cir_core.search import ScoreOpts
 
@@ -13,7 +13,7 @@ METRICS = ["R@1", "R@5", "R@10", "R@50", "Rs@1", "Rs@2", "Rs@3", "mAP@5", "mAP@1
 
 
 def world(bench, progression=False):
-    return WorldBench(bench, 64, progression)
+    return WorldEval(bench, 64, progression)
 
 
 def test_evaluate_schema_and_dump(tiny_backbone, small_bench, tmp_path):

@@ -116,3 +116,59 @@ def test_the_regenerate_command_works_from_another_folder(tmp_path):
     run = subprocess.run(["bash", "-c", cmd], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
     assert (tmp_path / "fig.pdf").read_bytes()[:5] == b"%PDF-" and Image.open(tmp_path / "fig.png").width > 200
+
+
+@pytest.mark.parametrize("width, inches", [("column", 3.25), ("text", 6.75)])
+def test_a_figure_is_camera_ready_at_a_papers_column_and_text_width(tmp_path, width, inches):
+    """Issue 44: score labels were 6.4 pt at the exported size (≈ 5.4 pt at a paper's text width),
+    thumbnails 200 ppi, internal ids in the titles, no legend, a blank area under the reference.
+    Measured from the PDF: the page is the width asked for, no text is below 7 pt, every image is
+    placed at >= 300 ppi, the fonts are TrueType (no Type 3)."""
+    from _cir_fakes import fake_trained_methods, make_test_engine
+    from _pdf import Pdf
+    from cir_core.figures import export
+
+    with fake_trained_methods():
+        engine = make_test_engine()
+        out = export(engine, [{"query_id": "test-00001"}, {"reference": "test/000005", "text": "Add a red star."}],
+                     ["pact", "dice", "pace", "sum"], [tmp_path / "f.pdf", tmp_path / "f.png", tmp_path / "q.json"],
+                     k=3, width=width, legend=True, maps=True)
+    pdf = Pdf.read(tmp_path / "f.pdf")
+    w, h = pdf.page_size()
+    assert w == pytest.approx(inches * 72, abs=0.01) and h > 0
+    sizes = pdf.text_sizes()
+    assert len(sizes) > 40 and min(sizes) >= 7.0 - 1e-6, sorted(sizes)[:5]
+    ppi = pdf.image_ppi()
+    assert len(ppi) == 2 * (1 + 4 * 3) and min(ppi) >= 299.0, sorted(ppi)[:3]
+    fonts = set(pdf.fonts())
+    assert fonts and fonts <= {b"Type0", b"CIDFontType2", b"TrueType"}, fonts
+    png = Image.open(tmp_path / "f.png")
+    assert abs(png.width - inches * 300) <= 1  # the PNG at 300 ppi too
+    # method labels and letters, not internal ids; the reference as tall as the rows; the map
+    p = out.panels[0]
+    assert [label for label, _ in p.rows] == ["PACT", "DiCE", "PACE", "Sum (baseline)"]
+    assert p.title.startswith("(a)") and "test-00001" not in p.title and out.panels[1].title.startswith("(b)")
+    assert p.map is not None and out.spec["width"] == inches and out.spec["legend"] and out.spec["maps"]
+    from cir_core.figures import layout
+
+    g = layout(out.panels, inches, legend=True, maps=True)
+    assert g.ref_side == pytest.approx(min(g.rows_h, 0.5 * inches))  # as tall as the rows, or half the width
+    assert g.score_fmt  # k = 3 leaves room for the scores
+
+
+def test_a_narrow_figure_says_what_it_left_out_and_ids_come_back_on_request(tmp_path):
+    from _cir_fakes import fake_trained_methods, make_test_engine
+    from _pdf import Pdf
+    from cir_core.errors import InputError
+    from cir_core.figures import export
+
+    with fake_trained_methods():
+        engine = make_test_engine()
+        out = export(engine, [{"query_id": "test-00001"}], ["pact", "dice", "pace", "compose-only", "sum"], [tmp_path / "f.pdf"],
+                     k=8, width="column", ids=True)
+        assert any("scores left out" in n for n in out.notes) and out.panels[0].title.startswith("(a) test-00001")
+        assert min(Pdf.read(tmp_path / "f.pdf").text_sizes()) >= 7.0 - 1e-6  # still nothing below 7 pt
+        with pytest.raises(InputError, match="do not fit"):
+            export(engine, [{"query_id": "test-00001"}], ["pact"], [tmp_path / "g.pdf"], k=20, width=1.6)
+        with pytest.raises(InputError, match="column"):
+            export(engine, [{"query_id": "test-00001"}], ["pact"], [tmp_path / "g.pdf"], width="A4")

@@ -1,6 +1,5 @@
 """cir_core.fileio: the one temp-file-then-rename and the one CSV cell rule."""
 import threading
-from pathlib import Path
 
 import pytest
 

@@ -11,6 +11,7 @@ user HTML may reach a Markdown output unescaped, and nothing may be logged with 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import math
 from typing import Any
@@ -136,9 +137,11 @@ def _run(demo: Any, bf: Any, values: list, user: str | None, index: Any) -> tupl
     gr.Warning = record  # the handlers call gr.Warning through ui.common.warn
     try:
         raw = bf.fn(*args)
+        yields = list(raw) if inspect.isgenerator(raw) else [raw]  # a generator: every update it sends
     finally:
         gr.Warning = original
-    processed = asyncio.run(demo.postprocess_data(bf, raw, SessionState(demo)))  # wraps one output
+    for raw in yields:
+        processed = asyncio.run(demo.postprocess_data(bf, raw, SessionState(demo)))  # wraps one output
     return ([raw] if len(bf.outputs) == 1 else list(raw)), toasts, processed
 
 

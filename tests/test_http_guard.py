@@ -5,9 +5,7 @@ its owner only; and the gold accuracy an annotator sees cannot be read back afte
 answers. Each attack succeeded on dd6dd0f."""
 from __future__ import annotations
 
-import json
 import threading
-import time
 from pathlib import Path
 
 import httpx

@@ -1,16 +1,20 @@
 """The house's layers, read from the code (ast, nothing executed): no import circles, and the
 arrows DESIGN.md allows — cir_core imports nothing of the project outside itself, db imports the
-library only, training the library only, and nothing imports the app's UI but app.py."""
+library only, training the library only, nothing imports the app's UI but app.py, and studies/
+(experiments, probes, oracles) sits above everything: it may import the product, and nothing in
+the product (cir_core, ui, db, app.py, the trainers) imports a study."""
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("cir_core", "ui", "db", "training", "bench")
+PACKAGES = ("cir_core", "ui", "db", "training", "bench", "studies")
 # package -> the project packages it may import (besides itself)
 ALLOWED = {"cir_core": set(), "db": {"cir_core"}, "training": {"cir_core"}, "ui": {"cir_core", "db"},
-           "bench": {"cir_core", "db", "training"}, "app": {"ui", "db", "cir_core"}}
+           "bench": {"cir_core", "db", "training"}, "app": {"ui", "db", "cir_core"},
+           "studies": {"cir_core", "db", "training"}}
+PRODUCT = ("cir_core", "ui", "db", "training", "app")  # what ships: none of it may import a study
 
 
 def modules() -> dict[str, Path]:
@@ -141,6 +145,29 @@ def test_layers():
     assert bad == []
 
 
+def study_users(g: dict[str, set[str]]) -> list[str]:
+    """'module -> study' for every arrow from the product into studies/."""
+    return sorted(f"{m} -> {d}" for m, deps in g.items() if m.split(".")[0] in PRODUCT
+                  for d in deps if d.split(".")[0] == "studies")
+
+
+def test_nothing_in_the_product_imports_a_study():
+    """Issue 43: the lab lives in studies/, above the product. A trainer, the library, the UI, the
+    annotation store or the app reaching into a study (even lazily) fails here, by name."""
+    g = graph()
+    assert {"studies.progression_failures", "studies.progression_oracle", "studies.chord_analysis"} <= set(g)
+    assert "training.train_pace" in g and "cir_core.eval.loop" in g  # the graph sees both sides
+    assert study_users(g) == []
+
+
+def test_an_arrow_into_a_study_would_be_found():
+    g = {"training.train_pace": {"studies.pace_label_audit"}, "cir_core.eval.cli": {"studies.chord_analysis"},
+         "ui.compare": {"cir_core.engine"}, "app": {"studies"}, "studies.val_seeds": {"training.loop"},
+         "bench.bench_topk": {"cir_core.search"}}
+    assert study_users(g) == ["app -> studies", "cir_core.eval.cli -> studies.chord_analysis",
+                              "training.train_pace -> studies.pace_label_audit"]
+
+
 def test_nothing_but_the_app_imports_the_ui():
     users = {m for m, deps in graph().items() if any(d.split(".")[0] == "ui" for d in deps)}
     assert {m.split(".")[0] for m in users} <= {"ui", "app"}
@@ -210,7 +237,7 @@ def test_the_environment_is_read_in_the_settings_only():
     """Every environment variable goes through cir_core.env (declared there, with what it does) or
     the settings modules, never read deep in the library (issue 43)."""
     found = {}
-    for name, path in modules().items():
+    for path in modules().values():
         rel = str(path.relative_to(ROOT))
         if rel in ENV_READERS or rel.startswith("bench/"):
             continue

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from cir_core.benchmarks.world import WorldBench
+from cir_core.benchmarks.world import WorldEval
 from cir_core.errors import CheckpointError
 from cir_core.eval.loop import evaluate
 from cir_core.methods import create_method
@@ -51,7 +51,7 @@ def authors_checkpoint(path, projection_dim, hidden_size, seed=0):
 
 
 def test_the_authors_checkpoint_converts_loads_and_ranks(tiny_backbone, small_bench, tmp_path):
-    phi = authors_checkpoint(tmp_path / "phi_best.pt", tiny_backbone.dim, 128)
+    authors_checkpoint(tmp_path / "phi_best.pt", tiny_backbone.dim, 128)
     folder = convert("lincir", tmp_path / "phi_best.pt", tmp_path / "lincir", tiny_backbone, allow_pickle=True)
     cfg = json.loads((folder / "config.json").read_text())
     assert cfg["method"] == "lincir" and cfg["arch"]["hidden_dim"] == 1024 and cfg["extra"]["replace"] == "all"
@@ -60,7 +60,7 @@ def test_the_authors_checkpoint_converts_loads_and_ranks(tiny_backbone, small_be
     m = create_method("lincir", tiny_backbone, folder)
     ref, norms = unit_rows(3, tiny_backbone.dim), np.array([18.5, 20.0, 23.25], np.float32)
     np.testing.assert_array_equal(m.phi_input(Refs(ref, norms)), ref * norms[:, None])
-    rep, _ = evaluate(WorldBench(small_bench, 64, False), tiny_backbone, ["lincir"], cache=tmp_path / "c",
+    rep, _ = evaluate(WorldEval(small_bench, 64, False), tiny_backbone, ["lincir"], cache=tmp_path / "c",
                       progress=False, checkpoints={"lincir": str(folder)})
     assert set(rep["results"]["lincir"]) == {"cosine", "chord"} and not rep.get("skipped")
 

@@ -132,9 +132,6 @@ def test_mining_hand_made_bank():
     # the cap keeps what q_n scores highest: e2 under q_1
     idx, valid = mine_hard_negatives(states, n, pos, bank, keys, torch.tensor([7]), 4, 1)
     assert idx[valid].tolist() == [2]
-    # two keys per row (spare_final: the intermediate positive's and the final target's): neither is mined
-    idx, valid = mine_hard_negatives(states, n, pos, bank, keys, torch.tensor([[7, 2]]), per_step=4, cap=8)
-    assert set(idx[valid].tolist()) == {1}
     # every returned candidate beats the positive at some step
     scores = states[0] @ bank.T
     for j in idx[valid].tolist():
@@ -285,219 +282,21 @@ def test_pace_trains_a_prefix_against_its_intermediate_target(head_cfg, tiny_bac
     np.testing.assert_array_equal(b["same"].numpy(), keys[:, None] == keys[None, :])  # built from the new keys
     loss, _ = task.loss(task.model, b)
     assert np.isfinite(loss.item())
-    with pytest.raises(SystemExit, match="'final', 'intermediate' or 'nested'"):
+    with pytest.raises(SystemExit, match="'final' or 'intermediate'"):
         PACETask(head_cfg(DEFAULTS, prefix_fraction=0.5, prefix_target="middle"), tiny_backbone)
 
 
+def test_the_shipped_recipe_loads_and_a_refused_lever_is_an_unknown_key():
+    """pace_tiny.json holds the shipped recipe only; the levers tried and refused
+    (docs/experiments/pace.md) are gone from the trainer, so asking for one is an error naming it,
+    never a silently ignored setting."""
+    from pathlib import Path
 
-def lever_batches(head_cfg, backbone, seed, lever, changed=(), **kw):
-    """The prefix recipe's task (settings kw) and one with `lever` added (a lever key overrides
-    kw's), each batch drawn with the same rng, and the uncut batch of the same draws (`full`). The
-    lever may change only the keys `changed` of what the recipe's batch holds: it adds terms,
-    never other draws."""
-    plain, task = PACETask(head_cfg(DEFAULTS, **kw), backbone), PACETask(head_cfg(DEFAULTS, **{**kw, **lever}), backbone)
-    a, b = plain.batch(0, 0, random.Random(seed)), task.batch(0, 0, random.Random(seed))
-    for k in set(a) - set(changed):
-        torch.testing.assert_close(a[k], b[k], rtol=0, atol=0)
-    uncut = {k: v for k, v in kw.items() if k in ("bank_size", "long_fraction")}
-    full = PACETask(head_cfg(DEFAULTS, **uncut), backbone).batch(0, 0, random.Random(seed))
-    return plain, task, a, b, full
+    from training.loop import parse_cli
 
-
-def test_progress_hinge_hand_made():
-    from training.train_pace import progress_hinge
-
-    target = torch.tensor([[1.0, 0.0, 0.0]])
-    bank, keys, key = torch.tensor([[0.0, 1.0, 0.0], [1.0, 0.0, 0.0]]), torch.tensor([5, 7]), torch.tensor([7])
-    near, far = torch.tensor([[0.9, 0.1, 0.0]]), torch.tensor([[0.5, 0.5, 0.0]])
-    assert progress_hinge(near, near, target, key, bank, keys, 0.1).item() == 0.0
-    assert progress_hinge(far, near, target, key, bank, keys, 0.1).item() == 0.0  # the step helps: no loss
-
-    def lp(q):  # by hand: the bank's second row has the target's key and is left out
-        q = F.normalize(q, dim=-1)[0]
-        s = torch.stack([q @ target[0], q @ bank[0]]) / 0.1
-        return (s[0] - torch.logsumexp(s, 0)).item()
-
-    got = progress_hinge(near, far, target, key, bank, keys, 0.1).item()
-    assert got == pytest.approx(lp(near) - lp(far), rel=1e-5) and got > 0
-
-
-def test_progress_loss_composes_the_next_prefix_from_scratch(head_cfg, tiny_backbone, train_cache):
-    """Every row cut to k sentences also gets its prefix of k + 1 (the whole text at k + 1 = n)
-    as `prefix_queries` composes it, and the final target; the draws are the plain prefix
-    recipe's, so progress_loss changes no row of the batch it shares with it."""
-    _, task, a, b, full = lever_batches(head_cfg, tiny_backbone, 4, dict(progress_loss=1.0), bank_size=64,
-                                        long_fraction=0.5, prefix_fraction=1.0)
-    c, strings = task.cache, json.loads((task.cache.folder / "texts.json").read_text())
-    assert len(b["p_rows"]) == sum(int(n) >= 2 for n in full["n"])
-    for j, r in enumerate(b["p_rows"].tolist()):
-        i, k = cache_row(c, full, r), int(b["n"][r]) + 1
-        sent = [strings[s] for s in c.sent_idx[c.sent_off[i]:c.sent_off[i + 1]]]
-        want = c.text(c.edit[i]) if k == len(sent) else tiny_backbone.encode_texts([" ".join(sent[:k])])[0]
-        np.testing.assert_allclose(b["p_text"][j].numpy(), want, atol=2e-3)
-        np.testing.assert_array_equal(b["p_sents"][j, :k].numpy(), c.sentences(i)[:k])
-        assert not b["p_sents"][j, k:].any() and int(b["p_n"][j]) == k
-        np.testing.assert_array_equal(b["p_vt"][j].numpy(), c.image("tgt", np.array([i]))[0])
-        assert int(b["p_key"][j]) == int(c.tgt_key[i])
-    loss, logs = task.loss(task.model, b)
-    assert np.isfinite(loss.item()) and logs["progress"] >= 0
-    with pytest.raises(SystemExit, match="needs prefix_fraction > 0"):
-        PACETask(head_cfg(DEFAULTS, progress_loss=1.0), tiny_backbone)
-
-
-def test_direction_step_hand_made():
-    from training.train_pace import direction_step
-
-    before, after = torch.tensor([[2.0, 0.0]]), torch.tensor([[0.0, 3.0]])  # normalised step: (-1, 1)
-    assert direction_step(before, after, torch.tensor([[1.0, 0.0]]), torch.tensor([[0.0, 1.0]])).item() \
-        == pytest.approx(0.0, abs=1e-6)
-    assert direction_step(before, after, torch.tensor([[0.0, 1.0]]), torch.tensor([[1.0, 0.0]])).item() \
-        == pytest.approx(2.0, abs=1e-6)
-    # a row whose drawn step is zero is left out, not counted as a right angle
-    two = direction_step(before.repeat(2, 1), after.repeat(2, 1), torch.tensor([[1.0, 0.0], [1.0, 0.0]]),
-                         torch.tensor([[0.0, 1.0], [1.0, 0.0]]))
-    assert two.item() == pytest.approx(0.0, abs=1e-6)
-    none = direction_step(before, after, torch.ones(1, 2), torch.ones(1, 2))
-    assert none.item() == 0.0
-
-
-def test_direction_loss_steps_from_the_drawn_image_after_k_to_k_plus_1(head_cfg, tiny_backbone, train_cache):
-    """Each cut row's drawn images are the intermediate targets after k and k + 1 edits (after
-    k twice when k + 1 = n, which leaves the row out); the draws are the prefix recipe's."""
-    _, task, a, b, full = lever_batches(head_cfg, tiny_backbone, 5, dict(direction_loss=1.0), bank_size=64,
-                                        long_fraction=0.5, prefix_fraction=1.0, prefix_target="intermediate")
-    c, both = task.cache, 0
-    for j, r in enumerate(b["p_rows"].tolist()):
-        i, k = cache_row(c, full, r), int(b["n"][r])
-        np.testing.assert_array_equal(b["p_vk"][j].numpy(), task.targets.target(i, k)[0])
-        after = task.targets.target(i, k + 1)[0] if k + 1 < c.n_sentences[i] else task.targets.target(i, k)[0]
-        np.testing.assert_array_equal(b["p_vk1"][j].numpy(), after)
-        both += k + 1 < c.n_sentences[i]
-    assert both  # some rows take a drawn step
-    loss, logs = task.loss(task.model, b)
-    assert np.isfinite(loss.item()) and 0 <= logs["direction"] <= 2 and "progress" not in logs
-    with pytest.raises(SystemExit, match="prefix_target=intermediate"):
-        PACETask(head_cfg(DEFAULTS, direction_loss=1.0, prefix_fraction=0.5), tiny_backbone)
-
-
-def test_info_nce_hard_bias_counts_a_negative_w_times():
-    q, t = F.normalize(torch.randn(4, 6), dim=-1), F.normalize(torch.randn(4, 6), dim=-1)
-    h = F.normalize(torch.randn(4, 1, 6), dim=-1)
-    on = torch.ones(4, 1, dtype=torch.bool)
-    copies = info_nce(q, t, 0.1, hard=h.repeat(1, 8, 1), hard_valid=on.repeat(1, 8))
-    biased = info_nce(q, t, 0.1, hard=h, hard_valid=on, hard_bias=torch.full((4, 1), float(np.log(8))))
-    assert biased.item() == pytest.approx(copies.item(), rel=1e-5)
-    assert info_nce(q, t, 0.1, hard=h, hard_valid=on, hard_bias=torch.zeros(4, 1)).item() \
-        == pytest.approx(info_nce(q, t, 0.1, hard=h, hard_valid=on).item(), rel=1e-6)
-
-
-def test_step_negative_is_the_image_before_the_last_sentence_read(head_cfg, tiny_backbone, train_cache):
-    """A row cut to k sentences gets the drawn image after k - 1 edits (the reference at k = 1), a
-    whole row of n >= 2 the one after n - 1, a single sentence none; the draws are the prefix
-    recipe's, and the negative can only raise the loss."""
-    plain, task, a, b, full = lever_batches(head_cfg, tiny_backbone, 6, dict(step_negative=8.0), bank_size=64,
-                                            long_fraction=0.7, prefix_fraction=0.5, prefix_target="intermediate")
-    c, seen = task.cache, {"ref": 0, "drawn": 0, "whole": 0, "single": 0}
-    for r in range(len(full["n"])):
-        i, k, n = cache_row(c, full, r), int(b["n"][r]), int(c.n_sentences[cache_row(c, full, r)])
-        if n == 1:
-            assert not b["s_valid"][r]
-            seen["single"] += 1
-            continue
-        want, key = ((c.image("ref", np.array([i]))[0], int(c.ref_key[i])) if k == 1
-                     else task.targets.target(i, k - 1))
-        np.testing.assert_array_equal(b["s_neg"][r].numpy(), want)
-        assert bool(b["s_valid"][r]) == (key != int(b["t_key"][r]))
-        seen["ref" if k == 1 else "whole" if k == n else "drawn"] += 1
-    assert all(seen.values()), seen
-    with_neg, logs = task.loss(task.model, b)
-    without, _ = plain.loss(task.model, a)
-    assert with_neg.item() > without.item() and logs["hard"] > _["hard"]
-    with pytest.raises(SystemExit, match="step_negative must be >= 0 and needs"):
-        PACETask(head_cfg(DEFAULTS, step_negative=1.0, prefix_fraction=0.5), tiny_backbone)
-
-
-def test_spare_final_keeps_a_prefix_rows_final_target_out_of_its_negatives(head_cfg, tiny_backbone, train_cache):
-    """spare_final adds each row's final key (its target before any cut), marks a batch row whose
-    positive is that final target as not a negative, and changes no draw of the prefix recipe."""
-    _, task, a, b, full = lever_batches(head_cfg, tiny_backbone, 7, dict(spare_final=True), ("same",), bank_size=64,
-                                        long_fraction=0.7, prefix_fraction=1.0, prefix_target="intermediate")
-    np.testing.assert_array_equal(b["f_key"].numpy(), full["t_key"].numpy())
-    cut = b["t_key"] != b["f_key"]
-    assert cut.any()
-    t_key, f_key = b["t_key"].numpy(), b["f_key"].numpy()
-    want = (t_key[:, None] == t_key[None, :]) | (f_key[:, None] == t_key[None, :])
-    np.testing.assert_array_equal(b["same"].numpy(), want)
-    assert torch.equal(b["same"] & ~a["same"], b["same"] ^ a["same"])  # only ever more pairs spared
-    loss, _ = task.loss(task.model, b)
-    assert np.isfinite(loss.item())
-    with pytest.raises(SystemExit, match="spare_final needs"):
-        PACETask(head_cfg(DEFAULTS, spare_final=True, prefix_fraction=0.5), tiny_backbone)
-
-
-def test_label_audit_counts_prefix_rows_whose_final_target_is_mined(head_cfg, tiny_backbone):
-    from training.pace_label_audit import audit
-
-    cfg = head_cfg(DEFAULTS, long_fraction=0.7, prefix_fraction=1.0, prefix_target="intermediate", spare_final=True)
-    task = PACETask(cfg, tiny_backbone)
-    out = audit(task, batches=2)
-    rng = random.Random(0)
-    cut = sum(int((b["t_key"] != b["f_key"]).sum()) for b in (task.batch(s, 0, rng) for s in range(2)))
-    assert out["prefix_rows"] == cut > 0
-    assert 0 <= out["final_mined_share"] <= 1 and 0 <= out["final_above_positive_share"] <= 1
-
-
-def test_nested_nce_hand_made_and_one_positive_is_info_nce():
-    from training.train_pace import nested_nce
-
-    g = torch.Generator().manual_seed(0)
-    q, t = F.normalize(torch.randn(4, 6, generator=g), dim=-1), F.normalize(torch.randn(4, 6, generator=g), dim=-1)
-    h, on = F.normalize(torch.randn(4, 3, 6, generator=g), dim=-1), torch.rand(4, 3, generator=g) > 0.3
-    same = torch.eye(4, dtype=torch.bool)
-    same[0, 2] = True
-    one = torch.zeros(4, 2, dtype=torch.bool)
-    one[:, 0] = True  # column 1 padding: ignored
-    pos = torch.stack([t, -t], 1)
-    assert nested_nce(q, t, pos, one, 0.1, same, h, on).item() == \
-        pytest.approx(info_nce(q, t, 0.1, same, h, on).item(), rel=1e-5)
-    # row 0 with a second positive p: the mean of two cross-entropies, each without the other positive
-    p = F.normalize(torch.randn(6, generator=g), dim=-1)
-    pos[0, 1], both = p, one.clone()
-    both[0, 1] = True
-    negs = torch.cat([q[0] @ t[[1, 3]].T, (q[0] @ h[0].T)[on[0]]]) / 0.1  # t[2] is `same`, t[0] the positive
-    ce = lambda s: (torch.logsumexp(torch.cat([s[None], negs]), 0) - s).item()  # noqa: E731
-    row0 = (ce(q[0] @ t[0] / 0.1) + ce(q[0] @ p / 0.1)) / 2
-    rows = nested_nce(q, t, pos, both, 0.1, same, h, on).item() * 4
-    rest = nested_nce(q, t, pos, one, 0.1, same, h, on).item() * 4 - ce(q[0] @ t[0] / 0.1)
-    assert rows - rest == pytest.approx(row0, rel=1e-4)
-
-
-def test_nested_prefix_targets_are_every_state_that_has_read_the_prefix(head_cfg, tiny_backbone, train_cache):
-    """A row cut to k of n sentences has the drawn images after k, ..., n - 1 edits and the final
-    target as positives, and each is spared from the mining and the batch's negatives; an uncut
-    row has its own target alone; the draws are the intermediate recipe's."""
-    _, task, a, b, full = lever_batches(head_cfg, tiny_backbone, 8, dict(prefix_target="nested"), ("same",),
-                                        bank_size=64, long_fraction=0.7, prefix_fraction=0.5,
-                                        prefix_target="intermediate")
-    c, cuts = task.cache, 0
-    for r in range(len(full["n"])):
-        i, k = cache_row(c, full, r), int(b["n"][r])
-        n, live = int(c.n_sentences[i]), b["pos_valid"][r].numpy()
-        if k == n or n == 1:
-            assert live.tolist() == [True] + [False] * (len(live) - 1)
-            continue
-        cuts += 1
-        want = [task.targets.target(i, j) for j in range(k, n)] + [(c.image("tgt", np.array([i]))[0], int(c.tgt_key[i]))]
-        assert live.sum() == len(want) == n - k + 1 and live[:len(want)].all()
-        for j, (img, key) in enumerate(want):
-            np.testing.assert_array_equal(b["pos"][r, j].numpy(), img)
-            assert int(b["pos_key"][r, j]) == key
-    assert cuts
-    keys = b["t_key"].numpy()
-    want_same = (b["pos_key"].numpy()[:, :, None] == keys[None, None, :]).any(1)
-    np.testing.assert_array_equal(b["same"].numpy(), want_same)
-    assert torch.equal(b["same"] & ~a["same"], b["same"] ^ a["same"])  # only ever more pairs spared
-    loss, _ = task.loss(task.model, b)
-    assert np.isfinite(loss.item())
-    with pytest.raises(SystemExit, match="step_negative must be >= 0 and needs"):
-        PACETask(head_cfg(DEFAULTS, step_negative=1.0, prefix_fraction=0.5, prefix_target="nested"), tiny_backbone)
+    recipe = str(Path(__file__).resolve().parents[1] / "training" / "configs" / "pace_tiny.json")
+    cfg, _, _ = parse_cli(DEFAULTS, ["--config", recipe], None)
+    assert (cfg.prefix_fraction, cfg.prefix_target, cfg.n_train, cfg.bank_size) == (0.5, "intermediate", 80000, 0)
+    for lever in ("progress_loss=1", "direction_loss=1", "step_negative=8", "spare_final=true"):
+        with pytest.raises(SystemExit, match=lever.split("=")[0]):
+            parse_cli(DEFAULTS, ["--config", recipe, lever], None)

@@ -1,11 +1,11 @@
-"""training.peer_capacity's inversion on a random-init tiny backbone: one token optimised through
+"""studies.peer_capacity's inversion on a random-init tiny backbone: one token optimised through
 the frozen text tower moves towards its target image, and the module's imports resolve (a rename
 in the pseudo-word module once broke it only at the end of a rebuild)."""
 import torch
 import torch.nn.functional as F
 
 from cir_core.methods.pseudoword import PseudoWord
-from training.peer_capacity import encode_with, invert
+from studies.peer_capacity import encode_with, invert
 
 
 def test_inversion_brings_the_token_towards_its_image(tiny_backbone):
@@ -27,7 +27,7 @@ def test_every_deferred_import_resolves():
     import importlib
     from pathlib import Path
 
-    import training.peer_capacity as mod
+    import studies.peer_capacity as mod
 
     tree = ast.parse(Path(mod.__file__).read_text())
     found = [(n.module, a.name) for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from cir_core.benchmarks.world import WorldBench
+from cir_core.benchmarks.world import WorldEval
 from cir_core.errors import CheckpointError
 from cir_core.eval.loop import evaluate
 from cir_core.methods import create_method
@@ -76,7 +76,7 @@ def test_the_authors_checkpoint_converts_loads_and_ranks(tiny_backbone, small_be
     ref = unit_rows(3, tiny_backbone.dim)
     with torch.no_grad():
         torch.testing.assert_close(m.pseudo(torch.from_numpy(ref)), img2text(5.0 * torch.from_numpy(ref)))
-    rep, _ = evaluate(WorldBench(small_bench, 64, False), tiny_backbone, ["pic2word"], cache=tmp_path / "c",
+    rep, _ = evaluate(WorldEval(small_bench, 64, False), tiny_backbone, ["pic2word"], cache=tmp_path / "c",
                       progress=False, checkpoints={"pic2word": str(folder)})
     assert set(rep["results"]["pic2word"]) == {"cosine", "chord"} and not rep.get("skipped")
     # without the DDP prefix too, and as safetensors

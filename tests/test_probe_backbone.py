@@ -1,5 +1,6 @@
-"""The backbone's held-out probe and the trainer's hard-negative batches (shapes, keys, masks;
-not accuracy): a random-init tiny model on a handful of scenes."""
+"""The backbone's held-out validation (training.backbone_val, .backbone_val_films), the probe
+study that reruns it (studies.probe_backbone) and the trainer's hard-negative batches (shapes,
+keys, masks; not accuracy): a random-init tiny model on a handful of scenes."""
 import json
 import random
 from dataclasses import replace
@@ -8,8 +9,8 @@ import pytest
 import torch
 
 from cir_core.backbone import save_backbone_dir
-from training import probe_backbone
-from training.probe_backbone import PROBES, evaluate, heldout_set, probe_alternatives
+from studies import probe_backbone
+from training.backbone_val import PROBES, evaluate, heldout_set, probe_alternatives
 from training.train_backbone import AUX_HEADS, DEFAULTS, BackboneTask, attribute_labels
 
 
@@ -108,7 +109,7 @@ def test_film_part_pairs_differ_in_one_thing():
 
 
 def test_film_probe_alternatives_change_one_thing():
-    from training.probe_films import alternatives, probe_frames
+    from training.backbone_val_films import alternatives, probe_frames
 
     k = probe_frames(5)[0]
     for name, alts in alternatives(k.state).items():
@@ -176,7 +177,7 @@ def test_attribute_moves_measure_each_change_in_both_towers():
     move is exactly 1; an encoder that sees nothing moves 0."""
     import torch
 
-    from training.probe_films import attribute_moves
+    from studies.probe_backbone import attribute_moves
 
     enc = _OneHot()
     moves = attribute_moves(enc, 32, probe_n=3, n=20)
@@ -197,7 +198,7 @@ def test_attribute_moves_measure_each_change_in_both_towers():
 
 
 def test_moves_without_films_is_refused_before_any_probe(capsys):
-    from training.probe_backbone import main
+    from studies.probe_backbone import main
 
     with pytest.raises(SystemExit) as e:
         main(["--moves", "--backbone", "local-dir:/no/such/backbone"])

@@ -47,3 +47,21 @@ def test_log_lines_drops_tqdm_clears():
     w.write("\rstep: 10%|#  | 1/10   ")
     w.write("\n")
     assert out.getvalue() == "step: 10%|#  | 1/10\n"
+
+
+def test_tracked_work_is_listed_with_n_of_n_and_an_eta_while_it_runs():
+    """What the app shows while it waits (issue 44): n/N, the time so far, the time left."""
+    from cir_core.progress import running, tracked, tracked_tqdm
+
+    with tracked("embedding g", total=100, unit="image", log=False) as task:
+        assert [t.line() for t in running()] == ["embedding g: 0/100 images · 00:00 elapsed"]
+        task.started -= 20  # 20 s in, a quarter done: 60 s left at that rate
+        task.update(25)
+        assert running()[0].line() == "embedding g: 25/100 images · 00:20 elapsed · about 01:00 left"
+    assert running() == []
+    bar_cls = tracked_tqdm()  # a library's own bar (huggingface_hub's snapshot_download) listed too
+    b = bar_cls(total=4, desc="Fetching 4 files", unit="file", file=io.StringIO())
+    b.update(2)
+    assert [t.line().split(" · ")[0] for t in running()] == ["Fetching 4 files: 2/4 files"]
+    b.close()
+    assert running() == []

@@ -1,10 +1,10 @@
-"""cir_core.eval.progression_failures: the per-step breakdown of the prefix progression, and the
+"""studies.progression_failures: the per-step breakdown of the prefix progression, and the
 query-level grouped rate it uses (cir_core.stats.rate_by_group)."""
 import numpy as np
 import pytest
 
 from cir_core.errors import InputError
-from cir_core.eval.progression_failures import breakdown, method_breakdown, step_table
+from studies.progression_failures import breakdown, method_breakdown, step_table
 from cir_core.metrics import progression_summary
 from cir_core.stats import rate_by_group
 
@@ -57,11 +57,11 @@ def test_rate_by_group_resamples_queries_not_observations():
 
 
 def test_method_breakdown_end_to_end_equals_the_benchmark(tiny_backbone, small_bench, tmp_path):
-    from cir_core.benchmarks.world import WorldBench
+    from cir_core.benchmarks.world import WorldEval
     from cir_core.eval.loop import embed_benchmark
     from cir_core.methods import create_method
 
-    bench = WorldBench(small_bench, 64, True)
+    bench = WorldEval(small_bench, 64, True)
     data = embed_benchmark(bench, tiny_backbone, tmp_path / "cache", False)
     out = method_breakdown(bench, create_method("sum", tiny_backbone), data, n_boot=200)
     multi = [q for q in small_bench.queries if len(q.sentences) > 1]
@@ -81,20 +81,20 @@ def test_no_steps_is_named_not_a_type_error():
 def test_a_benchmark_whose_rows_drift_is_refused(tiny_backbone, small_bench, tmp_path, monkeypatch):
     """If the benchmark ever counts other queries as multi-sentence than this module does, the
     steps would be attributed to the wrong sentences: it must refuse, not guess."""
-    from cir_core.benchmarks.world import WorldBench
+    from cir_core.benchmarks.world import WorldEval
     from cir_core.eval.loop import embed_benchmark
     from cir_core.methods import create_method
 
-    bench = WorldBench(small_bench, 64, True)
+    bench = WorldEval(small_bench, 64, True)
     data = embed_benchmark(bench, tiny_backbone, tmp_path / "cache", False)
-    real = WorldBench.progression_ranks
+    real = WorldEval.progression_ranks
 
     def drop_one(self, *a, **k):
         out = real(self, *a, **k)
         r, n = out["prefix"]
         return {"prefix": (r[1:], n[1:])}
 
-    monkeypatch.setattr(WorldBench, "progression_ranks", drop_one)
+    monkeypatch.setattr(WorldEval, "progression_ranks", drop_one)
     with pytest.raises(InputError, match="disagree on which queries count"):
         method_breakdown(bench, create_method("sum", tiny_backbone), data, n_boot=50)
 
@@ -109,7 +109,7 @@ def test_cli_diagnoses_a_val_candidate_with_its_own_backbone_and_checkpoint(monk
     import cir_core.benchmarks
     import cir_core.eval.loop
     import cir_core.methods
-    from cir_core.eval import progression_failures as pf
+    from studies import progression_failures as pf
 
     seen = {}
     bb = types.SimpleNamespace(id="bb-x", image_size=32)
@@ -146,7 +146,7 @@ def test_cli_diagnoses_a_val_candidate_with_its_own_backbone_and_checkpoint(monk
 ])
 def test_cli_refuses_a_checkpoint_it_cannot_use(args, message, capsys):
     """Refused before the backbone loads or the gallery is embedded, each with its own reason."""
-    from cir_core.eval import progression_failures as pf
+    from studies import progression_failures as pf
 
     with pytest.raises(SystemExit) as e:
         pf.main(args)

@@ -1,4 +1,4 @@
-"""training.progression_oracle: the drawn-prefix reference point of the prefix progression."""
+"""studies.progression_oracle: the drawn-prefix reference point of the prefix progression."""
 from dataclasses import replace
 
 import numpy as np
@@ -9,17 +9,17 @@ from cir_core.errors import InputError
 
 @pytest.fixture(scope="module")
 def embedded(tiny_backbone, small_bench, tmp_path_factory):
-    from cir_core.benchmarks.world import WorldBench
+    from cir_core.benchmarks.world import WorldEval
     from cir_core.eval.loop import embed_benchmark
 
-    bench = WorldBench(small_bench, 64, True)
+    bench = WorldEval(small_bench, 64, True)
     return bench, embed_benchmark(bench, tiny_backbone, tmp_path_factory.mktemp("cache"), False)
 
 
 def test_the_last_drawn_prefix_is_the_target_image(tiny_backbone, embedded):
     """A world query's chain of edits ends at its target scene drawn with the target's render
     seed, so the oracle after every sentence is the target's own gallery embedding."""
-    from training.progression_oracle import oracle_steps
+    from studies.progression_oracle import oracle_steps
 
     bench, data = embedded
     rows = bench.progression_rows()
@@ -32,7 +32,7 @@ def test_the_last_drawn_prefix_is_the_target_image(tiny_backbone, embedded):
 
 
 def test_the_breakdown_counts_every_step_and_the_last_one_finds_the_target(tiny_backbone, embedded):
-    from training.progression_oracle import oracle_breakdown, oracle_steps
+    from studies.progression_oracle import oracle_breakdown, oracle_steps
 
     bench, data = embedded
     steps = oracle_steps(bench.world.queries, bench.progression_rows(), tiny_backbone, progress=False)
@@ -44,7 +44,7 @@ def test_the_breakdown_counts_every_step_and_the_last_one_finds_the_target(tiny_
 
 
 def test_a_query_without_one_sentence_per_edit_is_named(tiny_backbone, small_bench):
-    from training.progression_oracle import oracle_steps
+    from studies.progression_oracle import oracle_steps
 
     qs = list(small_bench.queries)
     i = next(j for j, q in enumerate(qs) if len(q.sentences) > 1)
@@ -56,7 +56,7 @@ def test_a_query_without_one_sentence_per_edit_is_named(tiny_backbone, small_ben
 def test_drawn_cosine_is_one_for_a_composer_that_draws(tiny_backbone, embedded, monkeypatch):
     """A method whose prefix queries are the drawn prefixes sits at cosine 1; `sum` does not."""
     from cir_core.methods import create_method
-    from training.progression_oracle import drawn_cosine, oracle_steps
+    from studies.progression_oracle import drawn_cosine, oracle_steps
 
     bench, data = embedded
     rows = bench.progression_rows()

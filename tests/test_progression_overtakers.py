@@ -1,10 +1,10 @@
-"""training.progression_overtakers: who overtakes the final ground truth when a sentence is added."""
+"""studies.progression_overtakers: who overtakes the final ground truth when a sentence is added."""
 import numpy as np
 import pytest
 
 
 def test_newcomers_by_kind_by_hand():
-    from training.progression_overtakers import newcomer_kinds
+    from studies.progression_overtakers import newcomer_kinds
 
     keys = [{1: "a"}, {1: "b"}, {2: "a"}, {}, {1: "a", 2: "b"}]
     # rows 0, 2, 3, 4 are new above the ground truth (row 1 was there before): actor 1 in state "a"
@@ -27,9 +27,9 @@ def films(tiny_backbone, tmp_path_factory):
 def test_steps_and_worsened_ones_are_the_benchmarks(tiny_backbone, films):
     """Every progression step is counted once, and the worsened ones are progression_failures'
     (the ranks are recomputed with the benchmark's own scoring; a mismatch raises)."""
-    from cir_core.eval.progression_failures import method_breakdown
+    from studies.progression_failures import method_breakdown
     from cir_core.methods import create_method
-    from training.progression_overtakers import method_overtakers, prefix_states
+    from studies.progression_overtakers import method_overtakers, prefix_states
 
     bench, data = films
     method = create_method("sum", tiny_backbone)
@@ -44,7 +44,7 @@ def test_steps_and_worsened_ones_are_the_benchmarks(tiny_backbone, films):
 
 
 def test_rows_above_follow_the_benchmarks_tie_rule():
-    from training.progression_overtakers import rows_above
+    from studies.progression_overtakers import rows_above
 
     s = np.array([0.5, 0.9, 0.5, 0.2, 0.5])
     # ground truth {2, 4}: the best is 2 (tied with 4, the lower row); 1 is higher, 0 tied and lower

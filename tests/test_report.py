@@ -123,7 +123,7 @@ def test_report_says_when_intervals_rest_on_few_queries(db_path) -> None:
 # --- the join back to methods ----------------------------------------------------------------
 
 def test_rates_at_1_and_k_hand_computed(report: dict) -> None:
-    a, b = _method(report, "A"), _method(report, "B")
+    a = _method(report, "A")
     assert a["coverage"] == {"at_1": 2, "at_k": 2}
     # A@1: q0 -> x (0.5 / 0.75), q1 -> u (1 / 1, a gold task: still counted).
     assert a["at_1"]["identity"]["mean"] == pytest.approx(0.75)

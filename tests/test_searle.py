@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from cir_core.benchmarks.world import WorldBench
+from cir_core.benchmarks.world import WorldEval
 from cir_core.errors import CheckpointError
 from cir_core.eval.loop import evaluate
 from cir_core.methods import create_method, get_method_class
@@ -59,7 +59,7 @@ def test_the_authors_checkpoint_converts_loads_and_ranks(tiny_backbone, small_be
         torch.testing.assert_close(m.pseudo(torch.from_numpy(ref)), want)
     q = m.compose(ref, ["Make the star red.", "Move the character to the left.", ""])
     assert q.shape == (3, tiny_backbone.dim) and np.isfinite(q).all()
-    rep, _ = evaluate(WorldBench(small_bench, 64, False), tiny_backbone, ["searle"], cache=tmp_path / "c",
+    rep, _ = evaluate(WorldEval(small_bench, 64, False), tiny_backbone, ["searle"], cache=tmp_path / "c",
                       progress=False, checkpoints={"searle": str(folder)})
     assert "skipped" not in rep or not rep["skipped"]
     assert set(rep["results"]["searle"]) == {"cosine", "chord"}

@@ -198,7 +198,7 @@ def test_export_figure_upload_slot_takes_only_uploads(app, client, cache_file, p
     idx = fn_index(app, api_name="export_figure")
     for p in (cache_file, planted_link, str(places["secret"]), "/etc/hostname"):
         msg = call(app.local_url, idx, [CURRENT, "", "", file_data(p), EDIT, ["pact"], 2, "Cosine", True,
-                                        0.3, True, True])
+                                        0.3, True, True, "text", True, False, False])
         # In Gradio's folder (an export's PNG), it reaches our check, which refuses it; anything
         # else Gradio's own preprocessing refuses before the handler runs.
         assert msg["success"] == (p == cache_file), (p, msg)
@@ -226,7 +226,7 @@ def test_compare_button_and_upload_event_refuse_other_files(app, cache_file, pla
             assert plain(status) == f"⚠ {REFUSED}", p
             assert all(not g or (isinstance(g, dict) and not g.get("value"))
                        for g in msg["output"]["data"][2:-1] if isinstance(g, (list, dict)))
-        msg = call(app.local_url, upload, [file_data(p)])
+        msg = call(app.local_url, upload, [file_data(p), ""])  # (the upload, the reference id box)
         assert msg["success"] == (p == cache_file), (p, msg)
         if msg["success"]:
             cleared, _, _, info = msg["output"]["data"]

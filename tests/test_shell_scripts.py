@@ -1,6 +1,6 @@
 """The resumable shell scripts (training/*.sh) name Python modules that must exist: a typo there
 surfaces only after an hour of training (rebuild.sh once called `cir_core.chord_analysis`, a
-module that had moved to `cir_core.eval.chord_analysis`)."""
+module that had moved to `cir_core.eval.chord_analysis`; it is `studies.chord_analysis` now)."""
 from __future__ import annotations
 
 import importlib.util

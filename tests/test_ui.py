@@ -62,8 +62,8 @@ def test_example_query_has_ground_truth_marks(engine):
     hits = [h for m in res["methods"] for h in m["hits"]]
     targets = [h for h in hits if h["is_target"]]
     # captions and thumbnails agree with the marks
-    for (header, items), m in zip(view.columns, res["methods"]):
-        for (img, cap), h in zip(items, m["hits"]):
+    for (_header, items), m in zip(view.columns, res["methods"]):
+        for (_img, cap), h in zip(items, m["hits"]):
             assert ("✓ target" in cap) == bool(h["is_target"])
     if targets:  # a green frame is drawn on the thumbnail of a hit target
         img = mark(Image.new("RGB", (64, 64), "white"), True, False)

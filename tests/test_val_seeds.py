@@ -1,10 +1,10 @@
-"""training.val_seeds: seed means of candidate recipes on a val benchmark, read from eval reports."""
+"""studies.val_seeds: seed means of candidate recipes on a val benchmark, read from eval reports."""
 import json
 
 import pytest
 
 from cir_core.errors import InputError
-from training.val_seeds import main, summarise
+from studies.val_seeds import main, summarise
 
 
 def report(path, r1, r10, prog, folder=None, **over):
@@ -54,7 +54,7 @@ def test_a_trainer_metric_needs_the_recorded_checkpoint(tmp_path, capsys):
 
 
 def test_one_seed_prints_no_spread(tmp_path):
-    from training.val_seeds import lines
+    from studies.val_seeds import lines
 
     one, two = report(tmp_path / "a.json", 0.5, 0.8, 0.7), report(tmp_path / "b.json", 0.52, 0.8, 0.72)
     solo = lines(summarise({"x": [one]}, "pace"))[0]

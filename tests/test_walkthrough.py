@@ -1,10 +1,11 @@
 """The README walk-through, exactly, on the shipped assets: `python app.py` in a fresh cache
-directory, the first gallery image, the README's edit, Compare — in headless Chromium.
+directory, the first gallery image, the README's edit, Compare — in headless Chromium; then the
+map of the neighbourhood under the results and the Chord breakdown of the ground truth PACT found.
 
 Nothing is faked: the shipped backbone, checkpoints and gallery embeddings. The time from
 starting the process to the first Compare answer is printed (measured properly, with spread, by
 bench/bench_first_start.py), never asserted. CIR_UPDATE_SCREENSHOT=1 copies the page's screenshot
-to docs/img/compare.png (the one docs/APP.md shows).
+to docs/img/compare.png and the open preview's to docs/img/compare-why.png (docs/APP.md shows both).
 """
 import os
 import shutil
@@ -81,10 +82,23 @@ def test_readme_walkthrough_on_the_shipped_assets(tmp_path):
                 expect(page.locator("#compare-status")).to_contain_text("ground-truth")
                 captions = " ".join(page.locator(".result-gallery .caption-label").all_inner_texts())
                 assert "✓ target" in captions and "(same)" in captions  # framed target, named character
+                # why: the map of the neighbourhood under the results (issue 44)
+                expect(page.locator("#why-map svg.why-map-svg")).to_be_visible()
                 if os.environ.get("CIR_UPDATE_SCREENSHOT"):
                     page.wait_for_timeout(1000)  # let the last thumbnails paint
                     page.screenshot(path=str(tmp_path / "compare.png"), full_page=True)
                     shutil.copy(tmp_path / "compare.png", ROOT / "docs" / "img" / "compare.png")
+                # ... and a result's Chord breakdown in its preview: the ground truth in PACT's column
+                target = page.locator("#col-pact .thumbnail-item", has_text="✓ target").first
+                target.click()
+                info = page.locator("#result-preview-info")
+                expect(info).to_contain_text("Why here", timeout=20_000)
+                expect(info).to_contain_text("under cosine")
+                if os.environ.get("CIR_UPDATE_SCREENSHOT"):
+                    page.wait_for_function("document.querySelector('#result-preview-image img')?.complete", timeout=20_000)
+                    page.wait_for_timeout(500)
+                    page.locator("#result-preview").screenshot(path=str(tmp_path / "compare-why.png"))
+                    shutil.copy(tmp_path / "compare-why.png", ROOT / "docs" / "img" / "compare-why.png")
             finally:
                 browser.close()
         print(f"\npython app.py -> first Compare answer in the browser: {answered:.1f} s")

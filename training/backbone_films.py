@@ -2,7 +2,7 @@
 
 The world's scenes show one figure; film keyframes show up to three, actors and extras, sitting,
 standing or with their arms up. Measured on the shipped backbone before any film training
-(`python -m training.probe_backbone --films`): pose, company and a companion's identity at
+(`python -m studies.probe_backbone --films`): pose, company and a companion's identity at
 chance, so the backbone learns from film keyframes too. Half of the film part is pairs — a shot
 and the next one of its story (one change), the shot with one actor swapped for another (same
 camera), or (`pose_pairs` of them) with one figure in another pose — so captions differ in one

@@ -27,6 +27,7 @@ from cir_core.errors import CIRError, InputError
 from .itt import (EDIT_TYPES, EndpointGenerator, HFGenerator, TemplateGenerator, build, load_prompts,
                   read_manifest, validate_file)
 from cir_core import env
+from cir_core.settings import add_seed_arg
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -37,7 +38,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--validate", metavar="FILE", help="only check FILE's records; exit 1 on any error")
     ap.add_argument("--types", default=",".join(EDIT_TYPES), help="comma-separated edit types (default: all five)")
     ap.add_argument("--per-caption", type=int, help="edit types per caption, drawn at random (default: all --types)")
-    ap.add_argument("--seed", type=int, default=0, help="rules' draws and --per-caption's choice")
+    add_seed_arg(ap, what="the rules' draws and --per-caption's choice")
     ap.add_argument("--limit", type=int, help="attempt at most N jobs not yet in --out")
     ap.add_argument("--no-check-images", action="store_true", help="do not require each manifest path to exist")
     ap.add_argument("--negatives", type=int, default=2, help="failed-modification captions to ask a model for")

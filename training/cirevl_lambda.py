@@ -19,6 +19,7 @@ from cir_core.methods.cirevl import LAMBDA_FILE
 
 from .heads import LAMBDA_GRID, LAMBDA_MAX, ValBench
 from .registry import Trainer, register_trainer
+from cir_core.settings import add_backbone_args
 
 register_trainer(Trainer("cirevl-lambda", "training.cirevl_lambda", None, None, smoke=False, stage=3))
 
@@ -40,8 +41,7 @@ def main(argv: list[str] | None = None) -> dict:
     from cir_core.paths import DEFAULT_BACKBONE
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--backbone", default=DEFAULT_BACKBONE)
-    ap.add_argument("--pretrained", default=None)
+    add_backbone_args(ap, default=DEFAULT_BACKBONE)
     ap.add_argument("--val", default="world", help="world, or a real benchmark's val split (cirr:ROOT, ...)")
     ap.add_argument("--val-queries", type=int, default=500)
     ap.add_argument("--lambda-max", type=float, default=LAMBDA_MAX)

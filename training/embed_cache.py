@@ -44,6 +44,7 @@ from cir_core.world.render import RENDER_VERSION
 
 from .registry import Trainer, register_trainer
 from cir_core.fileio import atomic_folder, loads_json
+from cir_core.settings import add_backbone_args, add_device_arg, add_seed_arg
 
 FORMAT_VERSION = 2  # 2: the stream interleaves film queries (issue 25)
 # Not a trainer but a build step: the frozen embeddings DiCE, PACE and PACT's targets train on.
@@ -260,11 +261,10 @@ def main(argv: list[str] | None = None) -> None:
     from cir_core.backbone import DEFAULT_MODEL, load_backbone
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--backbone", default=DEFAULT_MODEL)
-    ap.add_argument("--pretrained", default=None)
-    ap.add_argument("--device", default="cpu")
+    add_backbone_args(ap, default=DEFAULT_MODEL)
+    add_device_arg(ap)
     ap.add_argument("--n", type=int, default=20000)
-    ap.add_argument("--seed", type=int, default=0)
+    add_seed_arg(ap, what="the training queries' stream")
     ap.add_argument("--films", type=float, default=FILM_SHARE, help="share of film queries in the stream")
     ap.add_argument("--root", type=Path, default=None, help="default: cir_core.paths.cache_dir()/train")
     ap.add_argument("--workers", type=int, default=0, help="render processes (0: render inline)")

@@ -18,6 +18,7 @@ from pathlib import Path
 from cir_core.checkpoint import read_checkpoint
 
 from .heads import LAMBDA_GRID, LAMBDA_MAX, ValBench
+from cir_core.settings import add_backbone_args
 
 
 def repick(folder: Path, val: ValBench, backbone, lambda_max: float, grid=LAMBDA_GRID) -> dict:
@@ -44,8 +45,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("checkpoints", nargs="+", type=Path, help="method checkpoint folders")
-    ap.add_argument("--backbone", default=DEFAULT_BACKBONE)
-    ap.add_argument("--pretrained", default=None)
+    add_backbone_args(ap, default=DEFAULT_BACKBONE)
     ap.add_argument("--val", default="world", help="world, or a real benchmark's val split (cirr:ROOT, ...)")
     ap.add_argument("--val-queries", type=int, default=500, help="world: val queries (the trainers' 500)")
     ap.add_argument("--lambda-max", type=float, default=LAMBDA_MAX)

@@ -27,6 +27,7 @@ from cir_core.world import EDIT_TYPES
 from .embed_cache import ARRAYS, FORMAT_VERSION, TextFields, TrainEmbeddings, encode_texts_by_length, write_cache
 from .triplets import Triplet, read_triplets
 from cir_core import env
+from cir_core.settings import add_backbone_args, add_device_arg
 
 
 def stable_hash(text: str) -> int:
@@ -123,9 +124,8 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", required=True, help="itt:FILE, cirr:ROOT, fashioniq:ROOT or lcirr:ROOT")
     ap.add_argument("--image-root", default=None, help="ITT: where its image paths start (default: its folder)")
-    ap.add_argument("--backbone", default=DEFAULT_MODEL)
-    ap.add_argument("--pretrained", default=None)
-    ap.add_argument("--device", default=None)
+    add_backbone_args(ap, default=DEFAULT_MODEL)
+    add_device_arg(ap, default=None)
     ap.add_argument("--n", type=int, default=None, help="only the first N triplets")
     ap.add_argument("--root", type=Path, default=None, help="default: cir_core.paths.cache_dir()/train")
     ap.add_argument("--workers", type=int, default=2, help="image-decoding worker processes")

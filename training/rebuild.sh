@@ -26,7 +26,7 @@ mkdir -p "$OUT"
 step() { echo "== [$(date +%T)] $*"; }
 
 step "1. the backbone: probed, then installed as assets/backbone/cir-tiny-vit"
-$PY -m training.probe_backbone --backbone "local-dir:$SRC" --films --json "$OUT/probe.json"
+$PY -m studies.probe_backbone --backbone "local-dir:$SRC" --films --json "$OUT/probe.json"
 DEST=assets/backbone/cir-tiny-vit
 # The methods' run folders (and this script's variants) hold runs on whatever backbone they
 # were trained on, and a trainer resumes from its run folder. A marker records the backbone the

@@ -28,7 +28,7 @@ world() {
   $PY -m cir_core.eval --progression --json "$OUT/eval_test.json" > "$OUT/eval_test.txt" || return
   ship eval_test.json eval_test.txt
   step "world: Chord's correction analysis"
-  $PY -m cir_core.eval.chord_analysis --methods $PEERS --json docs/results/chord_analysis.json \
+  $PY -m studies.chord_analysis --methods $PEERS --json docs/results/chord_analysis.json \
       --plot docs/img/chord_correction.png > "$OUT/chord_analysis.txt" || return
   ship chord_analysis.txt
   step "world: CIReVL and RTD beside their peers"
@@ -40,7 +40,7 @@ world() {
     ship "eval_rtd_$p.json" "eval_rtd_$p.txt"
   done
   step "world: what one inverted token carries (why the peers lose, issue 25 item 6)"
-  $PY -m training.peer_capacity --benchmark world --json docs/results/peer_capacity_world.json > /dev/null || return
+  $PY -m studies.peer_capacity --benchmark world --json docs/results/peer_capacity_world.json > /dev/null || return
   step "world: seeds $SEEDS"
   $PY -m training.seed_report --seeds "$SEEDS" --json "$OUT/seeds.json" --md "$OUT/seeds.md" || return
   ship seeds.json seeds.md
@@ -52,16 +52,16 @@ films() {
       > "$OUT/eval_films_test.txt" || return
   ship eval_films_test.json eval_films_test.txt
   step "films: Chord's correction analysis"
-  $PY -m cir_core.eval.chord_analysis --benchmark films --methods $PEERS \
+  $PY -m studies.chord_analysis --benchmark films --methods $PEERS \
       --json docs/results/chord_analysis_films.json --plot docs/img/chord_correction_films.png \
       > "$OUT/chord_analysis_films.txt" || return
   ship chord_analysis_films.txt
   step "films: where the prefix progression fails (by the added sentence's op family, the rank before)"
-  $PY -m cir_core.eval.progression_failures --benchmark films --methods pace,pact,dice,compose-only,sum \
+  $PY -m studies.progression_failures --benchmark films --methods pace,pact,dice,compose-only,sum \
       --json "$OUT/progression_failures_films.json" > "$OUT/progression_failures_films.txt" || return
   ship progression_failures_films.json progression_failures_films.txt
   step "films: what one inverted token carries"
-  $PY -m training.peer_capacity --benchmark films --json docs/results/peer_capacity_films.json > /dev/null || return
+  $PY -m studies.peer_capacity --benchmark films --json docs/results/peer_capacity_films.json > /dev/null || return
   step "films: seeds $SEEDS"
   $PY -m training.seed_report --benchmark films --seeds "$SEEDS" --json "$OUT/seeds_films.json" \
       --md "$OUT/seeds_films.md" || return

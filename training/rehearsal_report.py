@@ -54,7 +54,7 @@ def expected_hits(expect: str, ref_id: str, edit: str, k: int) -> dict[str, list
     from cir_core.settings import EngineConfig
 
     engine = load_engine(EngineConfig(checkpoints=expect, methods=COLUMNS))
-    res = engine.compare(engine.view.reference_from_id(ref_id), edit, k=k)
+    res = engine.compare(engine.reference(ref_id), edit, k=k)
     return {m.name: [h.item_id for h in m.hits] for m in res.methods}
 
 

@@ -79,16 +79,16 @@ train_real() {
   train train_pact pact_tiny.json pact real "${ITT_DATA[@]}" "${VAL[@]}" "${PACT_ARGS[@]}"
   train train_pact compose_only_tiny.json compose-only real "${ITT_DATA[@]}" "${VAL[@]}" "${PACT_ARGS[@]}"
   train train_dice dice_tiny.json dice real "${ITT_DATA[@]}" "${VAL[@]}" "${DICE_ARGS[@]}"
-  # PACE on whole texts (prefix_fraction=0 and so progress_loss=0, as pace_vitl14.json): real data has no intermediate
+  # PACE on whole texts (prefix_fraction=0, as pace_vitl14.json): real data has no intermediate
   # targets, so the tiny recipe's prefix training could not run on it, nor be the same as native
-  train train_pace pace_tiny.json pace real data="lcirr:$OUT/data/lcirr-train" prefix_fraction=0 progress_loss=0 "${PACE_VAL[@]}" "${PACE_ARGS[@]}"
+  train train_pace pace_tiny.json pace real data="lcirr:$OUT/data/lcirr-train" prefix_fraction=0 "${PACE_VAL[@]}" "${PACE_ARGS[@]}"
 }
 train_native() {  # the configs' own data (the world's training stream), the same val split
   train train_pact pact_tiny.json pact native "${VAL[@]}" "${PACT_ARGS[@]}"
   train train_pact compose_only_tiny.json compose-only native "${VAL[@]}" "${PACT_ARGS[@]}"
   train train_dice dice_tiny.json dice native "${VAL[@]}" "${DICE_ARGS[@]}"
   # the world alone (no films), as the L-CIRR export holds it: the same training as the rehearsal
-  train train_pace pace_tiny.json pace native data=world:films=0 prefix_fraction=0 progress_loss=0 "${PACE_VAL[@]}" "${PACE_ARGS[@]}"
+  train train_pace pace_tiny.json pace native data=world:films=0 prefix_fraction=0 "${PACE_VAL[@]}" "${PACE_ARGS[@]}"
 }
 NATIVE=${NATIVE_CHECKPOINTS:-}
 if [ -n "$NATIVE" ]; then

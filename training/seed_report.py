@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from cir_core.errors import CIRError, InputError
+from cir_core.report_header import write_report
 
 METHODS = ("pact", "compose-only", "dice", "pace")
 BASELINE = "sum"
@@ -221,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     text = format_markdown(rep)
     if args.json:
-        args.json.write_text(json.dumps(rep, indent=1) + "\n")
+        write_report(args.json, rep)
     if args.md:
         args.md.write_text(text)
     print(text)

@@ -22,6 +22,7 @@ from cir_core.paths import SHIPPED_WORLD as SHIPPED_WORLD_DIR
 from cir_core.gallery import EmbeddingCache, shipped_name, write_shipped
 
 from .registry import Trainer, register_trainer
+from cir_core.settings import add_backbone_args
 
 register_trainer(Trainer("gallery-embeddings", "training.ship_gallery", stage=1))
 SHIPPED, SHIPPED_WORLD = SHIPPED_EMBEDDINGS, SHIPPED_WORLD_DIR
@@ -34,7 +35,7 @@ def main(argv: list[str] | None = None) -> Path:
     from cir_core.world import store
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--backbone", default=DEFAULT_MODEL)
+    add_backbone_args(ap, default=DEFAULT_MODEL, pretrained=False)
     ap.add_argument("--world-queries", type=int, default=1000, help="the app's default (--world-queries)")
     ap.add_argument("--out", type=Path, default=SHIPPED)
     ap.add_argument("--out-world", type=Path, default=SHIPPED_WORLD)

@@ -15,7 +15,7 @@ train split's ground truth; a caption is not asked what it is silent on. They ar
 `text_negatives` adds, per image, that many captions of its scene after one edit, with the same
 phrasing (NegCLIP-style hard negatives for the image→text side). A text that also describes
 another image of the batch (same scene, or the same words) is not used as a negative for it.
-Validation is `training.probe_backbone.evaluate`: text→image retrieval over held-out scenes plus
+Validation is `training.backbone_val.evaluate`: text→image retrieval over held-out scenes plus
 a zero-shot probe per attribute.
 """
 from __future__ import annotations
@@ -39,7 +39,7 @@ from cir_core.world.spec import (BACKGROUNDS, COLOURS, FACINGS, N_IDENTITIES, PO
 from .loop import LoopConfig, parse_cli, run
 from .registry import CONFIGS, Trainer, register_trainer
 from .backbone_films import SLOT_HEADS, film_caption, film_part, frame_key, slot_labels
-from .probe_backbone import Encoder, evaluate, heldout_set, to_tensor
+from .backbone_val import Encoder, evaluate, heldout_set, to_tensor
 
 FULL = {"name": True, "character": True, "background": True}
 
@@ -293,7 +293,7 @@ class BackboneTask:
         out = evaluate(self.clip, self.tokenizer, self.size, self.cfg.val_scenes,
                        self.cfg.probe_scenes, self.held)
         if self.cfg.film_fraction:
-            from .probe_films import film_probe
+            from .backbone_val_films import film_probe
 
             out.update(film_probe(Encoder(self.clip, self.tokenizer, self.size), self.size))
         return out

@@ -162,9 +162,9 @@ class SEARLETask(TextInvTask):
             start = len(done)
             chunk = np.arange(start, min(start + x.oti_batch, len(self.images)))
             done = np.concatenate([done, self.invert(chunk, np.random.default_rng([x.seed, start]))])
-            atomic_write(tok_path, lambda f: np.save(f, done), True)
+            atomic_write(tok_path, lambda f, done=done: np.save(f, done), True)
             meta = {"key": key, "n_done": len(done), "seconds": round(self.oti_resumed_seconds + time.time() - t0, 1)}
-            atomic_write(meta_path, lambda f: f.write(json.dumps(meta)), False)
+            atomic_write(meta_path, lambda f, meta=meta: f.write(json.dumps(meta)), False)
             bar.update(len(chunk))
         bar.close()
         return done

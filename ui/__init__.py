@@ -3,15 +3,17 @@
     demo = build_demo(AppConfig(world_queries=30))   # or build_demo(engine=my_engine)
     demo.launch(**launch_kwargs(cfg))
 
-The engine (backbone, gallery embeddings, index, methods) is built on the first page load, with a
-progress bar while a new gallery is embedded; a later start reads the embeddings from the cache.
+The engine (backbone, gallery embeddings, index, methods) is built in the background from the
+start (or the first page load); meanwhile the page's banner and a progress bar say what is being
+done, with n/N and an ETA (a new gallery embedded, a download, an index). A later start reads
+the embeddings from the cache.
 """
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
-from .common import CSS, EngineHolder, md_text, theme, warn
+from .common import CSS, POLL_S, EngineHolder, md_text, report_progress, theme, warn
 from .settings import AppConfig
 from cir_core import env
 
@@ -27,12 +29,14 @@ def banner(engine: Engine, annotation_only: bool = False) -> str:
     """One line on what the app runs: backbone, gallery, which methods load. An annotation-only
     instance names no method: its annotators must not know which methods the pool compares."""
     if annotation_only:
-        return f"**Gallery** {md_text(engine.view.gallery.name)} ({len(engine.view.gallery):,} images)"
+        return f"**Gallery** {md_text(engine.gallery.name)} ({len(engine.gallery):,} images)"
     status = engine.methods.status()
     marks = " · ".join(f"{'✓' if err is None else '⚠'} {_label(n)}" for n, err in status.items())
-    n = len(engine.view.gallery)
-    kind = "generated world, test split" if engine.view.bench is not None else "images"
-    lines = [f"**Backbone** `{engine.backbone.id}` · **Gallery** {engine.view.gallery.name} ({n:,} {kind}; "
+    n = len(engine.gallery)
+    split = getattr(engine.benchmark, "split", "")
+    kind = {"world": f"generated world, {split} split", "films": f"film world keyframes, {split} split"}.get(
+        engine.domain, "images")
+    lines = [f"**Backbone** `{engine.backbone.id}` · **Gallery** {engine.gallery.name} ({n:,} {kind}; "
              f"{engine.searcher.kind} search) · **Methods** {marks}"]
     lines += [f"⚠ {note}" for note in engine.notes]
     return "\n\n".join(lines)
@@ -64,10 +68,12 @@ def use_own_gradio_dir() -> None:
 _OWN_GRADIO_DIR: str | None = None
 
 
-def build_demo(config: AppConfig | None = None, engine: Engine | None = None) -> Any:
+def build_demo(config: AppConfig | None = None, engine: Engine | None = None,
+               loader: Callable[..., Engine] | None = None) -> Any:
     """The Blocks app. `engine` skips loading (tests inject a small one); otherwise the engine
-    is built from `config` on the first page load. With `config.annotation_only` the app has
-    the Annotate tab and the viewer's own Results only."""
+    is built from `config` (by `loader(config, progress_cb=...)`, default
+    `cir_core.engine.load_engine`) when the app starts or the first page loads. With
+    `config.annotation_only` the app has the Annotate tab and the viewer's own Results only."""
     import gradio as gr
 
     from . import annotate, annotation_results, compare, figures, review
@@ -79,7 +85,7 @@ def build_demo(config: AppConfig | None = None, engine: Engine | None = None) ->
     # events) after every event by default: a cost that grows with the session. Every 1,000
     # events is plenty for the dashboard; read when gr.Blocks creates its queue.
     os.environ.setdefault("GRADIO_ANALYTICS_CACHE_FREQUENCY", "1000")
-    holder = EngineHolder(cfg, engine)
+    holder = EngineHolder(cfg, engine, loader)
     # Reviewers and organisers: the annotators file's `@reviewer` / `@organiser` lines (db/users.py).
     services = annotate.ServiceHolder(cfg.db, roles=load_roles(cfg.annotators))
     from cir_core.paths import cache_dir
@@ -105,19 +111,31 @@ def build_demo(config: AppConfig | None = None, engine: Engine | None = None) ->
                 res_outputs, res_load = annotation_results.build(services, holder, own_only=only)
 
         def on_load(request, progress=gr.Progress()):
+            """While the engine is built (the gallery embedded, a download, an index) the banner
+            says how far with n/N and an ETA, and so does the progress bar; then the tabs fill."""
             from cir_core.errors import CIRError
 
             n_out = 1 + (0 if only else len(ctab.load_outputs) + len(fig_outputs))
+            banner_only = (lambda line: line) if only else (lambda line: [line] + [gr.skip()] * (n_out - 1))
+            holder.start()
+            shown = None
+            while not holder.wait(POLL_S):
+                line = holder.loading_line()
+                report_progress(progress)
+                if line != shown:
+                    shown = line
+                    yield banner_only(line)
             try:
                 eng = holder.get(progress)
             except CIRError as exc:
                 warn(str(exc))
-                msg = f"⚠ {md_text(exc)}"
-                return msg if only else [msg] + [gr.skip()] * (n_out - 1)
+                yield banner_only(f"⚠ {md_text(exc)}")
+                return
             if only:
-                return banner(eng, annotation_only=True)  # one output: the value itself
+                yield banner(eng, annotation_only=True)  # one output: the value itself
+                return
             params = dict(getattr(request, "query_params", None) or {})  # none outside a page load
-            return [banner(eng), *ctab.load(eng, params), *fig_load(eng)]
+            yield [banner(eng), *ctab.load(eng, params), *fig_load(eng)]
 
         # Gradio passes the request (the permalink's query parameters) by the annotation; with
         # postponed annotations and gradio imported in this function it must be the class itself.
@@ -127,7 +145,10 @@ def build_demo(config: AppConfig | None = None, engine: Engine | None = None) ->
         # the page at once must not wait for each other one by one.
         group = {"api_visibility": "private", "concurrency_limit": annotate.ANNOTATE_CONCURRENCY,
                  "concurrency_id": "annotate"}
-        loaded = demo.load(on_load, None, load_outputs, **group)
+        # the bar over one large component (the first page of the gallery, which it fills); the
+        # banner above says the same in words
+        loaded = demo.load(on_load, None, load_outputs, show_progress_on=[top] if only else [ctab.browser],
+                           **group)
         if not only:
             ctab.after_load(loaded)  # a permalink's request, once its inputs are filled
         demo.load(atab.load, None, atab.load_outputs, **group)
@@ -146,7 +167,8 @@ def launch_kwargs(cfg: AppConfig | None = None) -> dict:
     ui/signin.py) with the middleware that tells it the client's address. Also makes SIGTERM a
     clean exit, so the temporary folders are removed when the process is stopped, and sets whose
     X-Forwarded-For is believed (`--trusted-proxies`; nobody's by default)."""
-    from .annotate_help import HOTKEY_JS
+    from .a11y import A11Y_JS
+    from .annotate_help import HOTKEY_JS, KEY_HINT_CSS
     from .preview import PREVIEW_KEYS_JS
     from .settings import parse_proxies
     from .signin import trust_proxies
@@ -157,9 +179,9 @@ def launch_kwargs(cfg: AppConfig | None = None) -> dict:
     from .compare import compare_concurrency
 
     trust_proxies(parse_proxies(cfg.trusted_proxies))
-    kw = {"server_name": cfg.host, "server_port": cfg.port, "theme": theme(), "css": CSS,
+    kw = {"server_name": cfg.host, "server_port": cfg.port, "theme": theme(), "css": CSS + KEY_HINT_CSS,
           "max_file_size": MAX_UPLOAD, "footer_links": ["api", "settings"],
-          "head": HOTKEY_JS + PREVIEW_KEYS_JS,
+          "head": HOTKEY_JS + PREVIEW_KEYS_JS + A11Y_JS,
           # Gradio's 40 worker threads by default: the Compare events it lets through at once
           # (with batching they mostly wait on the engine's queue) must not starve the other tabs
           "max_threads": max(40, compare_concurrency(cfg) + 16)}
@@ -177,6 +199,9 @@ def launch_kwargs(cfg: AppConfig | None = None) -> dict:
     # Cross-site posts, other users' sessions and exports, unbounded uploads (ui/http_guard.py):
     # inside the client-address middleware, so its logs name the client.
     app_kwargs = kw.setdefault("app_kwargs", {})
+    # On a Space, its public host may differ from the Host header the proxy hands on: allow it.
+    space = env.read("SPACE_HOST")
+    origins = parse_origins(cfg.allowed_origins) + ((f"https://{space}",) if space else ())
     app_kwargs["middleware"] = [*app_kwargs.get("middleware", []), Middleware(
-        HttpGuard, annotation_only=bool(cfg.annotation_only), allowed_origins=parse_origins(cfg.allowed_origins))]
+        HttpGuard, annotation_only=bool(cfg.annotation_only), allowed_origins=origins)]
     return kw

@@ -33,7 +33,7 @@ from db.users import Roles
 
 from .annotate_help import GUIDELINES, guideline_examples
 from .annotate_images import IMAGE, IMAGES, ItemImages, pair_html  # noqa: F401 (the tab's pictures)
-from .common import EngineHolder, choice_in, dict_in, md_text, text_in, warn
+from .common import EngineHolder, dict_in, md_text, text_in, warn
 from cir_core import env
 
 log = logging.getLogger(__name__)
@@ -48,6 +48,8 @@ QUESTIONS = tuple(questions.QUESTIONS.values())  # every declared question: a ro
 DEFAULT_ASKED = questions.core("pointwise")  # what the screen shows before a set is open
 ANNOTATE_CONCURRENCY = 16  # Annotate/Results-load events run at once (one shared Gradio queue slot set)
 MAX_COMMENT = 2000
+NO_REASON = ("Choose why you skip this pair first (the list beside Skip: " + ", ".join(SKIP_REASONS)
+             + "); nothing was skipped.")
 NO_SIGN_IN = ("**Sign in to annotate.** Annotation is attributed to a person: run the app with "
               "`--annotators FILE` (Gradio's login page) or, on a Space, set `hf_oauth: true` and use "
               "*Sign in with Hugging Face*.")
@@ -146,7 +148,9 @@ def chosen_css(identity: str | None, edit: str | None, answers: dict | None = No
     ids = [f"#{prefix}-{q.element}-{answers[q.name]}" for q in QUESTIONS if answers.get(q.name) in q.values]
     if not ids:
         return ""
-    sel = ", ".join(ids)
+    # hovered too: under the pointer that just chose it, the hover colours (lighter fill, grey text:
+    # 1.95:1, axe) would otherwise win over the chosen ones
+    sel = ", ".join(f"{i}, {i}:hover" for i in ids)
     return (f"<style>{sel} {{background: var(--button-primary-background-fill) !important; "
             f"color: var(--button-primary-text-color) !important; "
             f"border-color: var(--button-primary-border-color) !important;}} "
@@ -247,7 +251,9 @@ def skip_view(svc: AnnotationService, engine: Engine, user: str | None, state: d
     st = _valid_state(state, user)
     if st is None:
         return open_view(svc, engine, user, _set_of(state, user))
-    st_ = svc.skip(user, st["set"], st["task"], choice_in(reason, SKIP_REASONS, "other"), _elapsed(st),
+    if reason not in SKIP_REASONS:
+        raise ValueError(NO_REASON)
+    st_ = svc.skip(user, st["set"], st["task"], reason, _elapsed(st),
                    expected=st.get("revision"))
     return _view(engine, st_)
 
@@ -343,29 +349,38 @@ def build(holder: EngineHolder, services: ServiceHolder) -> AnnotateTab:
 
 
 def _layout(mode: str) -> SimpleNamespace:
+    """One screen that fits a 1440x900 laptop without scrolling (the pictures shrink with the
+    window's height, the set list sits beside the status), a column on a phone. The keys are
+    shown on the buttons by CSS (ui/common.py), only where there is a keyboard."""
     c = SimpleNamespace()
-    with gr.Row():
+    with gr.Row(elem_id="ann-head"):
         if mode == "hf":
             gr.LoginButton()
-        c.set_dd = gr.Dropdown(label="Query set", choices=[], interactive=True, scale=2, elem_id="ann-set")
+        # Compact (no frame, the label inside the control) so that the pair fits on the screen.
+        c.set_dd = gr.Dropdown(label="Query set", choices=[], interactive=True, show_label=False, container=False,
+                               scale=0, min_width=260, elem_id="ann-set")
     c.status = gr.Markdown(NO_SIGN_IN, elem_id="ann-status", elem_classes="status-msg")
     c.edit_md = gr.Markdown("", elem_id="ann-edit")
     c.pair = gr.HTML("", elem_id="ann-pair")  # pair_html: reference and candidate side by side
     # A row of buttons per declared question (db/questions.py); `asked` shows the set's only.
     c.q_btns = {}
     for q in QUESTIONS:
-        with gr.Row(elem_id=f"ann-row-{q.name}"):
-            c.q_btns[q.name] = [gr.Button(f"{ch.label}  [{ch.key}]", elem_id=f"ann-{q.element}-{ch.value}", size="lg")
+        with gr.Row(elem_id=f"ann-row-{q.name}", elem_classes="ann-answers"):
+            c.q_btns[q.name] = [gr.Button(ch.label, elem_id=f"ann-{q.element}-{ch.value}", size="lg")
                                 for ch in q.choices]
     c.id_btns, c.ed_btns = c.q_btns["identity"], c.q_btns["edit"]
     c.asked = gr.HTML(asked_css(DEFAULT_ASKED), elem_id="ann-asked", padding=False)
-    with gr.Row(equal_height=True):
-        c.comment = gr.Textbox(label="Comment (optional; saved with the answer)", scale=3, max_length=2000)
-        c.reason = gr.Dropdown(SKIP_REASONS, value=SKIP_REASONS[0], label="Skip reason", scale=2,
-                               min_width=200, elem_id="ann-skip-reason")  # "reference unclear" in full
-        c.skip_b = gr.Button("Skip  [S]", elem_id="ann-skip", scale=1)
-        c.back_b = gr.Button("◀ Back  [B]", elem_id="ann-back", scale=1)
-        c.next_b = gr.Button("Next unanswered ▶  [N]", elem_id="ann-next", scale=1)
+    with gr.Row(equal_height=True, elem_id="ann-tools"):
+        c.comment = gr.Textbox(label="Comment (optional; saved with the answer)", placeholder="Comment (optional)",
+                               show_label=False, container=False, lines=1, max_lines=4, scale=3, min_width=200,
+                               max_length=2000, elem_id="ann-comment")
+        # No default reason: a skip says why, chosen by the annotator (S used to store the first
+        # reason without anyone choosing it).
+        c.reason = gr.Dropdown(SKIP_REASONS, value=None, label="Skip reason", show_label=False, container=False,
+                               scale=2, min_width=190, elem_id="ann-skip-reason")
+        c.skip_b = gr.Button("Skip", elem_id="ann-skip", scale=1, min_width=100)
+        c.back_b = gr.Button("◀ Back", elem_id="ann-back", scale=1, min_width=110)
+        c.next_b = gr.Button("Next ▶", elem_id="ann-next", scale=1, min_width=110)  # the first unanswered pair
     with gr.Accordion("Guidelines and examples", open=False):
         gr.Markdown(GUIDELINES)
         c.examples = gr.Gallery(label="Worked examples (the generated world's ground truth)", columns=7,
@@ -376,8 +391,9 @@ def _layout(mode: str) -> SimpleNamespace:
 
 
 def _render(v: AnnotateView) -> list:
-    pair = pair_html(v.reference, v.candidate, v.candidate_b) if (v.reference or v.candidate or v.state.get("task")) \
-        else ""
+    pair = pair_html(v.reference, v.candidate, v.candidate_b, answers=v.answers or
+                     {"identity": v.identity, "edit": v.edit_label}) \
+        if (v.reference or v.candidate or v.state.get("task")) else ""
     chosen = chosen_css(v.identity, v.edit_label, v.answers) if pair else ""
     return [v.status, v.edit, pair + chosen, v.comment, v.state, asked_css(v.asked)]
 
@@ -442,7 +458,14 @@ def _wire(holder: EngineHolder, services: ServiceHolder, c: SimpleNamespace, out
         name = name if isinstance(name, str) and name in svc.query_sets() else None
         return open_view(svc, holder.get(), user_of(request, profile), name)
 
-    c.skip_b.click(guarded(on_skip), [c.state, c.reason], outs, api_name="annotate_skip", **group)
+    skip_guarded = guarded(on_skip)
+
+    @functools.wraps(on_skip)  # Gradio reads the signature (request, profile) through __wrapped__
+    def skip_and_clear(st, why, request: gr.Request, profile: gr.OAuthProfile | None):
+        out = skip_guarded(st, why, request, profile)
+        refused = isinstance(out[0], str) and out[0].startswith("⚠")
+        return [*out, gr.skip() if refused else None]  # the next skip's reason is chosen afresh
+    c.skip_b.click(skip_and_clear, [c.state, c.reason], [*outs, c.reason], api_name="annotate_skip", **group)
     c.back_b.click(on_move("back"), [c.state], outs, api_name="annotate_back", **group)
     c.next_b.click(on_move("next"), [c.state], outs, api_name="annotate_next", **group)
     c.set_dd.input(guarded(on_set), [c.set_dd], outs, api_name="annotate_set", **group)

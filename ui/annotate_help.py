@@ -21,11 +21,20 @@ for _q in QUESTIONS.values():
 for _k, _id in (("s", "ann-skip"), ("b", "ann-back"), ("n", "ann-next")):
     KEYS.setdefault(_k, []).append(_id)
 KEYS["n"].append("rev-next")
+# Shown after each button's words where there is a keyboard (a fine pointer that hovers), never on
+# a touch screen: CSS, so the buttons' own names stay the words alone.
+KEY_HINT_CSS = "@media (hover: hover) and (pointer: fine) {" + " ".join(
+    f"#{el}::after {{content: '\\00a0\\00a0[{k.upper()}]'; opacity: 0.8;}}" for k, els in KEYS.items()
+    for el in els) + "}"
+# What the page script needs to mark the chosen answers aria-pressed: each question's element part
+# and values (the pair's HTML carries the chosen ones as data-<question>, ui/annotate_images.py).
+ARIA_QUESTIONS = [[q.name, q.element, list(q.values)] for q in QUESTIONS.values()]
 
 HOTKEY_JS = """
 <script>
 (() => {
   const keys = %s;
+  const questions = %s;
   document.addEventListener('keydown', (e) => {
     if (e.ctrlKey || e.metaKey || e.altKey || e.repeat) return;
     const t = e.target;
@@ -41,9 +50,33 @@ HOTKEY_JS = """
       return;
     }
   });
+  // Name each button's key for assistive technology, and say which answers are chosen: the pair's
+  // HTML carries them (data-<question>); the buttons get aria-pressed, in the Annotate and Review tabs.
+  const mark = () => {
+    for (const [k, ids] of Object.entries(keys)) {
+      for (const id of ids) {
+        const b = document.getElementById(id);
+        const btn = b && (b.tagName === 'BUTTON' ? b : b.querySelector('button'));
+        if (btn && !btn.hasAttribute('aria-keyshortcuts')) btn.setAttribute('aria-keyshortcuts', k.toUpperCase());
+      }
+    }
+    const reason = document.querySelector('#ann-skip-reason input');
+    if (reason && !reason.placeholder) reason.placeholder = 'Skip reason…';  // the list has no visible label
+    for (const tab of ['ann', 'rev']) {
+      const pair = document.querySelector(`#${tab}-pair .ann-pair`);
+      for (const [q, elem, values] of questions) {
+        const chosen = pair ? pair.dataset[q] : undefined;
+        for (const v of values) {
+          const b = document.getElementById(`${tab}-${elem}-${v}`);
+          if (b) b.setAttribute('aria-pressed', chosen === v ? 'true' : 'false');
+        }
+      }
+    }
+  };
+  new MutationObserver(mark).observe(document.documentElement, {childList: true, subtree: true});
 })();
 </script>
-""" % json.dumps(KEYS)
+""" % (json.dumps(KEYS), json.dumps(ARIA_QUESTIONS))
 
 
 
@@ -51,7 +84,7 @@ def guideline_examples(engine: Engine, size: int = 200) -> list[tuple[Any, str]]
     """Worked examples for the guidelines from the world's first query: the reference, then each
     candidate of its hard subset with the answers the world's ground truth gives. Empty when the
     gallery is not the generated world (there is no ground truth to show)."""
-    bench = engine.view.bench
+    bench = engine.world
     if bench is None or not bench.queries:
         return []
     from cir_core.world.spec import identity_look
@@ -62,7 +95,7 @@ def guideline_examples(engine: Engine, size: int = 200) -> list[tuple[Any, str]]
     def look(row: int) -> str:
         return "{} body, {}".format(*identity_look(ids[row]))
 
-    out = [(engine.view.image(ref, size), f"Reference ({look(ref)}) · edit: “{q.text}”")]
+    out = [(engine.image(ref, size), f"Reference ({look(ref)}) · edit: “{q.text}”")]
     for row in bench.subsets[0]:
         same = ids[row] == ids[ref]
         who = f"{'Same' if same else 'Different'} character ({look(row)})"
@@ -74,5 +107,5 @@ def guideline_examples(engine: Engine, size: int = 200) -> list[tuple[Any, str]]
             label = f"{who} · Not satisfied (nothing changed)"
         else:
             label = f"{who} · Partly or not: a change is missing or wrong"
-        out.append((engine.view.image(row, size), label))
+        out.append((engine.image(row, size), label))
     return out

@@ -78,15 +78,15 @@ class ItemImages:
             return hit
         folder = self._folder()
         try:
-            row = engine.view.row_of(item_id)
-            mark = mark_from(character, engine.view.gallery.items[row].meta.get("resolution"))
-            digest = hashlib.sha1(f"{engine.view.gallery.fingerprint(row)}|{self.size}|{mark}".encode()).hexdigest()
+            row = engine.row(item_id)
+            mark = mark_from(character, engine.gallery.items[row].meta.get("resolution"))
+            digest = hashlib.sha1(f"{engine.gallery.fingerprint(row)}|{self.size}|{mark}".encode()).hexdigest()
         except Exception:  # an item no longer in this gallery: the status says so, nothing shown
             return None
         out = folder / digest[:2] / f"{digest}.jpg"
         if not out.is_file():
             try:
-                img = draw_mark(engine.view.image(row, self.size).convert("RGB"), mark)
+                img = draw_mark(engine.image(row, self.size).convert("RGB"), mark)
             except Exception:
                 return None
             out.parent.mkdir(parents=True, exist_ok=True)
@@ -129,24 +129,28 @@ IMAGES = ItemImages()
 
 
 def pair_html(reference: str | None, candidate: str | None, candidate_b: str | None = None,
-              prefix: str = "ann") -> str:
+              prefix: str = "ann", answers: dict[str, str | None] | None = None) -> str:
     """The reference and the candidate side by side: two <img> of `ItemImages` files, which the
     browser fetches from Gradio's file route (the event's reply is this short string). With
-    `candidate_b` (a pairwise pair): the reference on its own row, candidates A and B below."""
-    def fig(path: str | None, label: str, elem: str, style: str = "") -> str:
+    `candidate_b` (a pairwise pair): the reference on its own row, candidates A and B below.
+    The answers chosen on screen ride along as data attributes (`data-<question>`): the page
+    script marks those buttons aria-pressed (ui/annotate_help.py), so a screen reader hears which
+    is selected. `prefix`: the tab's element ids (ann: Annotate, rev: Review)."""
+    def fig(path: str | None, label: str, elem: str) -> str:
         if not path:
             img = f"<div class='ann-missing'>{label}: not in this gallery</div>"
         else:
             src = html.escape("gradio_api/file=" + urllib.parse.quote(path), quote=True)
             img = f"<img id='{elem}' src='{src}' alt='{label}'>"
-        return f"<figure{style}>{img}<figcaption>{label}</figcaption></figure>"
+        return f"<figure>{img}<figcaption>{label}</figcaption></figure>"
 
+    chosen = "".join(f" data-{k}='{html.escape(v, quote=True)}'" for k, v in (answers or {}).items()
+                     if isinstance(v, str))
     if candidate_b is None:
-        return (f"<div class='ann-pair'>{fig(reference, 'Reference', f'{prefix}-ref')}"
+        return (f"<div class='ann-pair'{chosen}>{fig(reference, 'Reference', f'{prefix}-ref')}"
                 f"{fig(candidate, 'Candidate', f'{prefix}-cand')}</div>")
-    # Three pictures: the reference above (half the width), A and B side by side below.
-    half = " style='flex: 0 0 50%'"
-    return (f"<div class='ann-pair' style='flex-wrap: wrap'>"
-            f"{fig(reference, 'Reference', f'{prefix}-ref', half)}</div>"
+    # Three pictures: the reference alone on the first row (half the width: the figures' own
+    # max-width; the whole width on a phone, where the rows stack), A and B side by side below.
+    return (f"<div class='ann-pair'{chosen}>{fig(reference, 'Reference', f'{prefix}-ref')}</div>"
             f"<div class='ann-pair'>{fig(candidate, 'A (left)', f'{prefix}-cand')}"
             f"{fig(candidate_b, 'B (right)', f'{prefix}-cand-b')}</div>")

@@ -183,7 +183,7 @@ def human_auto_markdown(r: dict | None, k: int) -> list[str]:
     label agrees with the majority of people) as markdown; nothing when the set has no labels."""
     if not r:
         return []
-    out = ["", f"**People vs the automatic identity label** (cast labels / the world's truth; mean and 95 % "
+    out = ["", "**People vs the automatic identity label** (cast labels / the world's truth; mean and 95 % "
            "interval over the queries shown; agreement with the majority human label, Cohen's κ)", "",
            f"| method · scoring | queries @{k} | people @1 | label @1 | people @{k} | label @{k} | "
            f"identity@{k} | people − label @{k} | agreement @{k} |", "|---|---|---|---|---|---|---|---|---|"]

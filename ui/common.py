@@ -1,17 +1,19 @@
 """What the tabs share: the lazily built engine, result thumbnails with their marks, the look."""
 from __future__ import annotations
 
+import contextvars
 import gc
 import html
 import logging
 import math
 import re
 import threading
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
 
 from PIL import Image, ImageDraw
 
 from cir_core.errors import CIRError
+from cir_core.progress import running
 
 from .settings import AppConfig
 
@@ -22,13 +24,19 @@ TARGET_RGB = (26, 150, 65)  # the green frame of a ground-truth target (same as 
 SAME_RGB = (33, 102, 172)  # the blue dot of a result showing the reference's character
 THUMB = 160
 
-LEGEND = ("<span class='legend-target'>green frame, ✓</span> ground-truth target (world queries) · "
-          "<span class='legend-same'>●</span> same character as the reference")
+LEGEND = ("<span class='legend-target'>green frame, ✓</span> ground-truth target (the world's and the "
+          "films' test queries) · <span class='legend-same'>●</span> same character as the reference")
+
+
+POLL_S = 0.5  # how often a waiting handler looks at the long work it waits for
 
 
 class EngineHolder:
-    """Builds the engine on first use (from the page load, with a progress bar) and keeps it.
-    A load failure is remembered and re-raised with its message: fix the setting and restart."""
+    """Builds the engine once, in a thread of its own (`start`; the app starts it while the
+    server starts), and keeps it. Whoever needs it meanwhile waits in `get`, told through a
+    `gr.Progress` how far the build is (the gallery embedded, a download, an index: n/N and
+    an ETA, `cir_core.progress.running`). A load failure is remembered and re-raised with its
+    message: fix the setting and restart."""
 
     def __init__(self, config: AppConfig, engine: Engine | None = None,
                  loader: Callable[..., Any] | None = None):
@@ -37,49 +45,79 @@ class EngineHolder:
         self.error: CIRError | None = None
         self._loader = loader
         self._lock = threading.Lock()
+        self._started = engine is not None
+        self._ready = threading.Event()
+        if engine is not None:
+            self._ready.set()
+
+    def start(self) -> None:
+        """Begin building the engine in the background (once)."""
+        with self._lock:
+            if self._started:
+                return
+            self._started = True
+        threading.Thread(target=self._build, name="engine-build", daemon=True).start()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Whether the engine is built (or failed) within `timeout` seconds."""
+        return self._ready.wait(timeout)
+
+    def _build(self) -> None:
+        from cir_core.engine import load_engine
+
+        def cb(done: int, total: int, desc: str | None = None) -> None:
+            # Encoding a user's gallery can take hours: not under app.py's start-up pause
+            # of the collector (the start's objects are frozen first, not swept).
+            if total and not gc.isenabled() and desc is None:
+                gc.freeze()
+                gc.enable()
+
+        try:
+            self.engine = (self._loader or load_engine)(self.config, progress_cb=cb)
+        except CIRError as exc:
+            self.error = exc
+        except Exception as exc:  # noqa: BLE001 - said on the page, with the log's traceback
+            logging.getLogger(__name__).exception("the engine could not be built")
+            self.error = CIRError(f"{type(exc).__name__}: {exc}".splitlines()[0])
+        else:
+            # The engine's millions of long-lived objects (torch, the gallery) leave the
+            # GC's view: later collections scan only what requests allocate, instead of
+            # pausing a click for a full sweep of the heap now and then. No collection
+            # first (CPython's gc.freeze recipe): with the app's start it would sweep ~1.1M
+            # objects (0.6 s of the first answer) to free ~17k (~15 MB), measured.
+            gc.freeze()
+        finally:
+            gc.enable()  # app.py pauses the collector for the start-up
+            self._ready.set()
 
     def get(self, progress: Any = None) -> Engine:
+        """The engine, once built (starting the build if nobody has); meanwhile `progress` (a
+        `gr.Progress`) is told what the build is doing."""
         if self.engine is not None:
             return self.engine
-        with self._lock:
-            if self.engine is None and self.error is None:
-                from cir_core.engine import load_engine
+        self.start()
+        if progress is not None:
+            progress(0.0, desc="Loading the backbone and the gallery")
+        while not self._ready.wait(POLL_S):
+            report_progress(progress)
+        if self.error is not None:
+            raise type(self.error)(f"The workbench could not start: {self.error}")
+        assert self.engine is not None
+        return self.engine
 
-                def cb(done: int, total: int, desc: str | None = None) -> None:
-                    # Encoding a user's gallery can take hours: not under app.py's start-up pause
-                    # of the collector (the start's objects are frozen first, not swept).
-                    if total and not gc.isenabled() and desc is None:
-                        gc.freeze()
-                        gc.enable()
-                    if progress is not None and total and desc is not None:  # a Hub gallery's download
-                        progress((done, total), desc=f"Downloading {desc} (cached for later starts)", unit="bytes")
-                    elif progress is not None and total:
-                        progress((done, total), desc="Embedding the gallery (first run only; cached "
-                                 "for later starts)", unit="images")
-
-                if progress is not None:
-                    progress(0.0, desc="Loading the backbone and the gallery")
-                try:
-                    self.engine = (self._loader or load_engine)(self.config, progress_cb=cb)
-                except CIRError as exc:
-                    self.error = exc
-                else:
-                    # The engine's millions of long-lived objects (torch, the gallery) leave the
-                    # GC's view: later collections scan only what requests allocate, instead of
-                    # pausing a click for a full sweep of the heap now and then. No collection
-                    # first (CPython's gc.freeze recipe): with the app's start it would sweep ~1.1M
-                    # objects (0.6 s of the first answer) to free ~17k (~15 MB), measured.
-                    gc.freeze()
-                finally:
-                    gc.enable()  # app.py pauses the collector for the start-up
-            if self.error is not None:
-                raise type(self.error)(f"The workbench could not start: {self.error}")
-            return self.engine
+    def loading_line(self) -> str:
+        """What the page says while the engine is built: the long work in flight with n/N and an
+        ETA, or that the backbone and the gallery are loading."""
+        tasks = running()
+        if not tasks:
+            return "**Loading** the backbone and the gallery…"
+        return "**Loading** · " + " · ".join(md_text(t.line(), 400) for t in tasks[-2:]) + \
+            " (first run only: cached for later starts)" * any("embedding" in t.desc for t in tasks)
 
     def warm_up(self) -> threading.Thread:
         """Start building the engine now, in the background (the app's first page load then
-        finds it ready or waits for it), then answer one request with it (`Engine.warm_up`);
-        failures are kept for `get` to report."""
+        finds it ready or waits for it, told how far it is), then answer one request with it
+        (`Engine.warm_up`); failures are kept for `get` to report."""
         def build() -> None:
             try:
                 engine = self.get()
@@ -93,6 +131,48 @@ class EngineHolder:
         t = threading.Thread(target=build, name="engine-warm-up", daemon=True)
         t.start()
         return t
+
+
+def report_progress(progress: Any) -> None:
+    """Tell a `gr.Progress` about the newest long work in flight (n/N, elapsed, ETA)."""
+    tasks = running()
+    if progress is None or not tasks:
+        return
+    t = tasks[-1]
+    if t.total:
+        progress((min(t.done, t.total), t.total), desc=t.line(), unit=t.unit)
+    else:
+        progress(None, desc=t.line())
+
+
+T = TypeVar("T")
+
+
+def run_reporting(fn: Callable[[], T], progress: Any) -> T:
+    """`fn()` in a thread of its own (this context copied, so its toasts and its request's
+    account go where they would), telling `progress` meanwhile about the long work it waits
+    for: a method's first load, CIReVL's caption bank, another request's build."""
+    if progress is None:
+        return fn()
+    ctx = contextvars.copy_context()
+    box: dict[str, Any] = {}
+
+    def go() -> None:
+        try:
+            box["value"] = ctx.run(fn)
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            box["error"] = exc
+
+    t = threading.Thread(target=go, name="cir-request", daemon=True)
+    t.start()
+    while True:
+        t.join(POLL_S)
+        if not t.is_alive():
+            break
+        report_progress(progress)
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
 
 
 # -- user text on the page -------------------------------------------------------------------------
@@ -159,34 +239,6 @@ def float_in(value: Any, default: float, lo: float, hi: float) -> float:
     return min(max(f, lo), hi)
 
 
-def number_noted(value: Any, default: float, lo: float, hi: float, name: str,
-                 integer: bool = False) -> tuple[float, str | None]:
-    """(`float_in`'s value, or `int_in`'s with `integer`; a note when it is not what was sent).
-    A limit that changes a user's number says so: 'k = 1000 is outside 1–50: 50 was used.'
-    None (the parameter left out) takes the default without a note."""
-    used: float = int_in(value, int(default), int(lo), int(hi)) if integer else float_in(value, default, lo, hi)
-    if value is None:
-        return used, None
-    shown = (value if isinstance(value, str) else repr(value))[:40]  # escaped where it is shown
-    try:
-        f = float(value) if not isinstance(value, bool) else math.nan
-    except (TypeError, ValueError, OverflowError):
-        f = math.nan
-    if not math.isfinite(f):
-        why = "is not a number"
-    elif not lo <= f <= hi:
-        why = f"is outside {_num(lo)}–{_num(hi)}"
-    elif f != used:
-        why = "is not a whole number"
-    else:
-        return used, None
-    return used, f"{name} = {shown} {why}: {_num(used)} was used."
-
-
-def _num(x: float) -> str:
-    return str(int(x)) if float(x).is_integer() else f"{x:g}"
-
-
 def bool_in(value: Any, default: bool = False) -> bool:
     return value if isinstance(value, bool) else default
 
@@ -248,7 +300,7 @@ def hit_caption(hit: Any, moved: str = "") -> str:
 def gallery_items(engine: Engine, hits: list, size: int = THUMB,
                   moved: Sequence[str] | None = None) -> list[tuple[Image.Image, str]]:
     cues = list(moved or []) + [""] * len(hits)
-    return [(mark(engine.view.thumbnail(h.row, size), h.is_target, h.same_character), hit_caption(h, cue))
+    return [(mark(engine.thumbnail(h.row, size), h.is_target, h.same_character), hit_caption(h, cue))
             for h, cue in zip(hits, cues)]
 
 
@@ -257,7 +309,12 @@ def fmt_ms(ms: float) -> str:
 
 
 CSS = """
+/* the page under the app (and its footer, which can run past it) in the theme's colour: in dark
+   mode the body stayed white, the footer's light text on it 1.5:1 */
+body {background: var(--body-background-fill);}
 .gradio-container {max-width: 1880px !important; margin: 0 auto;}
+/* the selected tab's text: the theme's accent (indigo-600, 6.3:1 on white) is too dark on the dark page */
+.dark [role="tab"][aria-selected="true"] {color: var(--primary-300) !important;}
 #app-title h1 {margin-bottom: 0; font-size: 1.55rem;}
 #app-title p {margin-top: 2px; color: var(--body-text-color-subdued);}
 #banner {font-size: 0.86rem; padding: 6px 12px; border-radius: 8px;
@@ -319,12 +376,33 @@ CSS = """
 #result-preview-image {height: min(640px, calc(94vw - 26px), 64vh) !important;}  /* square, as the images */
 #result-preview-image img {object-fit: contain;}
 #edit-counter p {margin: 0; text-align: right;}
-.ann-pair {display: flex; gap: 14px; justify-content: center;}
+#fig-status pre {white-space: pre-wrap; overflow-wrap: anywhere;}  /* no scroll box: all of it reads */
+/* Annotate: reference, candidate, both answer rows and Next on one 1440x900 screen (the pictures
+   give up height first); a column on a phone, with big pictures and touch-sized buttons */
+#ann-edit h3 {margin: 2px 0 4px;}
+.ann-pair {display: flex; gap: 14px; justify-content: center; width: min(1216px, calc(100vw - 64px));
+  max-width: 100%;}
+#ann-tools button {white-space: nowrap;}
 .ann-pair figure {flex: 1 1 0; margin: 0; text-align: center; max-width: 50%;}
-.ann-pair img {width: 100%; max-height: 384px; object-fit: contain; border-radius: 8px;
-  border: 1px solid var(--border-color-primary); background: var(--background-fill-secondary);}
-.ann-pair figcaption {font-size: 0.85rem; color: var(--body-text-color-subdued);}
+.ann-pair img {width: 100%; max-height: clamp(180px, calc(100vh - 580px), 384px); object-fit: contain;
+  border-radius: 8px; border: 1px solid var(--border-color-primary); background: var(--background-fill-secondary);}
+.ann-pair figcaption {font-size: 0.85rem; color: var(--body-text-color-primary);}
+@media (max-width: 640px) {
+  .ann-pair {flex-direction: column; gap: 8px; width: auto;}
+  .ann-pair figure {max-width: 100%;}
+  .ann-pair img {max-height: min(92vw, 60vh);}
+  .ann-answers button, #ann-tools button {min-height: 48px;}
+}
 .ann-missing {padding: 40px 8px; border: 1px dashed var(--border-color-primary); border-radius: 8px;}
+/* the neighbourhood map (ui/why.py): an SVG at its column's width, its legend wrapping under it */
+.why-map-head {font-size: var(--text-lg); font-weight: 600; margin: 18px 0 2px 0;}
+.why-map-note {font-size: 0.85rem; margin: 0;}
+.why-map {margin: 8px 0; max-width: 600px;}
+.why-map-svg {width: 100%; height: auto; color: var(--body-text-color);}
+.why-legend {display: flex; flex-wrap: wrap; gap: 4px 16px; list-style: none; padding: 0; margin: 6px 0;
+  font-size: 0.85rem;}
+.why-legend li {display: flex; align-items: center; gap: 3px; margin: 0;}
+.why-map figcaption {font-size: 0.85rem; color: var(--body-text-color);}
 #ref-examples-gallery .caption-label {text-align: left !important; display: -webkit-box;
   -webkit-line-clamp: 3; -webkit-box-orient: vertical; overflow: hidden;}
 """
@@ -334,7 +412,21 @@ def theme() -> Any:
     import gradio as gr
 
     # System fonts only: the default theme would fetch web fonts, and the app runs offline.
-    return gr.themes.Soft(primary_hue="indigo", secondary_hue="slate", neutral_hue="slate",
+    soft = gr.themes.Soft(primary_hue="indigo", secondary_hue="slate", neutral_hue="slate",
                           font=["ui-sans-serif", "system-ui", "Segoe UI", "Roboto", "Helvetica Neue",
                                 "Arial", "sans-serif"],
                           font_mono=["ui-monospace", "SFMono-Regular", "Menlo", "Consolas", "monospace"])
+    # Text at >= 4.5:1 contrast (WCAG AA) in light and dark (axe-core, tests/test_app_a11y.py):
+    # Soft's grey notes (slate-400 on slate-50: 2.45:1), indigo labels on their pale badge (3.6:1)
+    # and white on indigo-500 (4.46:1) are a shade darker here.
+    return soft.set(body_text_color_subdued="*neutral_600", body_text_color_subdued_dark="*neutral_300",
+                    block_label_text_color="*primary_700", block_title_text_color="*primary_700",
+                    button_primary_background_fill="*primary_600", button_primary_background_fill_hover="*primary_700",
+                    button_primary_background_fill_dark="*primary_600",
+                    button_primary_background_fill_hover_dark="*primary_700",
+                    checkbox_label_background_fill_selected="*primary_600",
+                    checkbox_label_background_fill_selected_dark="*primary_600",
+                    color_accent="*primary_600",  # the selected tab's text (one value for both modes)
+                    link_text_color="*primary_700", link_text_color_hover="*primary_800",
+                    link_text_color_visited="*primary_800", link_text_color_dark="*primary_300",
+                    link_text_color_hover_dark="*primary_200", link_text_color_visited_dark="*primary_200")

@@ -17,20 +17,20 @@ from typing import TYPE_CHECKING, Any
 import gradio as gr
 from gradio.data_classes import FileData
 
-from cir_core.engine import MAX_K, MAX_STEPS, MAX_TEXT_CHARS, MAX_UPLOAD_PIXELS
+from cir_core.engine import MAX_K, MAX_STEPS, MAX_TEXT_CHARS, MAX_UPLOAD_PIXELS, CompareRequest, admit
 from cir_core.errors import CIRError
 from cir_core.methods import extra_methods, method_label, shown_methods
 from cir_core.search import DEFAULT_LAMBDA
 
-from .common import (LEGEND, EngineHolder, bool_in, event_index, int_in, list_in, md_text, number_noted,
+from .common import (LEGEND, EngineHolder, bool_in, event_index, int_in, list_in, md_text, run_reporting,
                      text_in, warn)
-from .permalink import LINK_JS, from_query, link_query
+from .permalink import LINK_JS, UNLINK_JS, from_query, link_query
 from .preview import preview_box, wire_preview
 from .settings import AppConfig
-from .reference import (NO_REFERENCE, PAGE_SIZE, PICK_THUMB, example_items, page_view,  # noqa: F401
-                        reference_info, reference_view, resolve_reference, select_example,
-                        select_from_page, upload_view)
-from .results import (CompareView, column_header, compare_api, compare_view,  # noqa: F401
+from .reference import (NO_REFERENCE, NO_REFERENCE_INFO, PAGE_SIZE, PICK_THUMB, example_items,  # noqa: F401
+                        hints, page_view, reference_info, reference_key, reference_view,
+                        select_example, select_from_page, stale_status, upload_view)
+from .results import (CompareView, column_header, compare_api, compare_view, render_compare,  # noqa: F401
                       details, empty_headers, progression_header, status_line, timings_line)
 from .uploads import UploadRefused, uploaded_path  # noqa: F401
 
@@ -52,11 +52,11 @@ class CompareTab:
     load_outputs: list
     load: Any  # (engine, the page URL's query parameters) -> values for load_outputs
     after_load: Any  # (the page load's event) -> None: presses Compare for a permalink
+    browser: Any = None  # the reference browser (the page load's progress bar is drawn over it)
 
 
 MAX_ID = 500  # a gallery id or a search is never longer; longer input is cut, then not found
 MAX_SEARCH = 500
-MAX_EDIT_SENT = 100_000  # characters of an edit read from a request; past MAX_TEXT_CHARS it is cut, with a note
 # After the page load: a permalink (a reference and an edit in the URL) whose reference the load
 # accepted presses Compare, in the browser. A page without one costs the server nothing more.
 AUTORUN_JS = """() => {
@@ -104,9 +104,11 @@ def build(holder: EngineHolder, cfg: AppConfig) -> CompareTab:
                  [*c.col_gals, *c.step_gals])
     return CompareTab(c.ref_id, c.upload, c.edit, c.k, c.scoring, c.own_lambda, c.lam,
                       [c.browser, c.page_label, c.rows_state, c.page_state, c.examples, c.example_ids,
-                       c.ref_id, c.edit, c.preview, c.ref_info, c.k, c.scoring, c.own_lambda, c.lam, c.extra],
+                       c.ref_id, c.edit, c.preview, c.ref_info, c.k, c.scoring, c.own_lambda, c.lam, c.extra,
+                       c.search, c.examples_note],
                       lambda engine, params=None: _load(engine, params, optional),
-                      lambda dep: dep.then(None, None, None, js=AUTORUN_JS, api_visibility="private"))
+                      lambda dep: dep.then(None, None, None, js=AUTORUN_JS, api_visibility="private"),
+                      c.browser)
 
 
 def _reference_panel(c: SimpleNamespace) -> None:
@@ -114,7 +116,7 @@ def _reference_panel(c: SimpleNamespace) -> None:
     with gr.Tabs():
         with gr.Tab("Gallery", id="ref-gallery"):
             with gr.Row():
-                c.search = gr.Textbox(placeholder="Search id, character or caption (e.g. Ada beach)",
+                c.search = gr.Textbox(placeholder="Search id, character or caption",
                                       show_label=False, scale=4, container=False, elem_id="ref-search")
                 c.search_btn = gr.Button("Search", scale=1, size="sm")
             c.browser = gr.Gallery(show_label=False, columns=6, rows=4, height="auto", allow_preview=False,
@@ -131,7 +133,8 @@ def _reference_panel(c: SimpleNamespace) -> None:
                         "ground truth; choosing a gallery image or an example replaces it.",
                         elem_classes="small-note")
         with gr.Tab("Examples", id="ref-examples"):
-            gr.Markdown("World test queries with their edits: click one to load both.", elem_classes="small-note")
+            # what the examples are depends on the gallery: set when the engine is up (`_load`)
+            c.examples_note = gr.Markdown("", elem_classes="small-note", elem_id="ref-examples-note")
             c.examples = gr.Gallery(show_label=False, columns=3, height=420, allow_preview=False,
                                     object_fit="cover", elem_id="ref-examples-gallery", buttons=[],
                                     interactive=False)
@@ -150,8 +153,7 @@ def _edit_panel(c: SimpleNamespace, optional: list[str]) -> None:
     # No max_length: the browser would cut a long paste silently. The counter says how long it
     # is; past the limit the request uses its beginning and says so in the status.
     c.edit = gr.Textbox(label="Edit (one or more sentences)", lines=3, max_lines=8,
-                        placeholder="Make the square blue. Move the character to the left.",
-                        elem_id="edit-text")
+                        placeholder="Describe the change", elem_id="edit-text")
     c.counter = gr.Markdown(f"0 / {MAX_TEXT_CHARS:,} characters", elem_id="edit-counter",
                             elem_classes="small-note")
     with gr.Row():
@@ -198,14 +200,21 @@ def _results_panel(c: SimpleNamespace, names: list[str], optional: list[str]) ->
                                           object_fit="contain", buttons=[], interactive=False, scale=5,
                                           elem_id=f"prog-step-{i + 1}", elem_classes="prog-gallery",
                                           allow_preview=False))
+    # why the results are where they are: the map (a click on a result gives its score terms)
+    c.why_map = gr.HTML("", elem_id="why-map", padding=False)
     with gr.Accordion("Raw result (JSON): ids, scores, marks, timings", open=False):
         c.details_json = gr.JSON(show_label=False)
     c.picks = gr.State({})
+    c.result_ref = gr.State("")  # `reference_key` of the reference the shown results belong to
 
 
 def _wire_reference(holder: EngineHolder, c: SimpleNamespace) -> None:
     """Browsing, searching, picking, uploading and typing a reference. Every input is coerced
-    (`ui.common.*_in`) and every user error is a toast plus a line in the tab."""
+    (`ui.common.*_in`) and every user error is a toast plus a line in the tab. After each change
+    of reference, results shown for another one are marked stale (`c.stale`, `mark_stale`)."""
+    stale = dict(fn=mark_stale, inputs=[c.ref_id, c.upload, c.result_ref, c.status],
+                 outputs=[c.status, c.permalink, c.csv], api_visibility="private")
+    c.stale = lambda dep: dep.then(**stale).then(None, [c.status], None, js=UNLINK_JS, api_visibility="private")
 
     def on_page(search_text: Any, page: Any, delta: int):
         try:
@@ -231,7 +240,8 @@ def _wire_reference(holder: EngineHolder, c: SimpleNamespace) -> None:
             return gr.skip(), gr.skip(), f"⚠ {md_text(exc)}", gr.skip()
         return ref, img, info, None
 
-    c.browser.select(on_pick, [c.rows_state], [c.ref_id, c.preview, c.ref_info, c.upload], api_visibility="private")
+    c.stale(c.browser.select(on_pick, [c.rows_state], [c.ref_id, c.preview, c.ref_info, c.upload],
+                             api_visibility="private"))
 
     def on_example(ids: Any, evt: gr.SelectData):
         try:
@@ -245,21 +255,28 @@ def _wire_reference(holder: EngineHolder, c: SimpleNamespace) -> None:
             return gr.skip(), gr.skip(), gr.skip(), f"⚠ {md_text(exc)}", gr.skip()
         return ref, text, img, info, None
 
-    c.examples.select(on_example, [c.example_ids], [c.ref_id, c.edit, c.preview, c.ref_info, c.upload],
-                      api_visibility="private")
+    c.stale(c.examples.select(on_example, [c.example_ids], [c.ref_id, c.edit, c.preview, c.ref_info, c.upload],
+                              api_visibility="private"))
 
-    def on_upload(file: Any):
+    def on_upload(file: Any, ref: Any):
         try:
             path = uploaded_path(file)
             if not path:
                 return gr.skip(), gr.skip(), gr.skip(), gr.skip()
             img, info = upload_view(holder.get(), path)
         except CIRError as exc:
-            warn(str(exc))  # the bad file is dropped; the previous reference stays
-            return None, gr.skip(), gr.skip(), f"⚠ {md_text(exc)} The previous reference is kept."
+            warn(str(exc))  # the bad file is dropped (and with it an upload it replaced)
+            kept = text_in(ref, MAX_ID).strip()
+            if kept:  # a gallery reference was chosen: it stays, and is named
+                return None, gr.skip(), gr.skip(), f"⚠ {md_text(exc)} The previous reference {md_text(kept)} is kept."
+            return None, "", None, f"⚠ {md_text(exc)}\n\n{NO_REFERENCE_INFO}"
         return gr.skip(), "", img, info
 
-    c.upload.upload(on_upload, [c.upload], [c.upload, c.ref_id, c.preview, c.ref_info], api_visibility="private")
+    c.stale(c.upload.upload(on_upload, [c.upload, c.ref_id], [c.upload, c.ref_id, c.preview, c.ref_info],
+                            api_visibility="private"))
+    # the upload's ×: the upload was the reference, so there is none now (and the page says so)
+    c.stale(c.upload.clear(lambda: ("", None, NO_REFERENCE_INFO), None, [c.ref_id, c.preview, c.ref_info],
+                           api_visibility="private"))
 
     def on_ref_id(ref: Any):
         ref = text_in(ref, MAX_ID)
@@ -272,9 +289,22 @@ def _wire_reference(holder: EngineHolder, c: SimpleNamespace) -> None:
             return gr.skip(), f"⚠ {md_text(exc)}", gr.skip()  # (preview, info, upload)
         return img, info, None
 
-    c.ref_id.submit(on_ref_id, [c.ref_id], [c.preview, c.ref_info, c.upload], api_visibility="private")
+    c.stale(c.ref_id.submit(on_ref_id, [c.ref_id], [c.preview, c.ref_info, c.upload], api_visibility="private"))
     c.own_lambda.change(lambda own: gr.update(interactive=not bool_in(own, True)), [c.own_lambda], [c.lam],
                         api_visibility="private")
+
+
+def mark_stale(ref: Any, up: Any, shown: Any, status: Any) -> list[Any]:
+    """After a change of reference: results shown for another reference are marked stale in the
+    status, and their permalink and CSV are hidden until Compare runs again."""
+    try:
+        path = uploaded_path(up)
+    except CIRError:
+        path = None
+    note = stale_status(reference_key(text_in(ref, MAX_ID), path), text_in(shown, 5000), text_in(status, 20_000))
+    if note is None:
+        return [gr.skip(), gr.skip(), gr.skip()]
+    return [note, gr.update(visible=False), gr.update(visible=False)]
 
 
 def _wire_compare(holder: EngineHolder, c: SimpleNamespace, names: list[str], optional: list[str],
@@ -285,35 +315,41 @@ def _wire_compare(holder: EngineHolder, c: SimpleNamespace, names: list[str], op
 
     def on_compare(ref: Any, up: Any, text: Any, kk: Any, sc: Any, own: Any, lm: Any, extra: Any,
                    progress=gr.Progress()):
-        k, k_note = number_noted(kk, 8, 1, MAX_K, "k", integer=True)
-        lam, lam_note = number_noted(lm, DEFAULT_LAMBDA, 0.0, 1.0, "λ")
         chosen = [n for n in list_in(extra) if isinstance(n, str)]
         active = names + [n for n in optional if n in chosen]
-        own, ref, path = bool_in(own, True), text_in(ref, MAX_ID), None
+        own, path = bool_in(own, True), None
         try:
             engine = holder.get(progress)
             path = uploaded_path(up)
+            # the one place k, λ, scoring, edit and methods are decided (cir_core.engine.admit)
+            req = admit(CompareRequest(reference_id=ref, upload=path, edit=text, k=kk, scoring=sc,
+                                       lam=None if own else lm, methods=active))
         except CIRError as exc:
             view = CompareView(status=f"⚠ {md_text(exc)}", columns=empty_headers(active), error=str(exc))
+            req = None
         else:
-            notes = [n for n in (k_note, None if own else lam_note) if n]
-            view = compare_view(engine, ref, path, text_in(text, MAX_EDIT_SENT), int(k), text_in(sc, 20), own,
-                                lam, active, notes=notes)
+            # a first use (a method's load, CIReVL's caption bank) says how far it is meanwhile
+            view = run_reporting(lambda: render_compare(engine, req), progress)
         if view.error:
             warn(view.error)
         got = dict(zip(active, view.columns))
         view.columns = [got.get(n, ("", [])) for n in every]  # the extra columns not asked for stay empty
-        link = "" if view.error or path else link_query(ref, view.edit, int(k), text_in(sc, 20),
-                                                         None if own else lam, [n for n in active if n in optional])
-        return (view_updates(view, int(k)) + [gr.update(visible=n in active) for n in optional]
+        k = req.k if req is not None else 8
+        link = "" if view.error or path or req is None else link_query(
+            req.reference_id or "", view.edit, k, req.scoring, req.lam, [n for n in active if n in optional])
+        return (view_updates(view, k) + [gr.update(visible=n in active) for n in optional]
                 + [view.picks, gr.update(value=view.csv, visible=bool(view.csv)),
-                   gr.update(value=link, visible=bool(link))])
+                   gr.update(value=link, visible=bool(link)),
+                   "" if view.error or req is None else reference_key(req.reference_id or "", path)])
 
     c.extra.change(lambda extra: [gr.update(visible=n in list_in(extra)) for n in optional], [c.extra], c.opt_cols,
                    api_visibility="private")
     inputs = [c.ref_id, c.upload, c.edit, c.k, c.scoring, c.own_lambda, c.lam, c.extra]
     outputs = [c.status, c.timings, *c.col_heads, *c.col_gals, c.prog_head, *c.step_mds, *c.step_gals,
-               c.details_json, *c.opt_cols, c.picks, c.csv, c.permalink]
+               c.details_json, c.why_map, *c.opt_cols, c.picks, c.csv, c.permalink, c.result_ref]
+    # "Use as the reference" in the result preview runs the Compare again (`ui.preview`)
+    c.compare_run = dict(fn=on_compare, inputs=inputs, outputs=outputs, api_visibility="private",
+                         concurrency_limit=concurrency, concurrency_id="compare")
     # The button's event feeds ~40 components; programs use the JSON endpoint below instead.
     c.run.click(on_compare, inputs, outputs, api_name="compare_view", api_visibility="undocumented",
                 concurrency_limit=concurrency, concurrency_id="compare").then(
@@ -337,11 +373,7 @@ def _wire_compare(holder: EngineHolder, c: SimpleNamespace, names: list[str], op
             engine = holder.get()
         except CIRError as exc:
             return {"error": str(exc)}
-        k_v, k_note = number_noted(k, 8, 1, MAX_K, "k", integer=True)
-        lam_v, lam_note = (None, None) if lam is None else number_noted(lam, DEFAULT_LAMBDA, 0.0, 1.0, "λ")
-        return compare_api(engine, text_in(reference_id, MAX_ID), text_in(edit, MAX_EDIT_SENT), int(k_v),
-                           text_in(scoring, 20), lam_v, path, text_in(methods, 2000),
-                           notes=[n for n in (k_note, lam_note) if n])
+        return compare_api(engine, reference_id, edit, k, scoring, lam, path, methods)
 
     gr.api(compare, api_name="compare", concurrency_limit=concurrency, concurrency_id="compare")
 
@@ -356,6 +388,7 @@ def view_updates(view: CompareView, k: int) -> list[Any]:
     out += [gr.update(value=s[0] if s else "", visible=s is not None) for s in steps]
     out += [gr.update(value=s[1] if s else [], visible=s is not None, columns=max(k, 1)) for s in steps]
     out.append(view.details)
+    out.append(view.map_html)
     return out
 
 
@@ -365,10 +398,11 @@ def _load(engine: Engine, params: Any, optional: list[str]) -> list:
     (`AUTORUN_JS` then presses Compare)."""
     items, label, shown, page = page_view(engine, "", 0)
     ex_items, ex_ids = example_items(engine)
-    first = [gr.skip()] * 4
+    hint = hints(engine)
+    first = [gr.skip(), gr.update(placeholder=hint.edit), gr.skip(), gr.skip()]
     if ex_ids:
         ref, text, img, info = select_example(engine, ex_ids, 0)
-        first = [ref, text, img, info]
+        first = [ref, gr.update(value=text, placeholder=hint.edit), img, info]
     settings = [gr.skip()] * 5
     linked = from_query(params, optional)
     if linked.ref:
@@ -377,11 +411,13 @@ def _load(engine: Engine, params: Any, optional: list[str]) -> list:
         except CIRError as exc:
             linked.notes.append(f"The link's reference cannot be opened: {exc}")
         else:
-            first = [linked.ref, linked.edit if linked.edit is not None else "", img, info]
+            first = [linked.ref, gr.update(value=linked.edit if linked.edit is not None else "",
+                                           placeholder=hint.edit), img, info]
             settings = [gr.skip() if linked.k is None else linked.k,
                         gr.skip() if linked.scoring is None else linked.scoring,
                         linked.lam is None, gr.update(value=linked.lam if linked.lam is not None else DEFAULT_LAMBDA,
                                                       interactive=linked.lam is not None), linked.extra]
     for note in linked.notes:
         warn(note)
-    return [items, label, shown, page, ex_items, ex_ids, *first, *settings]
+    return [items, label, shown, page, ex_items, ex_ids, *first, *settings,
+            gr.update(placeholder=hint.search), hint.examples]

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import gradio as gr
 
 from cir_core.errors import CIRError, InputError
-from cir_core.figures import export, parse_entries, regenerate_command, to_image
+from cir_core.figures import WIDTHS, export, parse_entries, regenerate_command, to_image
 from cir_core.methods import method_label, shown_methods, split_baseline
 from cir_core.search import DEFAULT_LAMBDA
 from cir_core.settings import engine_argv
@@ -57,11 +57,14 @@ def export_view(engine: Engine, source: str, listed: str, ref_id: str | None, up
                 own_lambda: bool = True, lam: float = DEFAULT_LAMBDA, marks: bool = True,
                 scores: bool = True, out_dir: str | Path | None = None,
                 progress_cb: Callable[[int, int], None] | None = None,
-                engine_args: list[str] | None = None) -> FigureView:
+                engine_args: list[str] | None = None, width: str = "text", legend: bool = True,
+                maps: bool = False, ids: bool = False) -> FigureView:
     """Build the figure and write fig.png, fig.pdf and queries.json under `out_dir` (by default a
     folder of `ui.tempfiles.TEMP`, removed shortly after Gradio has copied the files). A listed
     query may not name an image file (`parse_entries` without an image root refuses it).
-    `engine_args`: the app's engine flags, for the regenerate command."""
+    `engine_args`: the app's engine flags, for the regenerate command. `width` 'column' (3.25 in)
+    or 'text' (6.75 in); `legend`, `maps` (each query's neighbourhood map), `ids` (query ids in
+    the titles): as `cir_core.figures.export`."""
     try:
         entries = [current_entry(ref_id, upload, edit)] if source == CURRENT else parse_entries(listed)
         if len(entries) > 12:
@@ -73,16 +76,19 @@ def export_view(engine: Engine, source: str, listed: str, ref_id: str | None, up
         sc = "chord" if str(scoring).lower().startswith("chord") else "cosine"
         res = export(engine, entries, list(methods or []), paths, k=int(k), scoring=sc,
                      lam=None if own_lambda else float(lam), marks=marks, scores=scores,
-                     progress_cb=progress_cb, engine_args=engine_args or [])
+                     progress_cb=progress_cb, engine_args=engine_args or [],
+                     width=width if width in WIDTHS else "text", legend=legend, maps=maps, ids=ids)
     except CIRError as exc:
         return FigureView(None, [], f"⚠ {md_text(exc)}", str(exc))
     preview = to_image(res.figure)
     missing = [f"{label}: {cells}" for p in res.panels for label, cells in p.rows if isinstance(cells, str)]
     note = ("\n\nRows without results: " + md_text("; ".join(dict.fromkeys(missing)), 2000)) if missing else ""
+    note += "".join(f"\n\nNote: {md_text(n, 1000)}" for n in res.notes)
     n = len(entries)
     cmd = regenerate_command(paths[2].name, engine_args or [])
     status = (f"Exported {n} quer{'y' if n == 1 else 'ies'} × {len(methods)} method"
-              f"{'s' * (len(methods) != 1)}, top-{int(k)}. To regenerate it, in the folder you save "
+              f"{'s' * (len(methods) != 1)}, top-{int(k)}, {res.spec['width']:g} in wide (every text ≥ 7 pt, "
+              f"thumbnails at 300 ppi). To regenerate it, in the folder you save "
               f"the files to:\n\n```\n{cmd}\n```{note}")
     return FigureView(preview, [str(p) for p in [*paths, *res.references]], status)
 
@@ -102,9 +108,15 @@ def build(holder: EngineHolder, cfg: AppConfig, compare: Any):
             methods = gr.CheckboxGroup([(method_label(n), n) for n in names], value=columns,
                                        label="Methods (one row each)", elem_id="fig-methods")
             k = gr.Slider(1, 10, value=5, step=1, label="Results per method (k)")
+            width = gr.Radio([("Paper column, 3.25 in", "column"), ("Paper text width, 6.75 in", "text")],
+                             value="text", label="Width (every text ≥ 7 pt at it)", elem_id="fig-width")
             with gr.Row():
                 marks = gr.Checkbox(value=True, label="Ground-truth and identity marks")
                 scores = gr.Checkbox(value=True, label="Scores under results")
+            with gr.Row():
+                legend = gr.Checkbox(value=True, label="Legend of the marks", elem_id="fig-legend")
+                maps = gr.Checkbox(value=False, label="Each query's neighbourhood map", elem_id="fig-map")
+                ids = gr.Checkbox(value=False, label="Query ids in the titles", elem_id="fig-ids")
             gr.Markdown("Scoring and λ follow the Compare tab.", elem_classes="small-note")
             run = gr.Button("Export PNG + PDF + JSON", variant="primary", elem_id="fig-export")
             status = gr.Markdown("", elem_classes="status-msg", elem_id="fig-status")
@@ -115,7 +127,8 @@ def build(holder: EngineHolder, cfg: AppConfig, compare: Any):
 
     source.change(lambda s: gr.update(visible=s == LISTED), [source], [listed], api_visibility="private")
 
-    def on_export(src, lst, ref, up, text, meth, kk, sc, own, lm, mk, scs, progress=gr.Progress()):
+    def on_export(src, lst, ref, up, text, meth, kk, sc, own, lm, mk, scs, wd="text", lg=True, mp=False, ids_=False,
+                  progress=gr.Progress()):
         try:
             engine = holder.get(progress)
             path = uploaded_path(up) if src == CURRENT else None
@@ -130,7 +143,9 @@ def build(holder: EngineHolder, cfg: AppConfig, compare: Any):
         view = export_view(engine, choice_in(src, (CURRENT, LISTED), CURRENT), text_in(lst, MAX_LISTED),
                            text_in(ref, 500), path, text_in(text, 20_000), chosen, int_in(kk, 5, 1, 10),
                            text_in(sc, 20), bool_in(own, True), float_in(lm, DEFAULT_LAMBDA, 0.0, 1.0),
-                           bool_in(mk, True), bool_in(scs, True), progress_cb=cb, engine_args=argv)
+                           bool_in(mk, True), bool_in(scs, True), progress_cb=cb, engine_args=argv,
+                           width=choice_in(wd, tuple(WIDTHS), "text"), legend=bool_in(lg, True),
+                           maps=bool_in(mp, False), ids=bool_in(ids_, False))
         if view.error:
             warn(view.error)
         return view.preview, view.files or None, view.status
@@ -139,7 +154,7 @@ def build(holder: EngineHolder, cfg: AppConfig, compare: Any):
     # on the preview only: it never sits over the previous run's warning.
     run.click(None, None, [status], js="() => ''", api_visibility="private").then(
         on_export, [source, listed, compare.ref_id, compare.upload, compare.edit, methods, k,
-                    compare.scoring, compare.own_lambda, compare.lam, marks, scores],
+                    compare.scoring, compare.own_lambda, compare.lam, marks, scores, width, legend, maps, ids],
         [preview, files, status], api_name="export_figure", show_progress_on=[preview])
 
     def load(engine: Engine) -> list:

@@ -16,6 +16,9 @@ Gradio's own routes trust more than a multi-user annotation service may (issue 4
   each request has a size cap (one image), each user (or client address) a count and byte quota
   per hour and a rate per minute, and the disk a free-space floor — a signed-in user could fill
   the disk the annotation database lives on in seconds (8 x 24 MB in one second, kept an hour).
+- **Every page has a title.** Gradio's page carries none until the app's config loads, so its
+  sign-in page had no `<title>` (axe: document-title, serious); an HTML page without one gets
+  the app's (`PAGE_TITLE`).
 - **Exports belong to their owner.** A folder made for one user's download (`TEMP.new(..., owner)`)
   is served to that user only; anyone else gets 404, as for a file that does not exist.
 
@@ -49,6 +52,8 @@ UNSAFE = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 MAX_JSON_BODY = 25 * 1024 * 1024  # a queue/join or cancel body is read whole to find its session hash
 SESSION_PATHS = ("/gradio_api/heartbeat/", "/gradio_api/stream/")  # .../<session_hash>/...
 NOBODY = "\x00nobody"  # the owner of a session opened without sign-in
+PAGE_TITLE = "CIR Workbench"
+MAX_PAGE = 1024 * 1024  # HTML pages read whole to give them a title: Gradio's is a few kB
 
 
 @dataclass(frozen=True)
@@ -198,6 +203,8 @@ class HttpGuard:
         if method == "GET" and "/gradio_api/file=" in path and not self._may_read(path, user):
             await _reply(send, 404, "file not found")
             return
+        if method == "GET" and not path.startswith("/gradio_api/"):
+            send = _titled(send)
         hashes = self._hashes_in_url(scope, path)
         if method == "POST" and path.startswith("/gradio_api/") and \
                 headers.get("content-type", "").split(";")[0].strip() == "application/json":
@@ -290,6 +297,38 @@ class HttpGuard:
         target = urllib.parse.unquote(path.split("/gradio_api/file=", 1)[1])
         owner = TEMP.owner_of(target)
         return owner is None or owner == user
+
+
+def _titled(send: Send) -> Send:
+    """`send`, with an HTML page that has no <title> given `PAGE_TITLE` (other replies untouched)."""
+    state: dict[str, Any] = {"start": None, "chunks": []}
+
+    async def wrapped(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            headers = {k.lower(): v for k, v in message.get("headers", [])}
+            length = headers.get(b"content-length", b"")
+            if headers.get(b"content-type", b"").startswith(b"text/html") and length.isdigit() and \
+                    int(length) <= MAX_PAGE:  # a streamed page (no length) passes as it is
+                state["start"] = message  # held until the body is whole
+                return
+            await send(message)
+            return
+        if message["type"] != "http.response.body" or state["start"] is None:
+            await send(message)
+            return
+        state["chunks"].append(message.get("body", b""))
+        if message.get("more_body", False):
+            return
+        body = b"".join(state["chunks"])
+        if b"<title" not in body.lower() and b"<head>" in body:
+            body = body.replace(b"<head>", f"<head><title>{PAGE_TITLE}</title>".encode(), 1)
+        start = state["start"]
+        start["headers"] = [(k, v) for k, v in start.get("headers", []) if k.lower() != b"content-length"] + \
+            [(b"content-length", str(len(body)).encode())]
+        await send(start)
+        await send({"type": "http.response.body", "body": body, "more_body": False})
+
+    return wrapped
 
 
 def _replay(messages: list[dict[str, Any]], then: Receive | None = None) -> Receive:

@@ -13,7 +13,7 @@ from urllib.parse import quote, urlencode
 
 from cir_core.engine import MAX_K
 
-from .common import number_noted
+from cir_core.engine.request import noted_number
 
 MAX_PARAM = 100_000  # characters of one value read from a URL (the edit is cut later, with a note)
 
@@ -25,6 +25,14 @@ LINK_JS = """(q) => {
   const url = window.location.origin + window.location.pathname + q;
   try { window.history.replaceState(null, '', url); } catch (e) {}
   return url;
+}"""
+
+
+# Results marked stale (their reference changed): the address bar no longer holds their link.
+UNLINK_JS = """(status) => {
+  if ((status || '').includes('Stale:') && window.location.search) {
+    try { window.history.replaceState(null, '', window.location.pathname); } catch (e) {}
+  }
 }"""
 
 
@@ -65,7 +73,7 @@ def from_query(params: Mapping[str, str] | None, optional: Sequence[str]) -> Lin
     p = {k: str(v)[:MAX_PARAM] for k, v in dict(params or {}).items() if isinstance(k, str)}
     out = Linked(ref=p.get("ref", "").strip()[:500] or None, edit=p.get("edit") or None)
     if "k" in p:
-        k, note = number_noted(p["k"], 8, 1, MAX_K, "k (in the link)", integer=True)
+        k, note = noted_number(p["k"], 8, 1, MAX_K, "k (in the link)", integer=True)
         out.k = int(k)
         out.notes += [note] if note else []
     if "scoring" in p:
@@ -75,7 +83,7 @@ def from_query(params: Mapping[str, str] | None, optional: Sequence[str]) -> Lin
         else:
             out.notes.append(f"scoring = {p['scoring'][:40]} in the link is neither cosine nor chord: cosine was used.")
     if "lambda" in p:
-        lam, note = number_noted(p["lambda"], 0.34, 0.0, 1.0, "λ (in the link)")
+        lam, note = noted_number(p["lambda"], 0.34, 0.0, 1.0, "λ (in the link)")
         out.lam = float(lam)
         out.notes += [note] if note else []
     names = [m.strip() for m in p.get("methods", "").split(",") if m.strip()]

@@ -1,6 +1,7 @@
 """The Compare tab's result preview: a clicked result at full size over the page, with its
-method, rank, score, id and caption, and "Use as the reference". `compare.build` lays it out
-(`preview_box`) and wires it to the result galleries (`wire_preview`)."""
+method, rank, score, id and caption, and "Use as the reference" (which runs the Compare again
+on it). `compare.build` lays it out (`preview_box`) and wires it to the result galleries
+(`wire_preview`)."""
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -11,6 +12,8 @@ import gradio as gr
 from cir_core.errors import CIRError
 
 from .common import EngineHolder, dict_in, event_index, float_in, int_in, list_in, md_text, warn
+from .permalink import LINK_JS
+from .why import why_text
 from .reference import reference_view
 
 if TYPE_CHECKING:
@@ -56,7 +59,7 @@ def wire_preview(holder: EngineHolder, c: SimpleNamespace, keys: list[str], gall
                 if isinstance(row, bool) or not isinstance(row, int):
                     raise CIRError("That result is no longer shown; run Compare again.")
                 engine = holder.get()
-                img = engine.view.image(row, PREVIEW_SIZE)
+                img = engine.image(row, PREVIEW_SIZE)
             except (CIRError, IndexError) as exc:
                 warn(str(exc))
                 return gr.update(visible=True), f"⚠ {md_text(exc)}", None, {}
@@ -77,15 +80,19 @@ def wire_preview(holder: EngineHolder, c: SimpleNamespace, keys: list[str], gall
             return gr.skip(), gr.skip(), f"⚠ {md_text(exc)}", gr.skip(), gr.update(visible=False)
         return item, img, info, None, gr.update(visible=False)
 
+    # the new reference's results at once: the status, columns, permalink and CSV never belong
+    # to the reference it replaced
     c.lb_use.click(on_use, [c.lb_pick], [c.ref_id, c.preview, c.ref_info, c.upload, c.lightbox],
                    api_visibility="private").then(
                        None, None, None, js="() => document.getElementById('ref-id')?.scrollIntoView({block: 'center'})",
-                       api_visibility="private")
+                       api_visibility="private").then(**c.compare_run).then(
+                           None, [c.permalink], [c.permalink], js=LINK_JS, api_visibility="private")
     c.lb_close.click(lambda: gr.update(visible=False), None, [c.lightbox], api_visibility="private", queue=False)
 
 
 def preview_info(engine: Engine, pick: dict) -> str:
-    """The preview's heading: method, rank, score, id, marks, character, caption."""
+    """The preview's heading: method, rank, score, id, marks, character, why it ranks there
+    (its score terms and its ranks under cosine and Chord), caption."""
     parts = [f"**{md_text(pick.get('label'))}** · #{int_in(pick.get('rank'), 0, 0, 10**6)} · score "
              f"{float_in(pick.get('score'), 0.0, -1e9, 1e9):.3f} · `{md_text(pick.get('item_id'))}`"]
     if pick.get("is_target"):
@@ -93,5 +100,7 @@ def preview_info(engine: Engine, pick: dict) -> str:
     who = pick.get("character")
     if isinstance(who, str) and who:
         parts.append(f"character **{md_text(who)}**" + (" (same as the reference)" if pick.get("same_character") else ""))
-    cap = engine.view.caption(int(pick["row"]))
-    return " · ".join(parts) + (f"\n\n<small>{md_text(cap, 1000)}</small>" if cap else "")
+    cap = engine.caption(int(pick["row"]))
+    why = why_text(pick.get("why"), str(pick.get("scoring") or "cosine"))
+    return " · ".join(parts) + (f"\n\n{why}" if why else "") + \
+        (f"\n\n<small>{md_text(cap, 1000)}</small>" if cap else "")

@@ -4,20 +4,20 @@ from __future__ import annotations
 
 import csv
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cir_core.engine import MAX_STEPS, MAX_TEXT_CHARS, CompareResult, check_edit
-from cir_core.methods import list_methods, method_label
-from cir_core.errors import CIRError, InputError
+from cir_core.engine import Admitted, CompareRequest, CompareResult, admit
+from cir_core.methods import method_label
+from cir_core.errors import CIRError
 from cir_core.fileio import csv_cell
 from cir_core.backbone_id import is_world_backbone
 from cir_core.search import DEFAULT_LAMBDA
 
 from .common import fmt_ms, gallery_items, md_text
-from .reference import resolve_reference
 from .tempfiles import TEMP
+from .why import map_html
 
 if TYPE_CHECKING:
     from cir_core.engine import Engine
@@ -38,59 +38,59 @@ class CompareView:
     picks: dict[str, list[dict]] = field(default_factory=dict)
     csv: str | None = None  # the top-k of every method (and step) as a CSV file
     edit: str = ""  # the edit the request used (cut to the limit), as typed
+    map_html: str = ""  # the neighbourhood map (`ui.why.map_html`)
 
 
-def clip_edit(text: str, limit: int = MAX_TEXT_CHARS) -> tuple[str, str | None]:
-    """(the edit cut to `limit` characters at a word boundary, a note saying so) — or (text, None).
-    Counted as `cir_core.inputs.check_edit_text` counts (runs of whitespace are one space)."""
-    n = len(" ".join(text.split()))
-    if n <= limit:
-        return text, None
-    cut = text[:limit]  # collapsing whitespace only shortens, so this fits
-    space = max(cut.rfind(" "), cut.rfind("\n"))
-    if space > limit * 3 // 4:
-        cut = cut[:space]
-    cut = cut.rstrip()
-    tail = " ".join(cut.split()[-4:])
-    return cut, (f"The edit is {n:,} characters; the limit is {limit:,}: only its first "
-                 f"{len(' '.join(cut.split())):,} (up to “…{tail}”) were used.")
+SHOWN_APART_MS = 10.0  # a wait or a build shorter than this is not worth a word in the header
 
 
 def column_header(m: Any, scoring: str) -> str:
+    """The method's name (and λ), its own compose and search time, and apart from them what it
+    waited for other requests and spent in one-time builds, when that is worth a word."""
     if not m.ok:
         return f"**{md_text(m.label)}**\n\n<span class='col-err'>⚠ {md_text(m.error)}</span>"
     lam = f" · λ {m.lam:.2f}" if scoring == "chord" and m.lam is not None else ""
-    return f"**{md_text(m.label)}**{lam}\n\ncompose {fmt_ms(m.compose_ms)} · search {fmt_ms(m.search_ms)}"
+    return f"**{md_text(m.label)}**{lam}\n\ncompose {fmt_ms(m.compose_ms)} · search {fmt_ms(m.search_ms)}" + \
+        "".join(f" · {what} {fmt_ms(ms)}" for what, ms in (("waited", m.wait_ms), ("first use", m.build_ms))
+                if ms >= SHOWN_APART_MS)
 
 
 def empty_headers(names: list[str]) -> list[tuple[str, list]]:
     return [(f"**{method_label(n)}**\n\n&nbsp;", []) for n in names]
 
 
-def compare_view(engine: Engine, ref_id: str | None, upload: str | None, edit: str | None, k: int = 8,
-                 scoring: str = "cosine", own_lambda: bool = True, lam: float = DEFAULT_LAMBDA,
+def compare_view(engine: Engine, ref_id: str | None, upload: str | None, edit: str | None, k: Any = 8,
+                 scoring: Any = "cosine", own_lambda: bool = True, lam: Any = DEFAULT_LAMBDA,
                  names: list[str] | None = None, notes: list[str] | None = None,
                  csv_dir: str | Path | None = None) -> CompareView:
-    """Run one Compare request and render it to values; every user error becomes `status`.
-    `notes`: what the caller changed in the user's input (a clamped number), shown with the
-    result; an edit over the limit is cut here, and said so. The top-k is written as a CSV under
-    `csv_dir` (default: `ui.tempfiles.TEMP`'s folder, swept two minutes after)."""
-    names = list(names) if names is not None else engine.methods.default()
-    scoring = "chord" if str(scoring).lower().startswith("chord") else "cosine"
+    """One Compare request from the tab's values, admitted (`cir_core.engine.admit`: the one place
+    its k, λ, scoring, edit and methods are decided), run and rendered; every user error becomes
+    `status`. `notes`: the caller's own, shown with admission's."""
+    req = CompareRequest(reference_id=ref_id, upload=upload, edit=edit or "", k=k, scoring=scoring,
+                         lam=None if own_lambda else lam, methods=names)
     try:
-        edit, cut = clip_edit(edit or "")
-        check_edit(edit)  # an empty edit is reported before an upload is encoded
-        with engine.admit():  # busy: said at once, before an upload is encoded
-            ref = resolve_reference(engine, ref_id, upload)
-            res = engine.compare(ref, edit, k=int(k), scoring=scoring,
-                                 lam=None if own_lambda else float(lam), methods=names)
+        admitted = admit(req)
+    except CIRError as exc:
+        shown = list(names) if names is not None else engine.methods.default()
+        return CompareView(status=f"⚠ {md_text(exc)}", columns=empty_headers(shown), error=str(exc))
+    return render_compare(engine, admitted, notes, csv_dir)
+
+
+def render_compare(engine: Engine, req: Admitted, notes: list[str] | None = None,
+                   csv_dir: str | Path | None = None) -> CompareView:
+    """Run an admitted request and render it to values. The top-k is written as a CSV under
+    `csv_dir` (default: `ui.tempfiles.TEMP`'s folder, swept two minutes after)."""
+    names = list(req.methods) if req.methods is not None else engine.methods.default()
+    try:
+        res = engine.run(req)
     except CIRError as exc:
         return CompareView(status=f"⚠ {md_text(exc)}", columns=empty_headers(names), error=str(exc))
-    add_notes(res, [*(notes or []), *([cut] if cut else [])], int(k))
+    res.notes[:0] = notes or []
+    scoring = res.scoring
     t0 = time.perf_counter()
     columns = [(column_header(m, scoring), gallery_items(engine, m.hits) if m.ok else [])
                for m in res.methods]
-    picks = {f"col-{m.name}": [_pick(m.label, h) for h in m.hits] for m in res.methods}
+    picks = {f"col-{m.name}": [_pick(m.label, h, res.scoring) for h in m.hits] for m in res.methods}
     steps = []
     prog = res.progression
     if prog is not None:
@@ -99,27 +99,24 @@ def compare_view(engine: Engine, ref_id: str | None, upload: str | None, edit: s
             span = "sentence 1" if s.index == 1 else f"sentences 1–{s.index}"
             steps.append((f"**Step {s.index}** · {span}\n\nadds “{md_text(s.sentence, 2000)}”",
                           gallery_items(engine, s.hits, moved=moves(before, s.hits) if s.index > 1 else None)))
-            picks[f"step-{s.index}"] = [_pick(f"{prog.label} step {s.index}", h) for h in s.hits]
+            picks[f"step-{s.index}"] = [_pick(f"{prog.label} step {s.index}", h, res.scoring) for h in s.hits]
             before = s.hits
+    ids = {h.row: h.item_id for m in res.methods for h in m.hits}
+    if res.reference.row is not None:
+        ids[res.reference.row] = res.reference.item_id or ""
+    for r in res.target_rows:
+        ids.setdefault(r, engine.item_id(r))
+    why_map = map_html(res.map, {m.name: m.label for m in res.methods} |
+                       ({prog.method: prog.label} if prog is not None else {}), ids)
     render_ms = (time.perf_counter() - t0) * 1000
     out = Path(csv_dir) if csv_dir else TEMP.root  # its sweeper removes the files 2 min on
-    return CompareView(status=status_line(res, engine.backbone.id), timings=timings_line(res, render_ms),
+    follows = engine.query_character(res.reference, res.edit) if res.query_id else None
+    return CompareView(status=status_line(res, engine.backbone.id, engine.domain, follows),
+                       timings=timings_line(res, render_ms),
                        columns=columns,
                        progression_header=progression_header(prog), steps=steps,
-                       details=details(res, render_ms), picks=picks, edit=edit,
-                       csv=str(write_topk_csv(res, out / csv_name())))
-
-
-def add_notes(res: CompareResult, notes: list[str], k_asked: int) -> None:
-    """Add to `res.notes` (the status line and the JSON's `notes`) what changed the user's input:
-    the caller's notes, a k the gallery could not fill, progression rows not shown."""
-    res.notes.extend(notes)
-    if res.k < k_asked:
-        res.notes.append(f"k = {k_asked}: the gallery holds only {res.k} other images, so top-{res.k} is shown.")
-    prog = res.progression
-    if prog is not None and prog.total_sentences > MAX_STEPS:
-        res.notes.append(f"The edit has {prog.total_sentences} sentences; the progression shows the first "
-                         f"{MAX_STEPS} (every method's own result reads them all).")
+                       details=details(res, render_ms), picks=picks, edit=req.edit,
+                       csv=str(write_topk_csv(res, out / csv_name())), map_html=why_map)
 
 
 def moves(before: list, hits: list) -> list[str]:
@@ -133,9 +130,11 @@ def moves(before: list, hits: list) -> list[str]:
     return out
 
 
-def _pick(label: str, hit: Any) -> dict:
+def _pick(label: str, hit: Any, scoring: str = "cosine") -> dict:
+    why = asdict(hit.why) if getattr(hit, "why", None) is not None else None
     return {"label": label, "rank": hit.rank, "row": hit.row, "item_id": hit.item_id, "score": hit.score,
-            "is_target": hit.is_target, "character": hit.character, "same_character": hit.same_character}
+            "is_target": hit.is_target, "character": hit.character, "same_character": hit.same_character,
+            "why": why, "scoring": scoring}
 
 
 def csv_name() -> str:
@@ -180,13 +179,22 @@ def _csv_hit(h: Any) -> dict:
             "character": h.character or "", "same_character": flag(h.same_character)}
 
 
-def status_line(res: CompareResult, backbone_id: str | None = None) -> str:
+def status_line(res: CompareResult, backbone_id: str | None = None, domain: str = "world",
+                follows: str | None = None) -> str:
+    """The request in one paragraph: the reference, the edit's length, k and scoring; whether it
+    is a benchmark query (`domain`: "world" or "films"; a film query `follows` one actor) whose
+    ground truth is framed; what is unavailable; the notes."""
     ref = res.reference
     who = f" ({md_text(ref.character)})" if ref.character else ""
     n = len(res.sentences)
     head = f"Reference **{md_text(ref.label)}**{who} · {n} sentence{'s' * (n != 1)} · top-{res.k} by " \
            f"{'Chord' if res.scoring == 'chord' else 'cosine'}"
-    if res.query_id:
+    if res.query_id and domain == "films":
+        about = f", about **{md_text(follows)}**" if follows else ""
+        gt = (f"This is film query **{md_text(res.query_id)}**{about}: every keyframe that answers it is "
+              "framed in green" + (f", and a blue dot marks the keyframes where {md_text(follows)} appears."
+                                   if follows else "."))
+    elif res.query_id:
         gt = f"This is world query **{md_text(res.query_id)}**: its ground-truth target is framed in green."
     elif ref.row is not None and res.reference.character:
         gt = "Free-text edit: no ground truth for it, so only identity marks are shown."
@@ -204,9 +212,14 @@ def status_line(res: CompareResult, backbone_id: str | None = None) -> str:
 
 
 def timings_line(res: CompareResult, render_ms: float) -> str:
+    """Each stage's own time, then apart from them the time spent waiting behind other requests
+    and in one-time builds (a method's first load, CIReVL's caption bank), then the total."""
     t = res.timings
+    apart = "".join(f" · {what} {fmt_ms(t.get(key, 0.0))}" for key, what in
+                    (("wait", "waiting for other requests"), ("build", "one-time builds"))
+                    if t.get(key, 0.0) >= SHOWN_APART_MS)
     return (f"Time: encode {fmt_ms(t['encode'])} · compose {fmt_ms(t['compose'])} · search "
-            f"{fmt_ms(t['search'])} · thumbnails {fmt_ms(render_ms)} · "
+            f"{fmt_ms(t['search'])} · thumbnails {fmt_ms(render_ms)}{apart} · "
             f"**total {fmt_ms(t['total'] + render_ms)}**")
 
 
@@ -226,22 +239,15 @@ def details(res: CompareResult, render_ms: float) -> dict:
     return d
 
 
-def compare_api(engine: Engine, reference_id: str | None, edit: str | None, k: int = 8,
-                scoring: str = "cosine", lam: float | None = None, upload: str | None = None,
-                methods: str | None = None, notes: list[str] | None = None) -> dict:
-    """The JSON API: `CompareResult.to_dict()`, or {"error": message} for a user error.
-    `methods`: comma-separated registered names (default: the engine's columns and baseline).
-    `notes` (what the caller changed: a clamped k or λ) and a cut edit go into the JSON's `notes`."""
+def compare_api(engine: Engine, reference_id: Any, edit: Any, k: Any = 8, scoring: Any = "cosine",
+                lam: Any = None, upload: str | None = None, methods: Any = None) -> dict:
+    """The JSON API: the request admitted (`cir_core.engine.admit`) and run, `CompareResult.to_dict()`
+    — its `notes` say what admission changed (a k or λ out of range, an edit cut) — or
+    {"error": message} for a user error. `methods`: comma-separated registered names (default:
+    the engine's columns and baseline)."""
     try:
-        names = [m.strip() for m in str(methods or "").split(",") if m.strip()] or None
-        unknown = [m for m in names or [] if m not in list_methods()]
-        if unknown:
-            raise InputError(f"unknown method {unknown[0]!r}; registered: {', '.join(list_methods())}")
-        edit, cut = clip_edit(edit or "")
-        with engine.admit():  # busy: said at once, before an upload is encoded
-            ref = resolve_reference(engine, reference_id, upload)
-            res = engine.compare(ref, edit, k=int(k), scoring=str(scoring).lower(), lam=lam, methods=names)
+        res = engine.run(admit(CompareRequest(reference_id=reference_id, upload=upload, edit=edit or "", k=k,
+                                              scoring=scoring, lam=lam, methods=methods)))
     except CIRError as exc:
         return {"error": str(exc)}
-    add_notes(res, [*(notes or []), *([cut] if cut else [])], int(k))
     return res.to_dict()

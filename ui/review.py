@@ -65,7 +65,7 @@ def screen(engine: Engine, st: ReviewState, note: str = "") -> ReviewScreen:
     edit = f"### Edit: “{md_text(t.edit_text, 2000)}”"
     if t.character:
         edit += f"\n\nThe character: **{md_text(t.character.get('name')) or 'the boxed person'}**, boxed in amber."
-    pair = pair_html(ref, cand, cand_b, prefix="rev")
+    pair = pair_html(ref, cand, cand_b, prefix="rev")  # chosen answers: added by `render`
     status = f"{head}\n\nDecide the final answer to every question (your note is optional)." + note
     state = {"user": st.user, "set": st.query_set, "task": t.task_id, "shown": time.time(),
              "asked": [q.name for q in st.questions], "status": status, "edit": edit, "pair": pair,
@@ -112,7 +112,10 @@ def choose(svc: AnnotationService, engine: Engine, user: str | None, state: Any,
 def render(v: ReviewScreen) -> list:
     chosen = {n: v.state.get(n) for n in v.state.get("_fresh", [])}
     css = chosen_css(None, None, chosen, prefix="rev") if v.pair else ""
-    return [v.status, v.edit, v.pair + css, v.answers, v.state, asked_css(v.asked, prefix="rev")]
+    # the chosen answers ride on the pair as data attributes too (aria-pressed, ui/annotate_help.py)
+    pair = v.pair.replace("<div class='ann-pair'", "<div class='ann-pair'" + "".join(
+        f" data-{k}='{val}'" for k, val in chosen.items() if isinstance(val, str) and val.isidentifier()), 1)
+    return [v.status, v.edit, pair + css, v.answers, v.state, asked_css(v.asked, prefix="rev")]
 
 
 @dataclass
@@ -131,13 +134,13 @@ def build(holder: EngineHolder, services: ServiceHolder, tab: Any) -> ReviewTab:
     c.answers = gr.HTML("", elem_id="rev-answers")
     btns = {}
     for q in QUESTIONS:
-        with gr.Row(elem_id=f"rev-row-{q.name}"):
-            btns[q.name] = [gr.Button(f"{ch.label}  [{ch.key}]", elem_id=f"rev-{q.element}-{ch.value}", size="lg")
+        with gr.Row(elem_id=f"rev-row-{q.name}", elem_classes="ann-answers"):  # keys shown by CSS
+            btns[q.name] = [gr.Button(ch.label, elem_id=f"rev-{q.element}-{ch.value}", size="lg")
                             for ch in q.choices]
     with gr.Row(equal_height=True):
         c.note = gr.Textbox(label="Note (optional; kept with the decision)", scale=4, max_length=MAX_NOTE,
                             elem_id="rev-note")
-        c.next_b = gr.Button("Reload ▶  [N]", elem_id="rev-next", scale=1)
+        c.next_b = gr.Button("Reload ▶", elem_id="rev-next", scale=1, min_width=110)
     c.state = gr.State({})
     c.asked = gr.HTML(asked_css(questions.core("pointwise"), prefix="rev"), elem_id="rev-asked", padding=False)
     outs = [c.status, c.edit, c.pair, c.answers, c.state, c.asked]

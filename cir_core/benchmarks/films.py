@@ -23,12 +23,12 @@ from cir_core.world.films.benchmark import SPLIT_FILMS, SPLIT_QUERIES, FilmBench
 
 from .common import BenchmarkError
 from .registry import register_benchmark
-from .world import WorldBench
+from .world import WorldEval
 
 
 @dataclass
-class FilmBench(WorldBench):
-    """`WorldBench` over a `FilmBenchmark` (in `world`): the same composing, evaluation loop and
+class FilmBench(WorldEval):
+    """`WorldEval` over a `FilmBenchmark` (in `world`): the same composing, evaluation loop and
     progression protocols; ground truth, metrics and breakdowns of its own."""
 
     name: str = "films"
@@ -48,7 +48,7 @@ class FilmBench(WorldBench):
 
     def metrics(self, got: Any) -> dict[str, float]:
         """Set recall over every ground-truth keyframe, subset recall, mAP, identity@k of the
-        query's character and edit@k (the scoring and the result around them are WorldBench's)."""
+        query's character and edit@k (the scoring and the result around them are WorldEval's)."""
         t, ranked = self.truth, got.ids
         sub = subset_ranking(got.at_cols, t["subsets"], t["ref"])
         ids_ = identity_at_k(ranked, t["identities"], t["character"], (1, 5, 10))

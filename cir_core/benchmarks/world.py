@@ -30,7 +30,10 @@ SPLITS = {"test": 1000, "val": 500}  # default number of queries per split
 
 
 @dataclass
-class WorldBench:
+class WorldEval:
+    """The generated world as an evaluated benchmark (the registry's "world"): `world`, the
+    `cir_core.world.WorldBenchmark` it reads (scenes, queries, ground truth), and how it is scored."""
+
     world: WorldBenchmark
     image_size: int = 64
     progression: bool = False
@@ -152,7 +155,7 @@ class WorldBench:
 
 @register_benchmark("world", "the generated world: exact ground truth, held-out combinations", generated=True)
 def load(root: str | Path | None = None, split: str = "test", n_queries: int | None = None,
-         image_size: int = 64, progression: bool = False) -> WorldBench:
+         image_size: int = 64, progression: bool = False) -> WorldEval:
     """The world's `split` ('test' or 'val') with `n_queries` queries (default 1000 / 500)."""
     if root is not None:
         raise BenchmarkError("the world benchmark is generated: it takes no --root")
@@ -161,4 +164,4 @@ def load(root: str | Path | None = None, split: str = "test", n_queries: int | N
     n = n_queries or SPLITS[split]
     if n < 1:
         raise BenchmarkError(f"--n-queries must be >= 1, got {n}")
-    return WorldBench(build_benchmark(split, n), image_size, progression)
+    return WorldEval(build_benchmark(split, n), image_size, progression)

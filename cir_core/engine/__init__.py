@@ -23,8 +23,10 @@ from .core import Engine, load_engine, open_gallery
 from .gallery_view import GalleryView
 from .method_set import MethodSet
 from .pipeline import check_edit
+from .request import NO_REFERENCE, Admitted, CompareRequest, admit
 from .results import CompareResult, Hit, MethodResult, Progression, Reference, Step
 
 __all__ = ["Engine", "load_engine", "open_gallery", "GalleryView", "MethodSet", "check_edit",
+           "CompareRequest", "Admitted", "admit", "NO_REFERENCE",
            "CheckpointSource", "resolve_checkpoints", "Reference", "Hit", "MethodResult", "Step", "Progression",
            "CompareResult", "MAX_TEXT_CHARS", "MAX_UPLOAD_PIXELS", "MAX_K", "MAX_STEPS", "normalise_text"]

@@ -23,7 +23,11 @@ from ..paths import DEFAULT_BACKBONE, DEFAULT_BACKBONE_DIR, DEFAULT_CHECKPOINTS
 from ..search.index import Index
 from ..search.searcher import Searcher
 from ..settings import MAX_REQUESTS, EngineConfig
+from .. import timing
 from . import pipeline
+from .common import MAX_STEPS
+from .pipeline import check_edit
+from .request import NO_REFERENCE, Admitted
 from ..checkpoint_source import CheckpointSource, resolve_checkpoints
 from .gallery_view import GalleryView
 from .method_set import MethodSet
@@ -36,8 +40,9 @@ SHOWCASE = 6  # demo queries (cir_core.world.data.showcase_queries) in the app's
 
 def open_gallery(spec: str, world_queries: int, image_size: int,
                  cache: Path | None = None) -> tuple[Gallery, Any]:
-    """(gallery, world benchmark or None) for 'world' / 'world:val', 'world:films' (the film
-    world's keyframes), an image folder or a manifest.
+    """(gallery, its benchmark or None) for 'world' / 'world:val' (the world benchmark),
+    'world:films' / 'world:films-val' (the film world's keyframes and its film benchmark), an
+    image folder or a manifest.
     A world split is read from `cache` or the shipped assets when there (else generated, and
     written to `cache` when given)."""
     if spec in ("world", "world:test", "world:val"):
@@ -51,10 +56,12 @@ def open_gallery(spec: str, world_queries: int, image_size: int,
                               [f for f in (mine, SHIPPED_WORLD) if f is not None], cache=mine)
         return bench.gallery(image_size), bench
     if spec in ("world:films", "world:films-val"):
-        from ..world.films.benchmark import film_gallery
+        from ..world.films.benchmark import build_film_benchmark
 
-        # every keyframe of the test (or val) films: ~103k (24k); embedded once, then cached
-        return film_gallery("val" if spec.endswith("-val") else "test", image_size), None
+        # every keyframe of the test (or val) films: ~103k (24k), embedded once, then cached; with
+        # the split's queries (1,000 / 500) and their ground truth, for the app's examples
+        films = build_film_benchmark("val" if spec.endswith("-val") else "test")
+        return films.gallery(image_size), films
     if spec.startswith("movienet:"):
         from ..benchmarks import load_movienet_queryset
 
@@ -105,7 +112,7 @@ def load_engine(cfg: EngineConfig, progress_cb: Callable[..., None] | None = Non
         # The shipped embeddings of the default world gallery: a clean clone's first start
         # encodes nothing (they are used only where the backbone and every fingerprint match).
         emb, norms = EmbeddingCache(root, shipped=SHIPPED_EMBEDDINGS).embed(
-            gallery, backbone, progress_cb=progress_cb, with_norms=True)
+            gallery, backbone, progress=True, progress_cb=progress_cb, with_norms=True)
     names = shown_methods(cfg.methods)
     # the optional methods' folders too: the app may add their columns (a repo without them
     # costs only those columns)
@@ -181,13 +188,14 @@ class Engine:
 
     def compare(self, reference: Reference, edit: str, k: int = 8, scoring: str = "cosine",
                 lam: float | None = None, methods: Sequence[str] | None = None,
-                progression: bool = True, variant: str = "empty") -> CompareResult:
+                progression: bool = True, variant: str = "empty", explained: bool = True) -> CompareResult:
         """Every method's top-k for (reference, edit) and the per-sentence progression
         (`pipeline.compare`). `lam`: Chord's λ for every method; None: each method's own.
-        Raises `Busy` when `max_requests` are in flight already."""
+        `explained`: each hit's score terms and ranks under both scorings, and the map of the
+        neighbourhood. Raises `Busy` when `max_requests` are in flight already."""
         with self.admit():
-                return pipeline.compare(self.view, self.methods, self.searcher, reference, edit, k, scoring, lam,
-                                    methods, progression, variant)
+            return pipeline.compare(self.view, self.methods, self.searcher, reference, edit, k, scoring, lam,
+                                    methods, progression, variant, explained)
 
     # -- what a caller (the app, a notebook) reads of the gallery, without reaching into `view` ----
     @property
@@ -200,21 +208,43 @@ class Engine:
         """The generated world's benchmark behind the gallery (queries, ground truth), or None."""
         return self.view.bench
 
+    @property
+    def benchmark(self) -> Any:
+        """The benchmark whose queries the gallery answers (the world's or the film world's), or None."""
+        return self.view.queries
+
     def reference(self, item: str | int | os.PathLike | Image.Image | bytes) -> Reference:
-        """The reference of a request: a gallery item by id (str) or row (int), or an image (a
-        file path, PIL image or bytes), encoded once; `InputError` / `ImageLoadError` otherwise."""
+        """The reference of a request: a gallery item by id (str) or row (int), or an image — a
+        `pathlib.Path` (a str is always an id, never a file: a request's text must not open one),
+        a PIL image or bytes — encoded once. `InputError` / `ImageLoadError` otherwise."""
         if isinstance(item, bool):
             raise InputError("a reference is an item id, a gallery row or an image")
         if isinstance(item, int):
             return self.view.reference_from_row(item)
         if isinstance(item, str):
-            try:
-                return self.view.reference_from_id(item)
-            except InputError:
-                if not os.path.isfile(item):
-                    raise InputError(f"{item!r} is neither an item of the gallery {self.gallery.name!r} "
-                                     "nor an image file") from None
+            return self.view.reference_from_id(item)
         return self.view.reference_from_upload(item)
+
+    def item_id(self, row: int) -> str:
+        """The id of gallery row `row`."""
+        return self.view.item_id(row)
+
+    @property
+    def domain(self) -> str:
+        """What the gallery shows, for the page's words ('world', 'films' or 'images')."""
+        return self.view.domain
+
+    def query(self, query_id: str) -> tuple[Any, int]:
+        """(the world's query, its reference row) for `query_id`; `InputError` off the world."""
+        return self.view.query(query_id)
+
+    def query_character(self, reference: Reference, edit: str) -> Any:
+        """Whom a world or film query follows (its character), or None."""
+        return self.view.query_character(reference, edit)
+
+    def reference_thumbnail(self, item: str | int, size: int = 160) -> Image.Image:
+        """A thumbnail of a reference with its character marked (a MovieNet box), as Compare shows it."""
+        return self.view.reference_thumbnail(self._row(item), size)
 
     def row(self, item_id: str) -> int:
         """The gallery row of `item_id` (`InputError` when it is not in the gallery)."""
@@ -232,9 +262,9 @@ class Engine:
         """An item's caption (the world's generated one, a manifest's column, or '')."""
         return self.view.caption(self._row(item))
 
-    def search_gallery(self, words: str) -> list[str]:
-        """Ids of the items whose id, caption or character contain every word (any case)."""
-        return [self.view.item_id(r) for r in self.view.search(words)]
+    def search_gallery(self, words: str) -> list[int]:
+        """Rows of the items whose id, caption or character contain every word (any case)."""
+        return self.view.search(words)
 
     def examples(self, n: int | None = None) -> list[Any]:
         """A handful of the world's queries, one per kind of edit ([] off the world)."""
@@ -244,6 +274,30 @@ class Engine:
         if isinstance(item, bool) or not isinstance(item, (str, int)):
             raise InputError(f"an item is an id or a gallery row, not {type(item).__name__}")
         return item if isinstance(item, int) else self.view.row_of(item)
+
+    def run(self, req: Admitted) -> CompareResult:
+        """Answer an admitted request (`request.admit`): an empty edit refused before anything is
+        encoded, busy said at once, the reference resolved (an upload wins over the id), then
+        `compare`; the result's notes say what admission changed and what the gallery could not
+        give (a k it could not fill, progression rows not shown)."""
+        check_edit(req.edit)
+        with self.admit(), timing.account():  # an upload's wait for the encoder is a wait, not its encode
+            if req.upload:
+                ref = self.view.reference_from_upload(req.upload)
+            elif req.reference_id:
+                ref = self.view.reference_from_id(req.reference_id)
+            else:
+                raise InputError(NO_REFERENCE)
+            res = self.compare(ref, req.edit, k=req.k, scoring=req.scoring, lam=req.lam,
+                               methods=list(req.methods) if req.methods else None)
+        res.notes.extend(req.notes)
+        if res.k < req.k:
+            res.notes.append(f"k = {req.k}: the gallery holds only {res.k} other images, so top-{res.k} is shown.")
+        prog = res.progression
+        if prog is not None and prog.total_sentences > MAX_STEPS:
+            res.notes.append(f"The edit has {prog.total_sentences} sentences; the progression shows the first "
+                             f"{MAX_STEPS} (every method's own result reads them all).")
+        return res
 
     def warm_up(self) -> None:
         """Answer one request and discard it, so the first visitor does not pay for what is built

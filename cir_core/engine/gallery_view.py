@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import os
 import random
-import time
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
 from PIL import Image
 
+from .. import timing
 from ..character_mark import CharacterMark, draw_mark, mark_from
 from ..encoder import Encoder
 from ..errors import GalleryError, ImageLoadError, InputError
@@ -28,7 +28,10 @@ UPLOADS = 8  # encoded uploads kept (the same file uploaded again is not re-enco
 class GalleryView:
     """One gallery and everything a request reads of it. `embeddings` (N, D) unit rows aligned
     with `gallery.items`; `feature_norms` (N,) their raw norms (NaN: not recorded) or None;
-    `bench` the world benchmark when the gallery is the world's (ground truth, characters)."""
+    `bench` the benchmark whose gallery it is, if any: the world's (`domain` "world": queries,
+    ground truth, scenes, characters, captions) or the film world's ("films": queries and ground
+    truth; characters from the items). `self.bench` is the world benchmark only (what reads
+    scenes); `self.queries` any benchmark's queries (examples, ground truth)."""
 
     def __init__(self, gallery: Gallery, embeddings: np.ndarray, encoder: Encoder, *,
                  feature_norms: np.ndarray | None = None, bench: Any = None, n_examples: int = 6):
@@ -39,7 +42,11 @@ class GalleryView:
         if feature_norms is not None and np.shape(feature_norms) != (len(gallery),):
             raise GalleryError(f"raw norms {np.shape(feature_norms)} do not match gallery {gallery.name!r} "
                                f"({len(gallery)} items)")
-        self.gallery, self.embeddings, self.encoder, self.bench = gallery, emb, encoder, bench
+        # the world's benchmark says nothing (its source is the shipped split's key); the films' says "films"
+        self.domain: str = getattr(bench, "domain", "world") if bench is not None else "images"
+        self.gallery, self.embeddings, self.encoder = gallery, emb, encoder
+        self.bench = bench if self.domain == "world" else None  # scenes, captions: the world's only
+        self.queries = bench  # queries with ground truth: the world's or the films'
         self.feature_norms = None if feature_norms is None else np.asarray(feature_norms, np.float32)
         self.n_examples = n_examples
         self._thumbs: LRU[tuple[int, int], Image.Image] = LRU(THUMBNAILS)
@@ -50,6 +57,8 @@ class GalleryView:
         self._query_pos: dict[str, int] = {}
         self._gt: list[set[int]] = []
         if bench is not None:
+            if len(bench.reference_idx) and max(bench.reference_idx) >= len(gallery):
+                raise GalleryError(f"benchmark queries name rows past gallery {gallery.name!r} ({len(gallery)} items)")
             self._gt = bench.gt_sets()
             for qi, (q, r) in enumerate(zip(bench.queries, bench.reference_idx)):
                 self._queries_by_key.setdefault((r, normalise_text(q.text)), qi)
@@ -126,11 +135,12 @@ class GalleryView:
 
     # -- world queries ---------------------------------------------------------------------------
     def example_queries(self, n: int | None = None) -> list[Any]:
-        """A handful of world queries, one per kind of edit; a 2–3 sentence one first."""
-        if self.bench is None:
+        """A handful of the benchmark's queries (the world's, the films'), one per kind of edit;
+        a 2–3 sentence one first."""
+        if self.queries is None:
             return []
         n = self.n_examples if n is None else n
-        qs = self.bench.queries
+        qs = self.queries.queries
         picked: list[Any] = []
         wanted = [lambda q: q.edit_type == "long" and 2 <= len(q.sentences) <= 3]
         wanted += [lambda q, t=t: q.edit_type == t for t in ("two", "attribute", "spatial", "scene", "short")]
@@ -147,24 +157,35 @@ class GalleryView:
         return picked[:n]
 
     def query(self, query_id: str) -> tuple[Any, int]:
-        """(world query, reference row) for `query_id`."""
-        if self.bench is None:
-            raise InputError("query ids need the world gallery (this gallery is "
+        """(query, reference row) for `query_id` (a world or film query)."""
+        if self.queries is None:
+            raise InputError("query ids need the world or film gallery (this gallery is "
                              f"{self.gallery.name!r})")
         qi = self._query_pos.get(str(query_id).strip())
         if qi is None:
-            raise InputError(f"no world query {str(query_id).strip()!r} in this benchmark "
-                             f"({len(self.bench.queries)} queries, e.g. {self.bench.queries[0].query_id})")
-        return self.bench.queries[qi], self.bench.reference_idx[qi]
+            raise InputError(f"no query {str(query_id).strip()!r} in this benchmark "
+                             f"({len(self.queries.queries)} queries, e.g. {self.queries.queries[0].query_id})")
+        return self.queries.queries[qi], self.queries.reference_idx[qi]
 
     def ground_truth(self, reference: Reference, text: str) -> tuple[str | None, set[int]]:
-        """(query id, target rows) when (reference, edit) is a world query, else (None, set())."""
-        if self.bench is None or reference.row is None:
-            return None, set()
-        qi = self._queries_by_key.get((reference.row, normalise_text(text)))
+        """(query id, target rows) when (reference, edit) is one of the benchmark's queries, else
+        (None, set())."""
+        qi = self._query_index(reference, text)
         if qi is None:
             return None, set()
-        return self.bench.queries[qi].query_id, self._gt[qi]
+        return self.queries.queries[qi].query_id, self._gt[qi]
+
+    def query_character(self, reference: Reference, text: str) -> str | None:
+        """The character a film query follows (its keyframes show several): the name the items'
+        `character_ids` hold; None otherwise (a world reference shows one character)."""
+        qi = self._query_index(reference, text)
+        name = getattr(self.queries, "character_name", None)
+        return None if qi is None or name is None else name(qi)
+
+    def _query_index(self, reference: Reference, text: str) -> int | None:
+        if self.queries is None or reference.row is None:
+            return None
+        return self._queries_by_key.get((reference.row, normalise_text(text)))
 
     # -- references ------------------------------------------------------------------------------
     def reference_from_row(self, row: int) -> Reference:
@@ -204,9 +225,10 @@ class GalleryView:
             if isinstance(src, (str, os.PathLike)) and name:
                 msg = msg.replace(repr(os.fspath(src)), repr(name))
             raise ImageLoadError(msg) from None
-        t0 = time.perf_counter()
+        t0, before = timing.now(), timing.charges()
         emb, norm = self.encoder.encode_images([img], with_norms=True)
-        ms = (time.perf_counter() - t0) * 1000
+        # its own encode: a wait for the shared encoder is the request's wait (cir_core.timing)
+        ms = max(0.0, timing.now() - t0 - timing.charges().since(before).total_s) * 1000
         shown = img.copy()
         shown.thumbnail((512, 512))
         ref = Reference("upload", f"upload: {name or 'image'}", emb[0], image=shown, encode_ms=ms,

@@ -11,6 +11,7 @@ import numpy as np
 
 from ..errors import CheckpointError, CIRError
 from ..memo import LRU, TextMemo
+from ..timing import charged, one_time_build
 from ..methods import Method, create_method, get_method_class, list_methods, method_label, split_baseline
 from ..batching import BatchQueue
 from .batched import BatchedMethod
@@ -39,11 +40,19 @@ class MethodSet:
         return list(self.columns) + ([self.baseline] if self.baseline else [])
 
     def get(self, name: str) -> Method:
-        """The built method `name`; raises the `CIRError` that explains why it is unavailable."""
-        with self._lock:
-            if name not in self._built:
-                self._built[name] = self._build(name)
-            found = self._built[name]
+        """The built method `name`; raises the `CIRError` that explains why it is unavailable.
+        Building it is a one-time build; waiting while another request builds one is a wait
+        (`cir_core.timing`)."""
+        if name not in self._built:
+            with charged("wait"):
+                self._lock.acquire()
+            try:
+                if name not in self._built:
+                    with one_time_build(f"loading {method_label(name)}", unit="step"):
+                        self._built[name] = self._build(name)
+            finally:
+                self._lock.release()
+        found = self._built[name]
         if isinstance(found, Exception):
             raise found
         return found

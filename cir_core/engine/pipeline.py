@@ -5,12 +5,12 @@ their marks). `Engine.compare` runs them."""
 from __future__ import annotations
 
 import logging
-import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 import numpy as np
 
+from .. import timing
 from ..errors import CIRError, InputError
 from ..inputs import check_edit_text
 from ..memo import TextMemo
@@ -20,9 +20,10 @@ from ..search.scoring import Queries, ScoreOpts
 from ..search.searcher import Ranking, Searcher, rank
 from ..text import split_sentences
 from .common import MAX_K, MAX_STEPS
+from .explain import Explained, explain_hits, neighbourhood_map
 from .gallery_view import GalleryView
 from .method_set import MethodSet
-from .results import CompareResult, Hit, MethodResult, Progression, Reference, Step
+from .results import CompareResult, Hit, MethodResult, NeighbourhoodMap, Progression, Reference, Step
 
 log = logging.getLogger(__name__)
 
@@ -56,31 +57,72 @@ class Job:
 
 
 def compare(view: GalleryView, methods: MethodSet, searcher: Searcher, reference: Reference, edit: str, k: int = 8, scoring: str = "cosine", lam: float | None = None,
-            names: Sequence[str] | None = None, progression: bool = True, variant: str = "empty") -> CompareResult:
+            names: Sequence[str] | None = None, progression: bool = True, variant: str = "empty",
+            explained: bool = True) -> CompareResult:
     """Every method's top-k for (reference, edit), and the per-sentence progression.
 
     `lam`: Chord's λ for every method; None uses each method's own `chord_lambda`.
-    Raises `InputError` for a bad edit / k / scoring; a method that fails gets `error` set."""
-    t_start = time.perf_counter()
-    req = make_request(view, methods, reference, edit, k, ScoreOpts(scoring, lam, variant), names, progression)
-    t0 = time.perf_counter()
-    encode(req, methods.memo)
-    encode_ms = reference.encode_ms + (time.perf_counter() - t0) * 1000
-    t0 = time.perf_counter()
-    results, jobs, steps = compose(req, methods)
-    prog, prog_job = compose_progression(req, methods, steps)
-    compose_ms = (time.perf_counter() - t0) * 1000
-    t0 = time.perf_counter()
-    query_id, targets = view.ground_truth(reference, req.text)
-    jobs += [prog_job] if prog_job is not None else []
-    ranking, search_ms = search(req, jobs, searcher)
-    present(req, jobs, ranking, view, targets, query_id is not None, search_ms)
-    total_search = (time.perf_counter() - t0) * 1000
-    timings = {"encode": encode_ms, "compose": compose_ms, "search": total_search,
-               "total": reference.encode_ms + (time.perf_counter() - t_start) * 1000}
+    Raises `InputError` for a bad edit / k / scoring; a method that fails gets `error` set.
+
+    With `explained`, each method's hits say why they rank where they do (`Hit.why`: the cosine
+    and Chord's λ·direction term, the rank under each scoring) and the result holds the map of
+    the neighbourhood (`CompareResult.map`), `explain` below.
+
+    Timings are this request's own work per stage; the time it waited behind other requests'
+    work and spent in one-time builds (a method's first load, CIReVL's caption bank) is counted
+    apart, as "wait" and "build", per method too (`cir_core.timing`)."""
+    with timing.account():
+        before = timing.charges()  # e.g. an upload's encode, charged by the caller's account
+        t_start = timing.now()
+        loads = load_methods(methods, names if names is not None else methods.default())
+        req = make_request(view, methods, reference, edit, k, ScoreOpts(scoring, lam, variant), names, progression)
+        with Stage() as enc:
+            encode(req, methods.memo)
+        with Stage() as comp:
+            results, jobs, steps = compose(req, methods, loads)
+            prog, prog_job = compose_progression(req, methods, steps)
+        with Stage() as srch:
+            query_id, targets = view.ground_truth(reference, req.text)
+            jobs += [prog_job] if prog_job is not None else []
+            ranking, search_ms = search(req, jobs, searcher)
+            present(req, jobs, ranking, view, targets, query_id is not None, search_ms,
+                    view.query_character(reference, req.text))
+        with Stage() as why:
+            nmap = explain(req, jobs, methods, view, searcher, prog_job, targets) if explained else None
+        spent = timing.charges()
+        timings = {"encode": reference.encode_ms + enc.own_ms, "compose": comp.own_ms, "search": srch.own_ms,
+                   "explain": why.own_ms, "wait": spent.wait_s * 1000, "build": spent.build_s * 1000,
+                   "total": reference.encode_ms + (before.total_s + timing.now() - t_start) * 1000}
     return CompareResult(reference, req.text, list(req.sentences), req.k, scoring, lam, variant, query_id,
                          sorted(targets), results, prog, {key: round(v, 2) for key, v in timings.items()},
-                         text_notes(methods.memo, req))
+                         text_notes(methods.memo, req), nmap)
+
+
+class Stage:
+    """A stage's own time: its wall time less what it waited for other requests and spent in
+    one-time builds (`own_ms`, `spent` after the block)."""
+
+    def __enter__(self) -> "Stage":
+        self.t0, self.c0 = timing.now(), timing.charges()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.spent = timing.charges().since(self.c0)
+        self.own_ms = max(0.0, timing.now() - self.t0 - self.spent.total_s) * 1000
+
+
+def load_methods(methods: MethodSet, names: Sequence[str]) -> dict[str, timing.Charges]:
+    """Build each method on its first use (a one-time build), each one's wait and build time
+    kept for its column; a method that cannot load says why later, in its column."""
+    out = {}
+    for n in names:
+        before = timing.charges()
+        try:
+            methods.get(n)
+        except CIRError:
+            pass
+        out[n] = timing.charges().since(before)
+    return out
 
 
 def check_edit(edit: str | None) -> tuple[str, list[str]]:
@@ -157,18 +199,24 @@ def encode(req: Request, memo: TextMemo) -> list[str]:
 
 
 # -- stage 2: compose -------------------------------------------------------------------------------
-def compose(req: Request, methods: MethodSet) -> tuple[list[MethodResult], list[Job], list[np.ndarray] | None]:
+def compose(req: Request, methods: MethodSet, loads: dict[str, timing.Charges] | None = None,
+            ) -> tuple[list[MethodResult], list[Job], list[np.ndarray] | None]:
     """(every method's result, the jobs to rank, the progression's steps when its method's column
-    computed them); a method that fails keeps its error in its own column."""
+    computed them); a method that fails keeps its error in its own column. `loads`: what each
+    method's first load waited and built (`load_methods`), added to its own."""
     results, jobs, steps = [], [], None
     for name in req.names:
         res = MethodResult(name, method_label(name))
         results.append(res)
+        load = (loads or {}).get(name, timing.Charges())
+        res.wait_ms, res.build_ms = load.wait_s * 1000, load.build_s * 1000
         try:
             m = methods.get(name)
-            t = time.perf_counter()
-            q, q0, mine = _queries(name, m, req, methods)
-            res.compose_ms = (time.perf_counter() - t) * 1000
+            with Stage() as own:
+                q, q0, mine = _queries(name, m, req, methods)
+            res.compose_ms = own.own_ms
+            res.wait_ms += own.spent.wait_s * 1000
+            res.build_ms += own.spent.build_s * 1000
         except CIRError as exc:
             res.error = str(exc)
             continue
@@ -257,19 +305,20 @@ def search(req: Request, jobs: list[Job], searcher: Searcher) -> tuple[Ranking |
     q_empty = np.concatenate([np.repeat(j.q_empty, n, 0) for j, n in zip(jobs, sizes)]) if chord else None
     opts = req.opts.per_query(np.repeat([j.lam or 0.0 for j in jobs], sizes))
     exclude = np.full(sum(sizes), -1 if req.reference.row is None else req.reference.row)
-    t = time.perf_counter()
+    t = timing.now()
     got = rank(Queries(np.concatenate([j.queries for j in jobs]), q_empty, req.v_r), searcher, opts, req.k, exclude)
-    return got, (time.perf_counter() - t) * 1000
+    return got, (timing.now() - t) * 1000
 
 
 # -- stage 4: present -------------------------------------------------------------------------------
 def present(req: Request, jobs: list[Job], ranking: Ranking | None, view: GalleryView, targets: set[int],
-            known_gt: bool, search_ms: float) -> None:
-    """Each job's hits, marked (target, the reference's character), into its result."""
+            known_gt: bool, search_ms: float, follows: str | None = None) -> None:
+    """Each job's hits, marked (target, the reference's character: `follows`, the one a film
+    query is about, among a keyframe's cast), into its result."""
     if ranking is None:
         return
     share = search_ms / len(jobs)
-    ref_char, pid, row = req.reference.character, req.reference.character_pid, 0
+    ref_char, pid, row = req.reference.character, req.reference.character_pid or follows, 0
     for job in jobs:
         n = len(job.queries)
         hits = [_hits(view, ranking.ids[i], ranking.scores[i], targets, known_gt, ref_char, pid)
@@ -293,3 +342,26 @@ def _hits(view: GalleryView, ids: np.ndarray, scores: np.ndarray, targets: set[i
         same = view.shows(i, pid) if pid else None if ref_char is None or ch is None else ch == ref_char
         out.append(Hit(r, i, view.item_id(i), float(s), (i in targets) if known_gt else None, ch, same))
     return out
+
+
+# -- stage 5: explain -------------------------------------------------------------------------------
+def explain(req: Request, jobs: list[Job], methods: MethodSet, view: GalleryView, searcher: Searcher,
+            prog_job: Job | None, targets: set[int]) -> NeighbourhoodMap | None:
+    """Each method's hits with their score terms and ranks under both scorings (`Hit.why`; under
+    cosine too, with the λ Chord would give the method: its q_∅ is composed once per reference
+    and kept), and the map of the neighbourhood."""
+    chord = replace(req.opts, scoring="chord")
+    items, queries = [], {}
+    for job in jobs:
+        res = job.owner
+        if not isinstance(res, MethodResult):
+            continue
+        m = methods.get(res.name)
+        q0 = job.q_empty if job.q_empty is not None else q_empty(res.name, m, replace(req, opts=chord), methods)
+        items.append(Explained(res, job.queries, q0, float(chord.lam_for(m))))
+        queries[res.name] = job.queries
+    explain_hits(items, req.reference, searcher, req.opts.variant)
+    results = [j.owner for j in jobs if isinstance(j.owner, MethodResult)]
+    prog = prog_job.owner if prog_job is not None and isinstance(prog_job.owner, Progression) else None
+    steps = prog_job.queries if prog is not None and prog.native else None
+    return neighbourhood_map(req.reference, queries, results, prog, steps, sorted(targets), searcher.embeddings)

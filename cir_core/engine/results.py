@@ -25,6 +25,26 @@ class Reference:
 
 
 @dataclass
+class Why:
+    """What a result's score is made of (`cir_core.engine.explain`): its cosine to the query and
+    Chord's direction term cos(q − q∅, v − v_r), the λ Chord weighs it with (the method's), the
+    Chord score they make, and the result's rank under each scoring, ranked as the gallery's
+    searcher ranks (None: below `cir_core.engine.explain.RANK_DEPTH`, 200)."""
+
+    cosine: float
+    direction: float
+    lam: float
+    rank_cosine: int | None
+    rank_chord: int | None
+    lam_direction: float = field(init=False)  # λ · direction
+    chord: float = field(init=False)  # cosine + λ · direction
+
+    def __post_init__(self) -> None:
+        self.lam_direction = self.lam * self.direction
+        self.chord = self.cosine + self.lam_direction
+
+
+@dataclass
 class Hit:
     rank: int
     row: int
@@ -33,6 +53,7 @@ class Hit:
     is_target: bool | None  # None: no ground truth for this (reference, edit)
     character: str | None
     same_character: bool | None  # None: the reference's character is unknown
+    why: Why | None = None  # a method column's hit: its score terms and ranks (not a progression's)
 
 
 @dataclass
@@ -42,8 +63,10 @@ class MethodResult:
     hits: list[Hit] = field(default_factory=list)
     error: str | None = None
     lam: float | None = None  # the Chord λ used (None for cosine)
-    compose_ms: float = 0.0
+    compose_ms: float = 0.0  # its own work: waits and one-time builds are apart
     search_ms: float = 0.0
+    wait_ms: float = 0.0  # waiting behind other requests' work (the shared batch worker, a lock)
+    build_ms: float = 0.0  # one-time builds on its first use (its load, CIReVL's caption bank)
 
     @property
     def ok(self) -> bool:
@@ -68,6 +91,30 @@ class Progression:
 
 
 @dataclass
+class MapPoint:
+    """One point of the map: `kind` "reference" | "query" | "step" | "result" | "target";
+    `method` for a query, a step or a result; `rank` a result's rank or a step's index; `row` the
+    gallery row of an image."""
+
+    kind: str
+    x: float
+    y: float
+    method: str | None = None
+    rank: int | None = None
+    row: int | None = None
+
+
+@dataclass
+class NeighbourhoodMap:
+    """The request's neighbourhood in 2-D: `explained`, the share of the images' variance (about
+    their mean) the two axes hold; `images`, how many distinct images the axes were fit on."""
+
+    points: list[MapPoint] = field(default_factory=list)
+    explained: float = 0.0
+    images: int = 0
+
+
+@dataclass
 class CompareResult:
     reference: Reference
     edit: str
@@ -80,8 +127,9 @@ class CompareResult:
     target_rows: list[int]
     methods: list[MethodResult]
     progression: Progression | None
-    timings: dict[str, float]  # ms per stage: encode, compose, search, total
+    timings: dict[str, float]  # ms: encode, compose, search (each its own work), wait, build, total
     notes: list[str] = field(default_factory=list)  # what the user should know (a text cut short)
+    map: NeighbourhoodMap | None = None  # the neighbourhood in 2-D (`cir_core.engine.explain`)
 
     def to_dict(self) -> dict:
         ref = {k: v for k, v in asdict(self.reference).items() if k not in ("embedding", "image")}

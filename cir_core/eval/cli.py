@@ -13,7 +13,6 @@ command line over `cir_core.eval.loop.evaluate`.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from cir_core.search.scoring import SCORINGS, VARIANTS
 from cir_core.paths import DEFAULT_BACKBONE
 from cir_core.settings import (EngineConfig, add_engine_args, apply_offline_default,
                                settings_from)
+from ..report_header import write_report
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         for path in bench.write_submission(next(iter(raw.values())), args.submission):
             print(f"wrote {path}")
     if args.json:
-        args.json.write_text(json.dumps(report, indent=1))
+        write_report(args.json, report, device=cfg.device or "cpu")
         print(f"wrote {args.json}")
     return 0
 

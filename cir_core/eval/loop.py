@@ -1,8 +1,8 @@
 """The one evaluation loop: a benchmark's galleries embedded once (`embed_benchmark`), then per
 method its queries composed once and scored under each scoring option (`score_method`). What the
 eval command line (`evaluate`: every method x scoring, the JSON report, the ranking dump, the
-table), the trainers' validation and λ search (`training.heads.ValBench`) and Chord's correction
-analysis (`chord_analysis`) all run.
+table), the trainers' validation and λ search (`training.heads.ValBench`) and the studies that
+analyse an evaluation (`studies.chord_analysis`, `studies.progression_failures`) all run.
 
     bench = load_benchmark("world", split="test")        # or ("cirr", "/data/cirr", "val")
     report, raw = evaluate(bench, backbone, ["sum", "pact"], ("cosine", "chord"))

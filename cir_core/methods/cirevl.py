@@ -33,6 +33,7 @@ from cir_core.config import DictConfig
 from cir_core.errors import InputError
 from cir_core.fileio import atomic_write, loads_json
 from cir_core.paths import ASSETS_DIR, cache_dir
+from cir_core.timing import one_time_build
 
 from .base import Method, register_method
 from .refs import RefInput, Refs
@@ -41,6 +42,7 @@ from .. import env as environment
 CAPTIONERS = ("bank", "given", "endpoint")
 LAMBDA_FILE = ASSETS_DIR / "cirevl-lambda.json"  # training/cirevl_lambda.py writes it (not a method folder: no weights)
 REWRITERS = ("rules", "endpoint")
+BANK_BLOCK = 256  # captions encoded at a time when a bank is first embedded (its progress steps)
 
 
 @dataclass
@@ -77,7 +79,14 @@ def world_bank(n: int) -> list[str]:
     path = cache_dir() / "cirevl" / f"world-bank-{key}.json"
     if path.exists():
         return loads_json(path.read_text(encoding="utf-8"))
-    texts = list(dict.fromkeys(q.ref_caption for q in islice(query_stream(0), n)))
+    with one_time_build("CIReVL: the world's caption bank", total=n, unit="query") as task:
+        texts = []
+        for i, q in enumerate(islice(query_stream(0), n)):
+            texts.append(q.ref_caption)
+            if i % 100 == 99:
+                task.update(100)
+        task.update(n - task.done)
+    texts = list(dict.fromkeys(texts))
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, lambda f: json.dump(texts, f), binary=False)
     return texts
@@ -109,7 +118,13 @@ class BankCaptioner:
             if path.exists():
                 self._emb = np.load(path)
             else:
-                emb = self.backbone.encode_texts(self.texts).astype(np.float32)
+                texts = self.texts
+                with one_time_build("CIReVL: embedding the caption bank", total=len(texts), unit="caption") as task:
+                    parts = []
+                    for s in range(0, len(texts), BANK_BLOCK):
+                        parts.append(self.backbone.encode_texts(texts[s:s + BANK_BLOCK]).astype(np.float32))
+                        task.update(len(parts[-1]))
+                emb = np.concatenate(parts)
                 path.parent.mkdir(parents=True, exist_ok=True)
                 atomic_write(path, lambda f: np.save(f, emb), binary=True)
                 self._emb = emb

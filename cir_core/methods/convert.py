@@ -32,6 +32,7 @@ from .base import get_method_class
 from .pseudoword import token_width
 from .textinv import TextInversionMethod
 from ..encoder import Towers
+from ..settings import add_backbone_args, add_device_arg
 
 PICKLE_HINT = ("pass --allow-pickle to read it with torch.load(weights_only=True), "
                "or convert it to .safetensors first")
@@ -109,9 +110,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("method", choices=convertible())
     ap.add_argument("source", type=Path, help="the authors' checkpoint (.pt / .pth / .safetensors)")
     ap.add_argument("out", type=Path, help="the checkpoint folder to write")
-    ap.add_argument("--backbone", default=DEFAULT_BACKBONE, help="open_clip model or local-dir: folder")
-    ap.add_argument("--pretrained", default=None, help="open_clip pretrained tag or weights file")
-    ap.add_argument("--device", default="cpu")
+    add_backbone_args(ap, default=DEFAULT_BACKBONE)
+    add_device_arg(ap)
     ap.add_argument("--allow-pickle", action="store_true",
                     help="read a torch.save pickle (with torch.load(weights_only=True))")
     ap.add_argument("--chord-lambda", type=float, default=None, help="Chord λ to record (default 0.34)")

@@ -7,11 +7,11 @@ indexes, and `Searcher` + `rank`, how a fixed gallery is searched, decided once.
 """
 from .index import ANN_KINDS, EXACT_MAX, KINDS, Index, ivf_lists
 from .prefilter import Int8Filter, filter_for, use_filter
-from .scoring import (DEFAULT_LAMBDA, SCORINGS, VARIANTS, Queries, ScoreOpts, chord_scores, cosine_scores,
-                      gallery_norms, score_matrix)
+from .scoring import (DEFAULT_LAMBDA, SCORINGS, VARIANTS, Queries, ScoreOpts, chord_scores, chord_terms,
+                      cosine_scores, gallery_norms, score_matrix)
 from .searcher import DEFAULT_SHORTLIST, Ranking, Searcher, rank
 from .topk import topk
 
 __all__ = ["Searcher", "rank", "Ranking", "Queries", "ScoreOpts", "DEFAULT_LAMBDA", "SCORINGS", "VARIANTS",
-           "score_matrix", "cosine_scores", "chord_scores", "gallery_norms", "topk", "Index", "KINDS",
+           "score_matrix", "cosine_scores", "chord_scores", "chord_terms", "gallery_norms", "topk", "Index", "KINDS",
            "ANN_KINDS", "EXACT_MAX", "ivf_lists", "Int8Filter", "filter_for", "use_filter", "DEFAULT_SHORTLIST"]

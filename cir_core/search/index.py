@@ -19,8 +19,10 @@ import faiss  # noqa: E402
 import numpy as np  # noqa: E402
 
 from ..errors import InputError
+from ..timing import one_time_build
 
 EXACT_MAX = 200_000  # up to this many rows 'auto' is exact (flat)
+ADD_BLOCK = 50_000  # vectors added to an IVF / flat index at a time (its progress steps)
 
 # FAISS switches from its own SIMD kernel to a BLAS GEMM only at >= 128000 query rows by default,
 # so an interactive batch of 1-64 queries never uses BLAS. Measured here (DESIGN.md): with the
@@ -97,7 +99,15 @@ class Index:
             index = faiss.IndexHNSWFlat(d, hnsw_m, faiss.METRIC_INNER_PRODUCT)
             index.hnsw.efSearch = ef_search
             index.hnsw.efConstruction = ef_construction
-        index.add(emb)
+        if kind == "hnsw":  # one add: faiss orders HNSW insertions by level within a call
+            with one_time_build(f"indexing {n:,} vectors (HNSW)", total=n, unit="vector") as task:
+                index.add(emb)
+                task.update(n)
+        else:  # IVF / flat adds are per vector: in blocks, with n/N
+            with one_time_build(f"indexing {n:,} vectors ({kind})", total=n, unit="vector") as task:
+                for s in range(0, n, ADD_BLOCK):
+                    index.add(emb[s:s + ADD_BLOCK])
+                    task.update(min(ADD_BLOCK, n - s))
         return cls(index, kind)
 
     @property

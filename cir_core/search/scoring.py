@@ -191,13 +191,29 @@ def chord_scores(
     eps: float = 1e-6,
     norms: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Chord scores (B, N), C-contiguous per query. The direction term is 0 where
-    ||v_c - v_r|| < eps or ||d|| < eps.
+    """Chord scores (B, N), C-contiguous per query: `chord_terms`' cosine + λ · direction.
 
     `q_empty` and `v_ref` may be a single row shared by all B queries; `q_empty` is unused (may be
     None) for variant "reference". `lam` is one λ or one per query (B,). `norms`: the gallery's
     precomputed `gallery_norms`.
     """
+    gq, direction = chord_terms(q, q_empty, v_ref, gallery, variant, eps, norms)
+    lam_b = np.broadcast_to(np.asarray(lam, np.float32), (gq.shape[0],))[:, None]
+    return (gq + lam_b * direction).astype(np.float32, copy=False)
+
+
+def chord_terms(
+    q: np.ndarray,
+    q_empty: np.ndarray | None,
+    v_ref: np.ndarray,
+    gallery: np.ndarray,
+    variant: str = "empty",
+    eps: float = 1e-6,
+    norms: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Chord's two terms, each (B, N): the cosine cos(q, v_c) and the direction cos(d, v_c - v_r)
+    (d = q - q_empty, or q - v_r for variant "reference"), which is 0 where ||v_c - v_r|| < eps
+    or ||d|| < eps. What a result's score is made of (the app's "why this result")."""
     if variant not in VARIANTS:
         raise InputError(f"unknown Chord variant {variant!r}; expected one of {VARIANTS}")
     g, gn = _gallery(gallery, norms)
@@ -230,8 +246,7 @@ def chord_scores(
     ok = (dist >= eps) & (dnorm >= eps)[:, None]
     direction = np.zeros_like(num)
     np.divide(num, dist * dnorm[:, None], out=direction, where=ok)
-    lam_b = np.broadcast_to(np.asarray(lam, np.float32), (b,))[:, None]
-    return (gq + lam_b * direction).astype(np.float32, copy=False)
+    return gq, direction
 
 
 def score_matrix(queries: Queries, gallery: np.ndarray, opts: ScoreOpts,

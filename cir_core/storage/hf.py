@@ -52,16 +52,19 @@ class HFStore:
                           allow_patterns: Sequence[str] | None, local_files_only: bool) -> Revision:
         from huggingface_hub import snapshot_download
 
+        from ..progress import tracked_tqdm
+
         with _translated(repo_id, revision):
             if not local_files_only:
                 # Resolve the sha online first: snapshot_download alone would fall back to the
                 # cache silently when the Hub is unreachable, and we must say when we do that.
                 info = self._api().repo_info(repo_id, repo_type=repo_type, revision=revision)
                 revision = str(info.sha)
+            # its files' bar also listed for the page (n/N files, an ETA: cir_core.progress)
             path = snapshot_download(repo_id, repo_type=repo_type, revision=revision,
                                      allow_patterns=list(allow_patterns) if allow_patterns else None,
                                      local_files_only=local_files_only, cache_dir=self.cache_dir,
-                                     token=self.token)
+                                     token=self.token, tqdm_class=tracked_tqdm())
         return Revision(Path(path), Path(path).name)  # the cache keeps snapshots/<sha>/
 
 

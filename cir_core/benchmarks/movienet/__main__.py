@@ -21,6 +21,7 @@ from ...errors import CIRError
 from .build import PRESETS, ReferenceRules, build_set, scaled
 from .release import BOX_SLACK
 from .edits import read_edits
+from ...settings import add_seed_arg
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -32,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--out", required=True, help="the set's folder (new, empty, or an earlier build)")
     b.add_argument("--preset", required=True, choices=sorted(PRESETS), help="the shape of PACT's Table 15")
     b.add_argument("--films", nargs="+", metavar="IMDB_ID", help="read only these films (default: every annotated film)")
-    b.add_argument("--seed", type=int, default=0)
+    add_seed_arg(b, what="the reference and gallery draws")
     b.add_argument("--edits", help="CSV/JSONL of edits (query_id, reference_frame or ITT image_id, edit[, edit_type])")
     s = b.add_argument_group("scaling (default: the preset's counts)")
     for name in ("n-queries", "n-references", "n-ref-films", "n-gallery", "n-gallery-films"):

@@ -151,18 +151,18 @@ def pick_backbone(info: dict[str, Any], backbone: Encoder, where: str) -> str:
 def _download(remote: _Remote, files: list[str], desc: str, progress_cb: Callable[..., None] | None,
               progress: bool) -> None:
     """Fetch and verify `files`, with a console bar and `progress_cb(done, total, desc)` in bytes."""
-    from ...progress import bar as progress_bar
+    from ...progress import tracked
 
     missing = [f for f in files if f not in remote.listed]
     if missing:
         raise StorageError(f"{remote.where}: the manifest lists no {', '.join(missing[:5])}")
     total = sum(int(remote.listed[f].get("size", 0)) for f in files)
     done = 0
-    with progress_bar(total=total, unit="B", unit_scale=True, desc=desc, disable=not progress) as bar:
+    with tracked(desc, total=total, unit="B", log=progress) as task:
         for f in files:
             remote.get(f)
             size = int(remote.listed[f].get("size", 0))
             done += size
-            bar.update(size)
+            task.update(size)
             if progress_cb is not None:
                 progress_cb(done, total, desc)

@@ -104,7 +104,7 @@ def export_movienet_release(bench: FilmBenchmark, out: Any, split: str) -> dict[
         out.items[rel] = it.item_id
         jobs.append((rel, (lambda k=k: k.image(out.size))))
     rows = []
-    for q, ref, gt in zip(bench.queries, bench.reference_idx, bench.gt_sets()):
+    for q, _ref, gt in zip(bench.queries, bench.reference_idx, bench.gt_sets()):
         film = q.film
         rows.append({"query_id": q.query_id, "imdb_id": film.film_id, "type": q.edit_type,
                      "reference": keyframe_path(film.film_id, q.reference.shot, q.reference.img),

@@ -76,6 +76,7 @@ def _film_items(films: list[Film]) -> list[FilmItem]:
 
 @dataclass
 class FilmBenchmark:
+    domain = "films"  # what the app's hints speak of (`cir_core.engine.GalleryView.domain`)
     split: str
     films: list[Film]
     items: list[FilmItem]
@@ -105,6 +106,12 @@ class FilmBenchmark:
                 idx.setdefault(key, []).append((r, who))
         return idx
 
+    def character_name(self, qi: int) -> str:
+        """The name of the actor query `qi` follows (the gallery's `character_ids` hold names)."""
+        from ..spec import NAMES
+
+        return NAMES[self.queries[qi].character]
+
     def gt_sets(self) -> list[set[int]]:
         """Every keyframe showing the query's actor in the target's situation (reference excluded)."""
         return [{r for r, w in self._by_key[q.target_key] if w == q.character} - {ref}
@@ -133,7 +140,7 @@ class FilmBenchmark:
             fi = self.items[ref].film
             film = self.films[fi]
 
-            def rows_of(shot: int) -> list[int]:
+            def rows_of(shot: int, film: Film = film) -> list[int]:
                 if not 0 <= shot < len(film.story.shots):
                     return []
                 return [self._row[(film.film_id, shot, i)] for i in (TARGET_IMG, 0, 2)]

@@ -1,7 +1,7 @@
 """The prefix progression's reference point on this backbone (issue 25): what a composer that
 produced exactly the image its prefix describes would score.
 
-    python -m training.progression_oracle [--benchmark films|world] [--split test|val]
+    python -m studies.progression_oracle [--benchmark films|world] [--split test|val]
         [--n-queries N] [--n-films N] [--methods pace,sum] [--checkpoint pace=DIR] [--json out.json]
 
 For each multi-sentence query the progression counts, the reference with the query's first k
@@ -10,7 +10,7 @@ intermediate targets PACE trains on: a film frame as the reference keyframe (its
 place and shot seeds), a world scene with the target's render seed, so only what the sentences
 said has changed. Its image embedding *is* the query after k sentences. The ranks go through the
 benchmark's own prefix ranking (reference removed, best-ranked ground truth, cosine) and
-`cir_core.eval.progression_failures.breakdown`, beside the methods named, in one process.
+`studies.progression_failures.breakdown`, beside the methods named, in one process.
 
 What it says: the oracle composes perfectly in the backbone's image space, so a step it fails
 is one the backbone's geometry does not order under this metric (the final ground truth moved
@@ -21,7 +21,6 @@ bar, the bar asks for more than composing the described image gives on this back
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any, Sequence
@@ -29,6 +28,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from cir_core.errors import InputError
+from cir_core.report_header import write_report
 
 
 def oracle_steps(queries: Sequence[Any], rows: Sequence[int], backbone: Any,
@@ -39,8 +39,7 @@ def oracle_steps(queries: Sequence[Any], rows: Sequence[int], backbone: Any,
         raise InputError("no progression steps: the benchmark has no multi-sentence query")
     from cir_core.progress import bar as progress_bar
     from cir_core.world.films.stream import render_item
-
-    from .prefix_targets import intermediate_states
+    from training.prefix_targets import intermediate_states
 
     todo, off = [], [0]
     for i in rows:
@@ -66,10 +65,11 @@ def oracle_breakdown(bench: Any, backbone: Any, data: Any, steps: list[np.ndarra
     """The drawn-prefix oracle's progression steps on `bench` (built with progression=True),
     `steps` its drawn prefixes (`oracle_steps` of the benchmark's progression rows)."""
     from cir_core.benchmarks.common import prefix_ranks
-    from cir_core.eval.progression_failures import breakdown, sentence_families, step_table
     from cir_core.methods import create_method
     from cir_core.metrics import progression_summary
     from cir_core.search.scoring import ScoreOpts
+
+    from .progression_failures import breakdown, sentence_families, step_table
 
     queries, rows = bench.world.queries, bench.progression_rows()
     n = np.array([len(s) for s in steps])
@@ -103,11 +103,13 @@ def main(argv: list[str] | None = None) -> int:
     from cir_core.backbone import load_backbone
     from cir_core.benchmarks import load_benchmark
     from cir_core.eval.loop import embed_benchmark
-    from cir_core.eval.progression_failures import checkpoint_arg, checkpoint_args, method_breakdown
     from cir_core.methods import create_method
     from cir_core.paths import DEFAULT_BACKBONE
 
-    ap = argparse.ArgumentParser(prog="python -m training.progression_oracle", description=__doc__.split("\n\n")[0])
+    from .cli import checkpoint_arg, checkpoint_args
+    from .progression_failures import method_breakdown
+
+    ap = argparse.ArgumentParser(prog="python -m studies.progression_oracle", description=__doc__.split("\n\n")[0])
     ap.add_argument("--benchmark", default="films", choices=("films", "world"))
     ap.add_argument("--split", default="test", choices=("test", "val"))
     ap.add_argument("--n-queries", type=int, default=None, help="default: the split's (test 1000, val 500)")
@@ -141,9 +143,9 @@ def main(argv: list[str] | None = None) -> int:
               + (f"; cosine to the drawn prefix {r['mean_cos_to_drawn']} (full text {r['mean_cos_to_drawn_full_text']})"
                  if "mean_cos_to_drawn" in r else ""))
     if a.json:
-        a.json.write_text(json.dumps({"benchmark": a.benchmark, "split": a.split, "scoring": "cosine",
-                                      "backbone": bb.id, "checkpoints": {k: v or "shipped" for k, v in folders.items()},
-                                      "methods": results}, indent=1))
+        write_report(a.json, {"benchmark": a.benchmark, "split": a.split, "scoring": "cosine",
+                              "backbone": bb.id, "checkpoints": {k: v or "shipped" for k, v in folders.items()},
+                              "methods": results})
     return 0
 
 

@@ -1,7 +1,7 @@
 """Seed means of a method's candidate recipes on a val benchmark, side by side: the numbers the
-choices in docs/METHODS.md are judged by.
+choices in docs/experiments/ are judged by.
 
-    python -m training.val_seeds --method pace recipe=r0.json,r1.json,r2.json hinge=h0.json,... \\
+    python -m studies.val_seeds --method pace recipe=r0.json,r1.json,r2.json hinge=h0.json,... \\
         [--trainer-metric val_R@1] [--json out.json]
 
 Each file is one seed's `cir_core.eval --json` report (with `--progression` for the progression
@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from cir_core.errors import InputError
+from cir_core.report_header import write_report
 
 SAME = ("benchmark", "split", "n_queries", "gallery_size", "backbone")
 
@@ -101,7 +102,7 @@ def _group(text: str) -> tuple[str, list[Path]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m training.val_seeds", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m studies.val_seeds", description=__doc__.split("\n\n")[0])
     ap.add_argument("groups", nargs="+", type=_group, metavar="NAME=REPORT,...")
     ap.add_argument("--method", required=True)
     ap.add_argument("--trainer-metric", action="append", default=[], help="e.g. val_R@1 (repeatable)")
@@ -116,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(str(e))
     print("\n".join(lines(rep)))
     if a.json:
-        a.json.write_text(json.dumps(rep, indent=1))
+        write_report(a.json, rep)
     return 0
 
 

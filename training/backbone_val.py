@@ -1,20 +1,14 @@
 """Held-out validation of a world backbone: text→image retrieval plus zero-shot attribute probes.
 
-    python -m training.probe_backbone [--backbone local-dir:DIR] [--val-scenes 1000]
-                                      [--probe-scenes 200] [--films] [--threads 1] [--json OUT]
-
-The scenes are the trainer's own held-out set (`Random("backbone-val")`, novel combinations
-allowed, never trained on), so this reproduces the numbers a training run records in its
-exported config. A probe asks the image to pick its true caption among the same caption with
-one attribute changed to every other value (identical phrasing, the same caption RNG seed).
+What the backbone trainer validates with (`training.train_backbone`, recorded in the exported
+config) and what `python -m studies.probe_backbone` reruns on any backbone folder. The scenes are
+the trainer's own held-out set (`Random("backbone-val")`, novel combinations allowed, never
+trained on). A probe asks the image to pick its true caption among the same caption with one
+attribute changed to every other value (identical phrasing, the same caption RNG seed).
 """
 from __future__ import annotations
 
-import argparse
-import json
 import random
-import sys
-import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -122,46 +116,3 @@ def evaluate(model: torch.nn.Module, tokenizer, image_size: int, val_scenes: int
     out.update(probe(enc, held, img, probe_scenes))
     return {k: round(v, 4) for k, v in out.items()}
 
-
-def main(argv: list[str] | None = None) -> dict[str, float]:
-    from cir_core.backbone import DEFAULT_MODEL, load_backbone
-
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--backbone", default=DEFAULT_MODEL, help="open_clip spec, e.g. local-dir:DIR")
-    ap.add_argument("--val-scenes", type=int, default=1000)
-    ap.add_argument("--probe-scenes", type=int, default=200)
-    ap.add_argument("--threads", type=int, default=1, help="CPU threads (0: torch's default)")
-    ap.add_argument("--films", action="store_true",
-                    help="also probe film keyframes of the val films (training.probe_films)")
-    ap.add_argument("--moves", action="store_true",
-                    help="with --films: how far each probe's change moves the image and the caption "
-                         "embedding (training.probe_films.attribute_moves)")
-    ap.add_argument("--json", help="also write the metrics to this file")
-    args = ap.parse_args(argv)
-    if args.moves and not args.films:
-        ap.error("--moves measures film probes: add --films")
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    bb = load_backbone(args.backbone)
-    t0 = time.time()
-    metrics = evaluate(bb.model, bb.tokenizer, bb.image_size, args.val_scenes, args.probe_scenes)
-    if args.films:
-        from .probe_films import film_probe
-
-        enc = Encoder(bb.model, bb.tokenizer, bb.image_size)
-        metrics.update(film_probe(enc, bb.image_size))
-        if args.moves:
-            from .probe_films import attribute_moves
-
-            metrics.update(attribute_moves(enc, bb.image_size))
-    out = {"backbone": bb.id, **metrics, "seconds": round(time.time() - t0, 1)}
-    text = json.dumps(out, indent=1)
-    print(text)
-    if args.json:
-        with open(args.json, "w") as f:
-            f.write(text + "\n")
-    return metrics
-
-
-if __name__ == "__main__":
-    sys.exit(main() and 0)

@@ -1,5 +1,6 @@
 """What a backbone sees of film keyframes: text→image retrieval and zero-shot attribute probes on
-the val films (never trained on; `python -m training.probe_backbone --films`).
+the val films (never trained on): the backbone trainer's film validation (`film_fraction` > 0)
+and `python -m studies.probe_backbone --films`.
 
 One keyframe (the middle one) of `n` shots of distinct situations, captioned with every actor
 named (`frame_caption`). A probe asks the keyframe to pick its caption among the same caption
@@ -60,7 +61,7 @@ def alternatives(f: Frame) -> dict[str, list[Frame]]:
     return out
 
 
-def _caption(state: Frame, i: int) -> str:
+def probe_caption(state: Frame, i: int) -> str:
     """Probe frame i's caption of `state`: one phrasing per frame, so its alternatives differ in
     the changed thing alone."""
     return frame_caption(state, random.Random(f"film-probe:{i}"))
@@ -68,10 +69,10 @@ def _caption(state: Frame, i: int) -> str:
 
 def film_probe(enc, image_size: int, n: int = 600, probe_n: int = 200) -> dict[str, float]:
     """Text→image R@1/R@5 over `n` val keyframes and the probes on the first `probe_n` of them
-    (`enc`: `probe_backbone.Encoder`); values rounded to 4 digits."""
+    (`enc`: `training.backbone_val.Encoder`); values rounded to 4 digits."""
     frames = probe_frames(n)
     img = enc.images([k.image(image_size) for k in frames])
-    caps = [_caption(k.state, i) for i, k in enumerate(frames)]
+    caps = [probe_caption(k.state, i) for i, k in enumerate(frames)]
     txt = enc.texts(caps)
     sims = (txt @ img.T).numpy()
     ranks = (sims > np.diag(sims)[:, None]).sum(1)
@@ -81,7 +82,7 @@ def film_probe(enc, image_size: int, n: int = 600, probe_n: int = 200) -> dict[s
         for name, alts in alternatives(k.state).items():
             if alts:
                 start = len(texts)
-                texts += [_caption(x, i) for x in [k.state] + alts]
+                texts += [probe_caption(x, i) for x in [k.state] + alts]
                 spans.append((name, i, start, len(texts)))
     ptxt = enc.texts(texts)
     hits: dict[str, list[float]] = {p: [] for p in FILM_PROBES}
@@ -91,27 +92,4 @@ def film_probe(enc, image_size: int, n: int = 600, probe_n: int = 200) -> dict[s
     return {k: round(v, 4) for k, v in out.items()}
 
 
-def attribute_moves(enc, image_size: int, probe_n: int = 200, n: int = 600,
-                    max_alts: int = 3) -> dict[str, float]:
-    """Per probe, how far its one-thing change moves the keyframe's image embedding and its
-    caption's (mean cosine distance to at most `max_alts` alternatives), on the same frames as
-    `film_probe`. A probe that fails with both moves as large as a probe that passes has its
-    directions in the two towers unaligned rather than missing."""
-    moves: dict[str, list[tuple[float, float]]] = {p: [] for p in FILM_PROBES}
-    for i, k in enumerate(probe_frames(n)[:probe_n]):
-        for name, alts in alternatives(k.state).items():
-            if not alts:
-                continue
-            states = [k.state] + alts[:max_alts]
-            img = enc.images([replace(k, state=x).image(image_size) for x in states])
-            txt = enc.texts([_caption(x, i) for x in states])
-            moves[name].append((1 - float((img[1:] @ img[0]).mean()), 1 - float((txt[1:] @ txt[0]).mean())))
-    out = {}
-    for name, v in moves.items():
-        if v:
-            out[f"films_move_image_{name}"] = round(float(np.mean([a for a, _ in v])), 4)
-            out[f"films_move_text_{name}"] = round(float(np.mean([b for _, b in v])), 4)
-    return out
-
-
-__all__ = ["FILM_PROBES", "alternatives", "attribute_moves", "film_probe", "probe_frames"]
+__all__ = ["FILM_PROBES", "alternatives", "film_probe", "probe_caption", "probe_frames"]

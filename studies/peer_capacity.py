@@ -1,7 +1,7 @@
 """Why the zero-shot peers lose (issue 25, item 6): what one pseudo-token can carry through the
 backbone's text tower, measured.
 
-    python -m training.peer_capacity [--benchmark films|world] [--n 200] [--steps 300] [--json out.json]
+    python -m studies.peer_capacity [--benchmark films|world] [--n 200] [--steps 300] [--json out.json]
 
 For the first `n` test queries, each reference image v_r is *inverted*: a single token w is
 optimised (AdamW, lr 2e-2, `--steps` steps, w ~ N(0, 0.02²) at the start: SEARLE's OTI without
@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 import torch
 import torch.nn.functional as F
+from cir_core.report_header import write_report
 
 PEERS = ("pic2word", "searle", "lincir")
 
@@ -156,7 +157,7 @@ def run(benchmark: str, n: int, steps: int, threads: int = 1) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m training.peer_capacity", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m studies.peer_capacity", description=__doc__.split("\n\n")[0])
     ap.add_argument("--benchmark", default="films", choices=("films", "world"))
     ap.add_argument("--n", type=int, default=200, help="the first n test queries")
     ap.add_argument("--steps", type=int, default=300)
@@ -167,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     text = json.dumps(out, indent=1)
     print(text)
     if a.json:
-        a.json.write_text(text + "\n")
+        write_report(a.json, out)
     return 0
 
 

@@ -6,7 +6,7 @@ op), by its place in the text (1 -> 2, 2 -> 3, later) and by the rank before the
 with a query-level bootstrap 95 % interval (a query's steps are resampled together). For the
 steps that worsen, the median factor rank_after / rank_before says how far.
 
-    python -m cir_core.eval.progression_failures [--benchmark films|world] [--split test|val] [--methods pace,pact,sum]
+    python -m studies.progression_failures [--benchmark films|world] [--split test|val] [--methods pace,pact,sum]
         [--n-films N] [--scoring cosine] [--backbone local-dir:DIR] [--checkpoint pace=DIR] [--json p.json]
 
 The overall rate equals `progression_summary`'s `step_improved_or_held` for the same ranks (the
@@ -15,7 +15,6 @@ module checks it), so the breakdown explains exactly the number the benchmark re
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -24,6 +23,10 @@ import numpy as np
 
 from cir_core.errors import InputError
 from cir_core.stats import rate_by_group
+
+from .cli import checkpoint_arg, checkpoint_args
+from cir_core.settings import add_backbone_args
+from cir_core.report_header import write_report
 
 RANK_EDGES = (0, 1, 10, 100, 1000)  # rank before the step: 0 | 1-9 | 10-99 | 100-999 | 1000+
 STEP_LABELS = ("1->2", "2->3", "3+")  # the step's place: sentences 1 -> 1..2, 1..2 -> 1..3, later
@@ -102,10 +105,9 @@ def sentence_families(queries: Sequence, rows: Sequence[int]) -> list[list[str]]
 
 def method_breakdown(bench, method, data, scoring: str = "cosine", n_boot: int = 2000) -> dict:
     """One method's progression steps on `bench` (built with progression=True), broken down."""
+    from cir_core.eval.loop import score_method
     from cir_core.metrics import progression_summary
     from cir_core.search.scoring import ScoreOpts
-
-    from .loop import score_method
 
     (res,), _ = score_method(bench, method, data, [ScoreOpts(scoring)])
     ranks, n = res.aux["progression_ranks"]["prefix"]
@@ -121,56 +123,15 @@ def method_breakdown(bench, method, data, scoring: str = "cosine", n_boot: int =
     return out
 
 
-def checkpoint_arg(ap: argparse.ArgumentParser, text: str) -> tuple[str, str]:
-    """One --checkpoint METHOD=DIR as (method, folder); a malformed one is the parser's error."""
-    from cir_core.settings import checkpoint_pair
-
-    try:
-        return checkpoint_pair(text)
-    except InputError as e:
-        ap.error(str(e))
-
-
-def checkpoint_args(ap: argparse.ArgumentParser, pairs: list[tuple[str, str]], names: list[str],
-                 other_backbone: bool) -> dict[str, str | None]:
-    """{trained method: its checkpoint folder, None for the shipped one}, every pair checked before
-    anything is embedded: a method not asked for or named twice, one that takes no checkpoint, a
-    folder that is not there, and (on another backbone) a trained method left on the shipped
-    checkpoint, which was trained on the shipped backbone, are refused by name."""
-    from cir_core.methods.base import get_method_class
-
-    given = dict(pairs)
-    if len(given) < len(pairs):
-        ap.error("--checkpoint names a method twice")
-    if set(given) - set(names):
-        ap.error(f"--checkpoint for a method not in --methods: {', '.join(sorted(set(given) - set(names)))}")
-    out: dict[str, str | None] = {}
-    for name in names:
-        try:
-            trained = get_method_class(name).needs_checkpoint
-        except InputError as e:
-            ap.error(str(e))
-        if name in given and not trained:
-            ap.error(f"--checkpoint {name}=...: {name} takes no checkpoint")
-        if name in given and not Path(given[name]).is_dir():
-            ap.error(f"--checkpoint {name}={given[name]}: no such folder")
-        if trained and other_backbone and name not in given:
-            ap.error(f"{name}: the shipped checkpoint was trained on the shipped backbone; "
-                     f"with --backbone give --checkpoint {name}=DIR")
-        if trained:
-            out[name] = given.get(name)
-    return out
-
-
 def main(argv: list[str] | None = None) -> int:
     from cir_core.backbone import load_backbone
     from cir_core.benchmarks import load_benchmark
+    from cir_core.eval.loop import embed_benchmark
     from cir_core.methods import create_method
     from cir_core.paths import DEFAULT_BACKBONE
 
-    from .loop import embed_benchmark
-
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog="python -m studies.progression_failures", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--benchmark", default="films", choices=("films", "world"))
     ap.add_argument("--methods", default="pace,pact,dice,compose-only,sum")
     ap.add_argument("--scoring", default="cosine", choices=("cosine", "chord"))
@@ -178,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="val to diagnose a candidate before any test (default: test)")
     ap.add_argument("--n-queries", type=int, default=None, help="default: the split's (test 1000, val 500)")
     ap.add_argument("--n-films", type=int, default=None, help="films: default 104 (test), 24 (val)")
-    ap.add_argument("--backbone", default=DEFAULT_BACKBONE, help="open_clip spec (default: the shipped one)")
+    add_backbone_args(ap, default=DEFAULT_BACKBONE, pretrained=False)
     ap.add_argument("--checkpoint", action="append", default=[], metavar="METHOD=DIR",
                     help="a method's checkpoint folder instead of the shipped one (repeatable)")
     ap.add_argument("--bootstrap", type=int, default=2000)
@@ -203,10 +164,10 @@ def main(argv: list[str] | None = None) -> int:
               f"[{r['ci95'][0]}, {r['ci95'][1]}]; by family: {fam}; without one family: {without}; "
               f"by step: {place}; worsened {r['worsened']}, median factor x{r['median_worsening_factor']}")
     if a.json:
-        a.json.write_text(json.dumps({"benchmark": a.benchmark, "split": a.split, "n_films": a.n_films,
-                                      "n_queries": len(bench.world.queries), "scoring": a.scoring,
-                                      "backbone": bb.id, "checkpoints": {k: v or "shipped" for k, v in folders.items()},
-                                      "rank_edges": list(RANK_EDGES), "methods": results}, indent=1))
+        write_report(a.json, {"benchmark": a.benchmark, "split": a.split, "n_films": a.n_films,
+                              "n_queries": len(bench.world.queries), "scoring": a.scoring,
+                              "backbone": bb.id, "checkpoints": {k: v or "shipped" for k, v in folders.items()},
+                              "rank_edges": list(RANK_EDGES), "methods": results})
     return 0
 
 

@@ -10,18 +10,18 @@ distractor. The correction rate is reported per deficit quintile (quintile edges
 methods' wrong pairs, so the bins are the same for every method), with a query-level bootstrap
 95 % interval.
 
-    python -m cir_core.eval.chord_analysis [--benchmark world|films] [--methods pact,compose-only,dice,pace,sum] [--json c.json] [--plot docs/img/chord_correction.png]
+    python -m studies.chord_analysis [--benchmark world|films] [--methods pact,compose-only,dice,pace,sum] [--json c.json] [--plot docs/img/chord_correction.png]
 """
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 import numpy as np
 
 from cir_core.stats import rate_by_group
+from cir_core.report_header import write_report
 
 
 def wrong_pairs(cos_t: np.ndarray, cos_d: np.ndarray, chord_t: np.ndarray, chord_d: np.ndarray
@@ -48,8 +48,8 @@ def correction_by_bin(qi: np.ndarray, deficit: np.ndarray, fixed: np.ndarray, ed
 def method_pairs(bench, method, data) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The wrong-under-cosine pairs of one method on the world benchmark (its own Chord λ): its
     subsets' scores under cosine and Chord from the evaluation loop (`score_method`)."""
-    from ..search.scoring import ScoreOpts
-    from .loop import score_method
+    from cir_core.eval.loop import score_method
+    from cir_core.search.scoring import ScoreOpts
 
     t = bench.truth
     results, _ = score_method(bench, method, data, [ScoreOpts("cosine"), ScoreOpts("chord")])
@@ -99,7 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     from cir_core.methods import create_method
     from cir_core.paths import DEFAULT_BACKBONE
 
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog="python -m studies.chord_analysis", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--methods", default="pact,compose-only,dice,pace,sum")
     ap.add_argument("--benchmark", default="world", choices=("world", "films"),
                     help="the world's test split or the films' (hard distractors: each query's subset)")
@@ -125,8 +126,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{n} (λ={r['lambda']:g}): {r['wrong_pairs']} wrong pairs, {r['corrected']} corrected; by quintile: "
               + ", ".join(f"{b['rate']} [{b['ci95'][0]}, {b['ci95'][1]}]" if b["rate"] is not None else "-" for b in r["bins"]))
     if a.json:
-        a.json.write_text(json.dumps({"benchmark": a.benchmark, "split": "test", "n_queries": a.n_queries, "backbone": bb.id,
-                                      "edges": edges.round(5).tolist(), "methods": results}, indent=1))
+        write_report(a.json, {"benchmark": a.benchmark, "split": "test", "n_queries": a.n_queries, "backbone": bb.id,
+                              "edges": edges.round(5).tolist(), "methods": results})
     if a.plot:
         plot(results, a.plot)
         print(f"wrote {a.plot}")

@@ -1,6 +1,6 @@
 """Who overtakes the final ground truth when a sentence is added (films, issue 25)?
 
-    python -m training.progression_overtakers [--split test|val] [--n-queries N] [--n-films N]
+    python -m studies.progression_overtakers [--split test|val] [--n-queries N] [--n-films N]
         [--methods pace,sum] [--checkpoint pace=DIR] [--json out.json]
 
 For each k -> k+1 step of the prefix protocol (cosine, reference removed, the best-ranked ground
@@ -21,13 +21,13 @@ prefix answer), beside how many prefix answers the gallery holds per step.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from cir_core.report_header import write_report
 
 KINDS = ("prefix answer", "character", "no character")
 
@@ -115,11 +115,12 @@ def main(argv: list[str] | None = None) -> int:
     from cir_core.backbone import load_backbone
     from cir_core.benchmarks import load_benchmark
     from cir_core.eval.loop import embed_benchmark
-    from cir_core.eval.progression_failures import checkpoint_arg, checkpoint_args
     from cir_core.methods import create_method
     from cir_core.paths import DEFAULT_BACKBONE
 
-    ap = argparse.ArgumentParser(prog="python -m training.progression_overtakers", description=__doc__.split("\n\n")[0])
+    from .cli import checkpoint_arg, checkpoint_args
+
+    ap = argparse.ArgumentParser(prog="python -m studies.progression_overtakers", description=__doc__.split("\n\n")[0])
     ap.add_argument("--split", default="test", choices=("test", "val"))
     ap.add_argument("--n-queries", type=int, default=None, help="default: the split's (test 1000, val 500)")
     ap.add_argument("--n-films", type=int, default=None, help="default 104 (test), 24 (val)")
@@ -145,10 +146,10 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['gallery_share_with_the_character_median']}; prefix answers in the gallery per step, median "
               f"{r['prefix_answers_per_step_median']}; steps with none {r['steps_with_no_prefix_answer']}")
     if a.json:
-        a.json.write_text(json.dumps({"benchmark": "films", "split": a.split, "n_films": a.n_films,
-                                      "n_queries": len(bench.world.queries), "scoring": "cosine", "backbone": bb.id,
-                                      "checkpoints": {k: v or "shipped" for k, v in folders.items()},
-                                      "methods": results}, indent=1))
+        write_report(a.json, {"benchmark": "films", "split": a.split, "n_films": a.n_films,
+                              "n_queries": len(bench.world.queries), "scoring": "cosine", "backbone": bb.id,
+                              "checkpoints": {k: v or "shipped" for k, v in folders.items()},
+                              "methods": results})
     return 0
 
 
