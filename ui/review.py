@@ -9,6 +9,7 @@ decision is saved (with the optional note) and the next pair shown; N reloads.
 from __future__ import annotations
 
 import functools
+import html
 import time
 from dataclasses import dataclass, field
 from types import SimpleNamespace
@@ -114,7 +115,7 @@ def render(v: ReviewScreen) -> list:
     css = chosen_css(None, None, chosen, prefix="rev") if v.pair else ""
     # the chosen answers ride on the pair as data attributes too (aria-pressed, ui/annotate_help.py)
     pair = v.pair.replace("<div class='ann-pair'", "<div class='ann-pair'" + "".join(
-        f" data-{k}='{val}'" for k, val in chosen.items() if isinstance(val, str) and val.isidentifier()), 1)
+        f" data-{k}='{html.escape(val, quote=True)}'" for k, val in chosen.items() if isinstance(val, str)), 1)
     return [v.status, v.edit, pair + css, v.answers, v.state, asked_css(v.asked, prefix="rev")]
 
 
