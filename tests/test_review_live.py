@@ -17,6 +17,7 @@ import re
 
 import pytest
 
+from _axe import axe_violations, describe
 from _cir_fakes import N_QUERIES, fake_methods_engine
 from db.migrate import init_db
 from db.pooling import pool_pairwise, pool_query_set, world_queries
@@ -149,6 +150,8 @@ def test_the_reviewer_sees_the_pair_and_anonymised_answers_and_decides_by_keyboa
         for word in ("ann1", "ann2", "pact", "dice", "sum", "gold", "cosine", "chord", "rank"):
             assert word not in tab.lower(), (word, tab)  # blind: nobody's name, no method, no gold
         assert page.evaluate(LAYOUT_JS, "#rev-pair img") == []
+        bad = axe_violations(page, context="#rev-pair, #rev-answers, #rev-status, #rev-edit")
+        assert bad == [], describe(bad)
         page.screenshot(path=str(tmp_path / f"review-{width}.png"), full_page=True)
         page.locator("body").click(position={"x": 2, "y": 2})
         page.keyboard.press("1")
@@ -178,6 +181,8 @@ def test_the_organiser_table_and_pausing(app, browser, width, tmp_path):
         page.locator("#org-pause").click()
         expect(table).to_contain_text("paused", timeout=30_000)
         assert page.evaluate(LAYOUT_JS, "#org-drift img") == []
+        bad = axe_violations(page, context="#org-panel")
+        assert bad == [], describe(bad)
         page.screenshot(path=str(tmp_path / f"organiser-{width}.png"), full_page=True)
         page.locator("#org-resume").click()
         expect(table).to_contain_text("active again", timeout=30_000)
@@ -203,6 +208,8 @@ def test_the_pairwise_screen_answers_with_one_key(app, browser, width, tmp_path)
         expect(page.locator("#ann-id-yes")).to_be_hidden()  # a pairwise set asks its one question
         done = int(re.search(r"\*?\*?(\d+) / ", status.inner_text())[1])
         assert page.evaluate(LAYOUT_JS, "#ann-pair img") == []
+        bad = axe_violations(page, context="#ann-pair, #ann-status, #ann-edit, #ann-row-preference")
+        assert bad == [], describe(bad)
         page.screenshot(path=str(tmp_path / f"pairwise-{width}.png"), full_page=True)
         page.locator("body").click(position={"x": 2, "y": 2})
         page.keyboard.press("2")  # B

@@ -88,8 +88,9 @@ def asked_css(asked: tuple, prefix: str = "ann") -> str:
     """A <style> hiding the rows of the questions this set does not ask (the buttons of every
     declared question are laid out once; a screen shows its set's)."""
     names = {q.name for q in asked}
-    hidden = [f"#{prefix}-row-{q.name}" for q in QUESTIONS if q.name not in names]
-    return f"<style>{', '.join(hidden)} {{display: none !important;}}</style>" if hidden else ""
+    # the block holding this <style> takes no room either (a style applies from a hidden block)
+    hidden = [f"#{prefix}-asked"] + [f"#{prefix}-row-{q.name}" for q in QUESTIONS if q.name not in names]
+    return f"<style>{', '.join(hidden)} {{display: none !important;}}</style>"
 
 
 def _view(engine: Engine, st: QueueState, note: str = "") -> AnnotateView:
