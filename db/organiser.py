@@ -28,7 +28,6 @@ many); resuming undoes all of it (their answers were never deleted).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -293,7 +292,9 @@ def main(argv: list[str] | None = None) -> int:
         engine.dispose()
     print(format_annotators(report))
     if a.json:
-        a.json.write_text(json.dumps(report, indent=1, allow_nan=False, default=str))
+        from cir_core.report_header import write_report
+
+        write_report(a.json, report, allow_nan=False, benchmark=f"annotators of {a.query_set}")
     if a.plot:
         drift_figure(report).savefig(a.plot, dpi=120)
         print(f"plot: {a.plot}")

@@ -28,7 +28,6 @@ Intervals: percentile bootstrap resampling queries (cir_core.stats).
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from pathlib import Path
@@ -257,8 +256,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(format_scores(results, ks))
     if a.json:
-        atomic_write(a.json, lambda f: json.dump({"qrels": str(a.qrels), "rankings": str(a.rankings), "k": ks,
-                                                  "results": results}, f, indent=1, allow_nan=False), binary=False)
+        from cir_core.report_header import write_report
+
+        write_report(a.json, {"qrels": str(a.qrels), "rankings": str(a.rankings), "k": ks, "min_rel": a.min_rel,
+                              "results": results}, allow_nan=False, benchmark=f"qrels {a.qrels.name}")
     if a.plot:
         fig = unjudged_figure(results, ks)
         fig.savefig(a.plot)
