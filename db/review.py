@@ -30,9 +30,8 @@ from sqlalchemy.orm import Session
 from cir_core.memo import LRU
 from db import blind
 from db import questions as q_registry
-from db.judgments import StaleAnswer, check_answers, text_problem, MAX_COMMENT_CHARS
-from db.models import (QUESTIONS, Adjudication, AdjudicationAudit, Annotator, Judgment, Query, QuerySet, Task,
-                       utcnow)
+from db.judgments import MAX_COMMENT_CHARS, StaleAnswer, check_answers, text_problem
+from db.models import QUESTIONS, Adjudication, AdjudicationAudit, Annotator, Judgment, Query, QuerySet, Task, utcnow
 
 DISAGREEMENT, AUDIT = "disagreement", "audit"
 

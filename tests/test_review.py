@@ -9,12 +9,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from sqlalchemy import func, select
-
 from _cir_fakes import fake_trained_methods, make_test_engine
 from _db_fixture import build as build_hand_db
-from cir_core.eval.qrels import query_metrics, read_qrels, read_rankings, score, write_qrels
+from sqlalchemy import func, select
+
 from cir_core.errors import InputError
+from cir_core.eval.qrels import query_metrics, read_qrels, read_rankings, score, write_qrels
 from db import blind, review
 from db.judgments import StaleAnswer
 from db.labels import final_labels, grade
@@ -302,7 +302,8 @@ def test_qrels_from_the_final_labels(tmp_path: Path) -> None:
     """The hand DB (_db_fixture): q0/x tied (yes/yes vs no/partial: resolved low, 0), q0/y
     cant_tell 0, q0/z yes/partial 2, q1/u yes/yes 3, q1/v no 0, q1/w skipped (unjudged: -1 only
     with --pool-depth)."""
-    from db.export import main as export, qrels_rows
+    from db.export import main as export
+    from db.export import qrels_rows
 
     path = build_hand_db(tmp_path / "h.sqlite")
     eng = open_db(path)

@@ -16,14 +16,14 @@ import os
 import re
 
 import pytest
-
 from _axe import axe_violations, describe
 from _cir_fakes import N_QUERIES, fake_methods_engine
+from test_app_live import CHROMIUM, CHROMIUM_ARGS, _free_port
+
 from db.migrate import init_db
 from db.pooling import pool_pairwise, pool_query_set, world_queries
 from db.service import AnnotationService
 from db.sqlite import open_db, session_factory
-from test_app_live import CHROMIUM, CHROMIUM_ARGS, _free_port
 from ui import build_demo, launch_kwargs
 from ui.settings import AppConfig
 
