@@ -17,7 +17,7 @@ VARIABLES: dict[str, str] = {
         "BATCHING", "BATCH_WAIT_MS", "MAX_REQUESTS", "DB", "ANNOTATORS", "DB_REPO", "ANNOTATION_ONLY",
         "TRUSTED_PROXIES", "ALLOWED_ORIGINS", "HOST", "PORT", "EXAMPLES")},
     **{f"CIR_{kind}_REVISION": "the Hub revision of a repo named without @rev" for kind in (
-        "BACKBONE", "CHECKPOINTS", "GALLERY", "EMBEDDINGS", "METHODS")},
+        "BACKBONE", "CHECKPOINTS", "GALLERY", "EMBEDDINGS", "METHODS", "LABELS")},
     "CIR_PROGRESS_INTERVAL": "seconds between a progress bar's lines in a log (default 30)",
     "CIR_LOCAL_HUB": "a folder standing in for the Hugging Face Hub (air-gapped use, tests)",
     "CIR_TEMP_TTL_S": "how long the app keeps a download folder (default 3600 s)",

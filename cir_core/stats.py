@@ -236,3 +236,29 @@ def rate_by_group(query: np.ndarray, group: np.ndarray, ok: np.ndarray, n_groups
         out.append({"n": int(n), "rate": round(float(k / n), 4) if n else None,
                     "ci95": [round(float(lo), 4), round(float(hi), 4)] if n else None})
     return out
+
+
+def wilson(correct: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """Wilson's score interval for a proportion correct / n (NaNs when n is 0): for counts that
+    are independent trials (an annotator's gold answers), not for per-query means."""
+    if n == 0:
+        return float("nan"), float("nan")
+    p = correct / n
+    d = 1 + z * z / n
+    c = (p + z * z / (2 * n)) / d
+    h = z * float(np.sqrt(p * (1 - p) / n + z * z / (4 * n * n))) / d
+    return c - h, c + h
+
+
+def bootstrap_median(values: np.ndarray, n_boot: int = 2000, seed: int = 0,
+                     level: float = 0.95) -> Interval:
+    """Median of `values` (independent observations, e.g. one annotator's times per pair) with a
+    percentile bootstrap interval (NaNs when empty)."""
+    arr = _check(values, "values")
+    _check_boot(n_boot, level)
+    if arr.size == 0:
+        return Interval(float("nan"), float("nan"), float("nan"), 0)
+    idx = np.random.default_rng(int(seed)).integers(0, arr.size, size=(n_boot, arr.size))
+    meds = np.median(arr[idx], axis=1)
+    lo, hi = _percentiles(meds, level)
+    return Interval(float(np.median(arr)), lo, hi, int(arr.size))

@@ -156,3 +156,15 @@ def krippendorff_alpha_nominal(labels: np.ndarray, missing: Any = -1) -> float:
         return float("nan")  # one category only (see module docstring)
     observed_disagree = float(coincidence.sum() - np.trace(coincidence))
     return 1.0 - (n - 1.0) * observed_disagree / expected_disagree
+
+
+def kappa_from_table(table: np.ndarray) -> np.ndarray:
+    """Cohen's κ from (..., C, C) contingency tables (rows: one rater's category, columns: the
+    other's), vectorised over the leading axes (bootstrap resamples); NaN where undefined (no
+    pairs, or chance agreement 1: one category only)."""
+    t = np.asarray(table, dtype=np.float64)
+    n = t.sum(axis=(-2, -1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        po = np.trace(t, axis1=-2, axis2=-1) / n
+        pe = (t.sum(axis=-1) * t.sum(axis=-2)).sum(axis=-1) / n ** 2
+        return np.where((n > 0) & (pe < 1), (po - pe) / (1 - pe), np.nan)

@@ -1,7 +1,10 @@
-"""Export judgments, one row per judgment, to CSV or JSONL; read them back identically.
+"""Export judgments, one row per judgment, to CSV or JSONL; read them back identically. Or a
+set's final labels as TREC qrels (db/labels.py: graded from identity x edit, or the relevance
+answer; `--pool-depth D` lists pooled items at rank <= D that have no label as -1).
 
     python -m db.export --db ann.sqlite --format csv --out judgments.csv
         [--pseudonymise --salt SECRET] [--annotator NAME]
+    python -m db.export --db ann.sqlite --format qrels --set NAME --out qrels.txt [--pool-depth 5]
 
 Pseudonym = first 12 hex digits of HMAC-SHA256(salt, name): stable for one salt, and not
 reversible without it. Whoever holds the salt can test candidate names, so keep it secret and
@@ -25,21 +28,24 @@ from sqlalchemy.orm import Session
 from cir_core.errors import CIRError, InputError
 from cir_core.fileio import atomic_write, csv_cell, csv_uncell, loads_json
 from db.blind import opaque_id
-from db.models import Annotator, Judgment, Query, QuerySet, Task
+from db.judgments import answers_of
+from db.models import GOLD_QUESTIONS, QUESTIONS, Annotator, Judgment, Query, QuerySet, Task
 from db.results import short_read
 from cir_core import env
 
+ANSWER_FIELDS: tuple[str, ...] = tuple(q.name for q in QUESTIONS)  # every declared question, in order
+GOLD_FIELDS: tuple[str, ...] = tuple(f"gold_{q.name}" for q in GOLD_QUESTIONS)
 FIELDS: tuple[str, ...] = (
-    "query_set", "query_external_id", "item_id", "task_id", "annotator", "status", "identity",
-    "edit", "skip_reason", "comment", "time_spent_ms", "shown_position", "created_at",
-    "updated_at", "gold_identity", "gold_edit",
+    "query_set", "query_external_id", "item_id", "item_b_id", "task_id", "annotator", "status",
+    *ANSWER_FIELDS, "skip_reason", "comment", "time_spent_ms", "shown_position", "created_at",
+    "updated_at", *GOLD_FIELDS,
 )
 # What an annotator's own export holds (the Results tab): what they answered, with the pair and
 # its query named by opaque ids (db.blind.opaque_id, keyed by the set's secret), in the order they
 # were shown — nothing about pooling, gold or the gallery: no task, item or query ids (on the
 # generated world the item ids are laid out per query, so they gave the target away), no gold.
 OWN_FIELDS: tuple[str, ...] = (
-    "query_set", "query", "pair", "annotator", "status", "identity", "edit", "skip_reason", "comment",
+    "query_set", "query", "pair", "annotator", "status", *ANSWER_FIELDS, "skip_reason", "comment",
     "time_spent_ms", "shown_position", "created_at", "updated_at",
 )
 INT_FIELDS = frozenset({"task_id", "time_spent_ms", "shown_position"})
@@ -71,7 +77,7 @@ def export_rows(session: Session, annotator: str | None = None,
     if pseudonymise_salt is not None:
         pseudonym("", pseudonymise_salt)  # validate the salt before reading anything
     stmt = (select(QuerySet.name, Query.external_id, Task.item_id, Task.id, Annotator.name,
-                   Judgment, Task.gold_identity, Task.gold_edit)
+                   Judgment, Task)
             .join(Task, Judgment.task_id == Task.id).join(Query, Task.query_id == Query.id)
             .join(QuerySet, Query.query_set_id == QuerySet.id)
             .join(Annotator, Judgment.annotator_id == Annotator.id)
@@ -96,7 +102,7 @@ def own_rows(session: Session, annotator: str) -> list[dict[str, Any]]:
     for qs_name, secret, query_id, task_id, name, j in found:
         row = {"query_set": qs_name, "query": opaque_id(secret, "query", query_id),
                "pair": opaque_id(secret, "pair", task_id), "annotator": name, "status": j.status,
-               "identity": j.identity, "edit": j.edit, "skip_reason": j.skip_reason, "comment": j.comment,
+               **answers_of(j), "skip_reason": j.skip_reason, "comment": j.comment,
                "time_spent_ms": j.time_spent_ms, "shown_position": j.shown_position,
                "created_at": iso_utc(j.created_at), "updated_at": iso_utc(j.updated_at)}
         rows.append({k: (None if v == "" else v) for k, v in row.items()})
@@ -111,19 +117,54 @@ def _export_rows(session: Session, stmt: Any, annotator: str | None,
             raise InputError(f"no annotator named {annotator!r}")
         stmt = stmt.where(Annotator.name == annotator)
     rows = []
-    for qs_name, ext_id, item_id, task_id, name, j, g_id, g_edit in session.execute(stmt):
+    for qs_name, ext_id, item_id, task_id, name, j, task in session.execute(stmt):
         row = {
             "query_set": qs_name, "query_external_id": ext_id, "item_id": item_id,
-            "task_id": task_id,
+            "item_b_id": task.item_b_id or None, "task_id": task_id,
             "annotator": name if salt is None else pseudonym(name, salt),
-            "status": j.status, "identity": j.identity, "edit": j.edit,
+            "status": j.status, **answers_of(j),
             "skip_reason": j.skip_reason, "comment": j.comment,
             "time_spent_ms": j.time_spent_ms, "shown_position": j.shown_position,
             "created_at": iso_utc(j.created_at), "updated_at": iso_utc(j.updated_at),
-            "gold_identity": g_id, "gold_edit": g_edit,
+            **{f: getattr(task, f) for f in GOLD_FIELDS},
         }
         rows.append({k: (None if v == "" else v) for k, v in row.items()})
     return rows
+
+
+def qrels_rows(session: Session, set_name: str, pool_depth: int | None = None
+               ) -> tuple[list[tuple[str, str, int]], dict[str, int]]:
+    """A pointwise set's final labels as `(query id, item id, grade)` rows (db/labels.py), sorted,
+    and counts: graded, tied questions resolved low, `-1` pooled-unjudged rows (`pool_depth`:
+    every item some method ranked <= it without a label), left out (unjudged beyond the depth)."""
+    from db.labels import MAX_GRADE, final_labels, grade
+    from db.results import load_set
+
+    data = load_set(session, set_name)
+    if data.mode != "pointwise":
+        raise InputError(f"set {set_name!r} is {data.mode}: qrels grade a candidate beside its query "
+                         "(a pointwise set)")
+    if pool_depth is not None and not 1 <= pool_depth <= data.pool_k:
+        raise InputError(f"--pool-depth must be in 1..{data.pool_k} (the set's pool depth), got {pool_depth}")
+    ext = dict(session.execute(select(Query.id, Query.external_id).where(Query.id.in_(data.query_ids))).all())
+    pooled = {(q, it) for ranks in data.rankings.values() for q, by_r in ranks.items()
+              for r, it in by_r.items() if pool_depth is not None and r <= pool_depth}
+    relevance = any(q.name == "relevance" for q in data.questions)
+    finals = final_labels(data)
+    rows, counts = [], {"graded": 0, "resolved_low": 0, "unjudged": 0, "left_out": 0, "max_grade": MAX_GRADE}
+    for (qid, item), task in data.task_of.items():
+        g = grade(finals[task], relevance)
+        if g is None:
+            if (qid, item) in pooled:
+                rows.append((ext[qid], item, -1))
+                counts["unjudged"] += 1
+            else:
+                counts["left_out"] += 1
+            continue
+        counts["graded"] += 1
+        counts["resolved_low"] += bool(finals[task].source == "tie")
+        rows.append((ext[qid], item, g))
+    return sorted(rows), counts
 
 
 def write_csv(rows: list[dict[str, Any]], path: str | Path, fields: tuple[str, ...] = FIELDS) -> None:
@@ -150,7 +191,7 @@ def read_csv(path: str | Path) -> list[dict[str, Any]]:
     the escaped text restored."""
     with open(path, encoding="utf-8", newline="") as f:
         reader = csv.DictReader(f)
-        if tuple(reader.fieldnames or ()) not in (FIELDS, OWN_FIELDS):
+        if tuple(reader.fieldnames or ()) not in (FIELDS, OWN_FIELDS):  # this registry's questions
             raise InputError(f"{path}: not a judgments export (header {reader.fieldnames})")
         return [{k: (None if v == "" else int(v) if k in INT_FIELDS else csv_uncell(v))
                  for k, v in r.items()} for r in reader]
@@ -165,7 +206,10 @@ def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m db.export", description=__doc__.splitlines()[0])
     p.add_argument("--db", required=True, help="the annotation DB: a SQLite file or a SQLAlchemy URL")
-    p.add_argument("--format", required=True, choices=("csv", "jsonl"))
+    p.add_argument("--format", required=True, choices=("csv", "jsonl", "qrels"),
+                   help="csv / jsonl: one row per judgment; qrels: a set's final labels, graded (docs/ANNOTATION.md)")
+    p.add_argument("--set", dest="query_set", help="qrels: the (pointwise) query set")
+    p.add_argument("--pool-depth", type=int, help="qrels: list pooled items at rank <= D without a label as -1")
     p.add_argument("--out", required=True, type=Path, help="file to write (replaced if present)")
     p.add_argument("--pseudonymise", action="store_true",
                    help="replace annotator names by HMAC pseudonyms")
@@ -181,11 +225,29 @@ def main(argv: list[str] | None = None) -> int:
             p.error(f"--pseudonymise needs --salt SECRET (or ${SALT_ENV})")
     elif args.salt:
         p.error("--salt without --pseudonymise would export real names; add --pseudonymise")
+    if args.format == "qrels" and (args.pseudonymise or args.annotator):
+        p.error("qrels hold final labels, not who gave them: --pseudonymise and --annotator do not apply")
+    if args.format != "qrels" and (args.query_set or args.pool_depth is not None):
+        p.error("--set and --pool-depth are for --format qrels")
     from db.sqlite import open_db, session_factory
 
     engine = open_db(args.db)
     try:
         with session_factory(engine)() as session:
+            if args.format == "qrels":
+                from cir_core.eval.qrels import write_qrels
+                from db.results import query_set_names
+
+                names = query_set_names(session)
+                name = args.query_set or (names[0] if len(names) == 1 else None)
+                if name is None:
+                    raise InputError(f"--set is needed: the database holds {len(names)} sets ({', '.join(names)})")
+                qrows, counts = qrels_rows(session, name, args.pool_depth)
+                n = write_qrels(qrows, args.out)
+                print(f"{n} qrels lines -> {args.out} ({counts['graded']} graded 0-{counts['max_grade']}, "
+                      f"{counts['resolved_low']} with a tie resolved to the lower grade, {counts['unjudged']} pooled "
+                      f"and unjudged as -1, {counts['left_out']} unjudged left out)")
+                return 0
             rows = export_rows(session, args.annotator, salt)
     except CIRError as e:
         print(f"error: {e}", file=sys.stderr)

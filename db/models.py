@@ -21,14 +21,19 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-from db import questions
+from db import question_schema, questions
 
 IDENTITY_VALUES: tuple[str, ...] = questions.IDENTITY.values  # ("yes", "no", "cant_tell")
 EDIT_VALUES: tuple[str, ...] = questions.EDIT.values  # ("yes", "partial", "no")
 STATUS_VALUES: tuple[str, ...] = ("answered", "skipped")
+REVIEW_REASONS: tuple[str, ...] = ("disagreement", "audit")
+# The questions as the models read them, once, at import (db/questions.py declares them).
+QUESTIONS: tuple[questions.Question, ...] = tuple(questions.QUESTIONS.values())
+GOLD_QUESTIONS: tuple[questions.Question, ...] = tuple(q for q in QUESTIONS if q.gold)
 
 
 def new_secret() -> str:
@@ -42,7 +47,22 @@ def utcnow() -> datetime:
 
 
 def _in_list(column: str, values: tuple[str, ...]) -> str:
-    return f"{column} IN ({', '.join(repr(v) for v in values)})"
+    return question_schema.in_list(column, values)
+
+
+def core_spec() -> dict[str, list[tuple[str, tuple[str, ...]]]]:
+    """mode -> (name, values) of its core questions, as the registry declares them."""
+    return {m: [(q.name, q.values) for q in questions.core(m)] for m in questions.MODES}
+
+
+def _question_columns() -> dict[str, Any]:
+    """One nullable column per declared question (added to a table's class body)."""
+    return {q.name: mapped_column(String(question_schema.COLUMN_LENGTH), nullable=True) for q in QUESTIONS}
+
+
+def _extra(make: Any, prefix: str) -> list[CheckConstraint]:
+    """A CHECK per question that is not core (`question_schema`)."""
+    return [CheckConstraint(make(q.name, q.values), name=f"{prefix}_{q.name}") for q in QUESTIONS if not q.core]
 
 
 class Base(DeclarativeBase):
@@ -69,6 +89,9 @@ class Annotator(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     name: Mapped[str] = mapped_column(String(200), unique=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    # Paused by an organiser (db.organiser): no new pairs, their claims and answers no longer hold
+    # a pair's overlap (the pairs return to the pool), their answers left out of the rates.
+    paused_at: Mapped[Optional[datetime]] = mapped_column(DateTime(timezone=True), nullable=True)
 
     judgments: Mapped[list[Judgment]] = relationship(back_populates="annotator")
 
@@ -80,6 +103,8 @@ class QuerySet(Base):
     __table_args__ = (
         CheckConstraint("overlap >= 1", name="ck_query_set_overlap"),
         CheckConstraint("pool_k >= 1", name="ck_query_set_pool_k"),
+        CheckConstraint(_in_list("mode", questions.MODES), name="ck_query_set_mode"),
+        CheckConstraint("audit_share >= 0 AND audit_share <= 1", name="ck_query_set_audit_share"),
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
@@ -95,6 +120,12 @@ class QuerySet(Base):
     # gold pairs fall, and keys the opaque ids of their export (db/blind.py). A public seed (the
     # names) could be replayed by an annotator to read the gallery's layout back from the order.
     secret: Mapped[str] = mapped_column(String(64), default=lambda: new_secret())
+    # pointwise (a candidate beside the reference) or pairwise (candidates A and B), and the
+    # questions asked (comma-separated names, db/questions.py): fixed at pooling.
+    mode: Mapped[str] = mapped_column(String(16), default="pointwise", server_default="pointwise")
+    questions: Mapped[str] = mapped_column(String(400), default="identity,edit", server_default="identity,edit")
+    # The share of agreed pairs a reviewer also sees, for audit (db.review); disagreements always.
+    audit_share: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
 
     queries: Mapped[list[Query]] = relationship(back_populates="query_set")
 
@@ -138,27 +169,30 @@ class RetrievedItem(Base):
 
 
 class Task(Base):
-    """A pooled (query, item) pair; each annotator judges it at most once."""
+    """A pooled (query, item) pair, or in a pairwise set a (query, item A, item B) triple; each
+    annotator judges it at most once."""
 
     __tablename__ = "tasks"
     __table_args__ = (
-        UniqueConstraint("query_id", "item_id", name="uq_task_pair"),
-        CheckConstraint(f"gold_identity IS NULL OR {_in_list('gold_identity', IDENTITY_VALUES)}",
-                        name="ck_task_gold_identity"),
-        CheckConstraint(f"gold_edit IS NULL OR {_in_list('gold_edit', EDIT_VALUES)}",
-                        name="ck_task_gold_edit"),
+        UniqueConstraint("query_id", "item_id", "item_b_id", name="uq_task_pair"),
+        CheckConstraint("item_b_id <> item_id", name="ck_task_two_items"),
+        *(CheckConstraint(question_schema.gold_sql(q.name, q.values), name=f"ck_task_gold_{q.name}")
+          for q in GOLD_QUESTIONS),
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
     query_id: Mapped[int] = mapped_column(ForeignKey("queries.id", ondelete=_RESTRICT), index=True)
-    item_id: Mapped[str] = mapped_column(String(200))
-    # Gold items: known answers, shown to every annotator, used to measure annotator accuracy.
-    gold_identity: Mapped[Optional[str]] = mapped_column(String(16), nullable=True)
-    gold_edit: Mapped[Optional[str]] = mapped_column(String(16), nullable=True)
+    item_id: Mapped[str] = mapped_column(String(200))  # pairwise: the candidate shown as A (left)
+    # Pairwise: the candidate shown as B (right); '' in a pointwise set. Which side a method's item
+    # is on was drawn at pooling, keyed by the set's secret (db.pooling), and is this order.
+    item_b_id: Mapped[str] = mapped_column(String(200), default="", server_default=text("''"))
+    # Gold items: known answers (gold_<question> per gold question), used to measure annotators.
+    locals().update({f"gold_{q.name}": mapped_column(String(question_schema.COLUMN_LENGTH), nullable=True)
+                     for q in GOLD_QUESTIONS})
 
     @property
     def is_gold(self) -> bool:
-        return self.gold_identity is not None or self.gold_edit is not None
+        return any(getattr(self, f"gold_{q.name}") is not None for q in GOLD_QUESTIONS)
 
     query: Mapped[Query] = relationship()
     judgments: Mapped[list[Judgment]] = relationship(back_populates="task")
@@ -171,15 +205,9 @@ class Judgment(Base):
     __table_args__ = (
         UniqueConstraint("annotator_id", "task_id", name="uq_judgment_annotator_task"),
         CheckConstraint(_in_list("status", STATUS_VALUES), name="ck_judgment_status"),
-        # An answer has both labels; a skip has a reason and no labels. The explicit IS NOT NULLs
-        # matter: `NULL IN (...)` is NULL, and a CHECK that evaluates to NULL passes.
-        CheckConstraint(
-            "(status = 'answered' AND identity IS NOT NULL AND edit IS NOT NULL "
-            f"AND {_in_list('identity', IDENTITY_VALUES)} "
-            f"AND {_in_list('edit', EDIT_VALUES)}) OR "
-            "(status = 'skipped' AND identity IS NULL AND edit IS NULL "
-            "AND skip_reason IS NOT NULL AND length(trim(skip_reason)) > 0)",
-            name="ck_judgment_answer_or_skip"),
+        # An answer has its mode's core labels (db/question_schema.py); a skip has a reason and none.
+        CheckConstraint(question_schema.judgment_answer_sql(core_spec()), name="ck_judgment_answer_or_skip"),
+        *_extra(question_schema.judgment_extra_sql, "ck_judgment"),
         CheckConstraint("time_spent_ms >= 0", name="ck_judgment_time_nonneg"),
     )
 
@@ -189,8 +217,7 @@ class Judgment(Base):
     )
     task_id: Mapped[int] = mapped_column(ForeignKey("tasks.id", ondelete=_RESTRICT), index=True)
     status: Mapped[str] = mapped_column(String(16), default="answered", server_default="answered")
-    identity: Mapped[Optional[str]] = mapped_column(String(16), nullable=True)
-    edit: Mapped[Optional[str]] = mapped_column(String(16), nullable=True)
+    locals().update(_question_columns())  # identity, edit, ...: one per question (db/questions.py)
     skip_reason: Mapped[Optional[str]] = mapped_column(Text, nullable=True)
     comment: Mapped[Optional[str]] = mapped_column(Text, nullable=True)
     time_spent_ms: Mapped[int] = mapped_column(Integer, default=0)
@@ -216,8 +243,7 @@ class JudgmentAudit(Base):
         ForeignKey("judgments.id", ondelete=_RESTRICT), index=True
     )
     status: Mapped[str] = mapped_column(String(16), default="answered", server_default="answered")
-    identity: Mapped[Optional[str]] = mapped_column(String(16), nullable=True)
-    edit: Mapped[Optional[str]] = mapped_column(String(16), nullable=True)
+    locals().update(_question_columns())
     skip_reason: Mapped[Optional[str]] = mapped_column(Text, nullable=True)
     comment: Mapped[Optional[str]] = mapped_column(Text, nullable=True)
     changed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
@@ -276,3 +302,39 @@ class GoldFeedback(Base):
     edit_n: Mapped[int] = mapped_column(Integer)
     skipped: Mapped[int] = mapped_column(Integer)
     shown_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Adjudication(Base):
+    """A reviewer's decision on one task, kept apart from the annotators' judgments (db.review):
+    the labels that task's disagreement (or audit) ends with. One per task; a changed decision
+    keeps the old one in `adjudication_audits`."""
+
+    __tablename__ = "adjudications"
+    __table_args__ = (
+        UniqueConstraint("task_id", name="uq_adjudication_task"),
+        CheckConstraint(_in_list("reason", REVIEW_REASONS), name="ck_adjudication_reason"),
+        CheckConstraint(question_schema.adjudication_answer_sql(core_spec()), name="ck_adjudication_answer"),
+        *_extra(question_schema.adjudication_extra_sql, "ck_adjudication"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    task_id: Mapped[int] = mapped_column(ForeignKey("tasks.id", ondelete=_RESTRICT))  # unique: indexed
+    reviewer_id: Mapped[int] = mapped_column(ForeignKey("annotators.id", ondelete=_RESTRICT), index=True)
+    reason: Mapped[str] = mapped_column(String(16))  # why it was reviewed: disagreement or audit
+    locals().update(_question_columns())
+    note: Mapped[Optional[str]] = mapped_column(Text, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, onupdate=utcnow)
+
+
+class AdjudicationAudit(Base):
+    """Append-only record of a decision's previous values, written before each change."""
+
+    __tablename__ = "adjudication_audits"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    adjudication_id: Mapped[int] = mapped_column(ForeignKey("adjudications.id", ondelete=_RESTRICT), index=True)
+    reviewer_id: Mapped[int] = mapped_column(ForeignKey("annotators.id", ondelete=_RESTRICT), index=True)
+    locals().update(_question_columns())
+    note: Mapped[Optional[str]] = mapped_column(Text, nullable=True)
+    changed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

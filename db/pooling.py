@@ -12,6 +12,7 @@ that retrieved that item (`db.results.load_set`, used by the report).
 """
 from __future__ import annotations
 
+import itertools
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +21,9 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from db.models import Query, QuerySet, RetrievedItem, Task
+from db import blind
+from db import questions as q_registry
+from db.models import Query, QuerySet, RetrievedItem, Task, new_secret
 from cir_core.settings import add_seed_arg
 
 if TYPE_CHECKING:
@@ -42,28 +45,9 @@ class PoolQuery:
     truth: Callable[[str], tuple[str | None, str | None]] | None = None
 
 
-def _check(name: str, k: int, overlap: int, gold_fraction: float) -> None:
-    if not name or not name.strip() or len(name) > 200:
-        raise ValueError("a query set needs a name of 1-200 characters")
-    if not 1 <= int(k) <= MAX_POOL_K:
-        raise ValueError(f"k must be between 1 and {MAX_POOL_K}, got {k}")
-    if int(overlap) < 1:
-        raise ValueError(f"overlap must be >= 1, got {overlap}")
-    if not 0.0 <= gold_fraction <= 1.0:
-        raise ValueError(f"gold fraction must be in [0, 1], got {gold_fraction}")
-
-
-def pool_query_set(session: Session, engine: Engine, name: str, queries: Sequence[PoolQuery],
-                   methods: Sequence[str], scorings: Sequence[str] = ("cosine", "chord"), k: int = 10,
-                   overlap: int = 1, gold_fraction: float = 0.0, seed: int = 0, source: str = "",
-                   progress: Callable[[Iterable], Iterable] | None = None) -> QuerySet:
-    """Create query set `name` from `queries` with the top-`k` of every method × scoring.
-
-    `engine` is a `cir_core.engine.Engine` (its `compare` does the retrieval). Gold items: a
-    `gold_fraction` of the tasks whose truth is known, drawn with `seed`. Everything is validated
-    before the first write and written in one transaction: a failure leaves the DB unchanged.
-    """
-    _check(name, k, overlap, gold_fraction)
+def _check_new(session: Session, engine: Engine, name: str, queries: Sequence[PoolQuery],
+               methods: Sequence[str]) -> None:
+    """What every pooling refuses before it runs anything."""
     if not queries:
         raise ValueError("no queries to pool")
     if not methods:
@@ -78,22 +62,56 @@ def pool_query_set(session: Session, engine: Engine, name: str, queries: Sequenc
     if broken:
         raise ValueError("cannot pool with methods that do not load: " + "; ".join(broken.values()))
 
-    hits: list[tuple[PoolQuery, list[tuple[str, str, int, str, float]]]] = []
-    for q in (progress or (lambda x: x))(queries):
-        ref = engine.reference(q.reference_id)
-        rows = []
-        for sc in scorings:
-            res = engine.compare(ref, q.edit_text, k=k, scoring=sc, methods=list(methods), progression=False)
-            for m in res.methods:
-                if m.error:
-                    raise RuntimeError(f"{m.label} failed on query {q.external_id}: {m.error}")
-                rows += [(m.name, sc, h.rank, h.item_id, float(h.score)) for h in m.hits]
-        hits.append((q, rows))
+
+def _retrieve(engine: Engine, q: PoolQuery, methods: Sequence[str], scorings: Sequence[str],
+              k: int) -> list[tuple[str, str, int, str, float]]:
+    """(method, scoring, rank, item, score) of every method x scoring's top k for `q`."""
+    ref = engine.reference(q.reference_id)
+    rows = []
+    for sc in scorings:
+        res = engine.compare(ref, q.edit_text, k=k, scoring=sc, methods=list(methods), progression=False)
+        for m in res.methods:
+            if m.error:
+                raise RuntimeError(f"{m.label} failed on query {q.external_id}: {m.error}")
+            rows += [(m.name, sc, h.rank, h.item_id, float(h.score)) for h in m.hits]
+    return rows
+
+
+def _check(name: str, k: int, overlap: int, gold_fraction: float) -> None:
+    if not name or not name.strip() or len(name) > 200:
+        raise ValueError("a query set needs a name of 1-200 characters")
+    if not 1 <= int(k) <= MAX_POOL_K:
+        raise ValueError(f"k must be between 1 and {MAX_POOL_K}, got {k}")
+    if int(overlap) < 1:
+        raise ValueError(f"overlap must be >= 1, got {overlap}")
+    if not 0.0 <= gold_fraction <= 1.0:
+        raise ValueError(f"gold fraction must be in [0, 1], got {gold_fraction}")
+
+
+def pool_query_set(session: Session, engine: Engine, name: str, queries: Sequence[PoolQuery],
+                   methods: Sequence[str], scorings: Sequence[str] = ("cosine", "chord"), k: int = 10,
+                   overlap: int = 1, gold_fraction: float = 0.0, seed: int = 0, source: str = "",
+                   progress: Callable[[Iterable], Iterable] | None = None,
+                   questions: Sequence[str] = (), audit_share: float = 0.0) -> QuerySet:
+    """Create query set `name` from `queries` with the top-`k` of every method × scoring.
+
+    `engine` is a `cir_core.engine.Engine` (its `compare` does the retrieval). Gold items: a
+    `gold_fraction` of the tasks whose truth is known, drawn with `seed`. `questions`: the
+    optional pointwise questions to ask besides identity and edit (e.g. "relevance");
+    `audit_share`: the share of agreed pairs a reviewer sees (db.review). Everything is validated
+    before the first write and written in one transaction: a failure leaves the DB unchanged.
+    """
+    _check(name, k, overlap, gold_fraction)
+    asked = q_registry.for_set("pointwise", list(questions))
+    _check_audit(audit_share)
+    _check_new(session, engine, name, queries, methods)
+    hits = [(q, _retrieve(engine, q, methods, scorings, k)) for q in (progress or (lambda x: x))(queries)]
 
     qs = QuerySet(name=name, source=source or getattr(engine.gallery, "name", ""), overlap=int(overlap),
                   pool_k=int(k), meta={"methods": list(methods), "scorings": list(scorings),
                                        "backbone": engine.backbone.id, "gallery": engine.gallery.name,
-                                       "gold_fraction": gold_fraction, "seed": seed})
+                                       "gold_fraction": gold_fraction, "seed": seed},
+                  mode="pointwise", questions=q_registry.names(asked), audit_share=float(audit_share))
     session.add(qs)
     tasks: list[tuple[Task, PoolQuery]] = []  # in pooling order: what the seeded gold draw reads
     shuffle = random.SystemRandom().shuffle
@@ -161,6 +179,71 @@ def file_queries(path: str | Path) -> list[PoolQuery]:
     if not out:
         raise ValueError(f"queries file {str(path)!r} holds no query")
     return out
+
+
+def _check_audit(audit_share: float) -> None:
+    if not 0.0 <= float(audit_share) <= 1.0:
+        raise ValueError(f"audit share must be in [0, 1], got {audit_share}")
+
+
+def pool_pairwise(session: Session, engine: Engine, name: str, queries: Sequence[PoolQuery],
+                  combos: Sequence[tuple[str, str]], k: int = 1, overlap: int = 1, source: str = "",
+                  progress: Callable[[Iterable], Iterable] | None = None, audit_share: float = 0.0) -> QuerySet:
+    """A pairwise set: for every query and every two (method, scoring) `combos`, their results at
+    the same rank r <= `k` (top-1 by default) as one task "A or B?", unless both are the same
+    item (counted in meta `identical`, never asked). A task two method pairs share is asked once
+    and counts for both (joined back through `retrieved_items`). Which item is A (left) is drawn
+    per task, keyed by the set's secret (`db.blind.uniform`), and is the task's order
+    (`Task.item_id` is A, `Task.item_b_id` B). One transaction, validated first."""
+    _check(name, k, overlap, 0.0)
+    _check_audit(audit_share)
+    combos = [tuple(c) for c in combos]
+    if len(combos) < 2 or len(set(combos)) != len(combos):
+        raise ValueError(f"a pairwise set needs at least two different (method, scoring), got {combos}")
+    methods = list(dict.fromkeys(m for m, _ in combos))
+    scorings = list(dict.fromkeys(sc for _, sc in combos))
+    _check_new(session, engine, name, queries, methods)
+    hits = [(q, _retrieve(engine, q, methods, scorings, k)) for q in (progress or (lambda x: x))(queries)]
+    secret = new_secret()
+    identical = 0
+    qs = QuerySet(name=name, source=source or getattr(engine.gallery, "name", ""), overlap=int(overlap),
+                  pool_k=int(k), secret=secret, mode="pairwise",
+                  questions=q_registry.names(q_registry.for_set("pairwise", ())), audit_share=float(audit_share),
+                  meta={"methods": methods, "scorings": scorings, "pairs": [["/".join(a), "/".join(b)]
+                                                                            for a, b in itertools.combinations(combos, 2)],
+                        "backbone": engine.backbone.id, "gallery": engine.gallery.name})
+    session.add(qs)
+    shuffle = random.SystemRandom().shuffle
+    for q, rows in hits:
+        query = Query(query_set=qs, external_id=q.external_id, reference_id=q.reference_id,
+                      edit_text=q.edit_text, meta=dict(q.meta or {}) or None)
+        session.add(query)
+        at = {}
+        for method, sc, rank, item, score in rows:
+            if (method, sc) in combos:
+                session.add(RetrievedItem(query=query, method=method, scoring=sc, rank=rank, item_id=item,
+                                          score=score))
+                at[(method, sc, rank)] = item
+        pairs: dict[tuple[str, str], Task] = {}
+        for a, b in itertools.combinations(combos, 2):
+            for r in range(1, k + 1):
+                x, y = at.get((*a, r)), at.get((*b, r))
+                if x is None or y is None:
+                    continue
+                if x == y:
+                    identical += 1
+                    continue
+                lo, hi = sorted((x, y))
+                if (lo, hi) not in pairs:
+                    left = blind.uniform(secret, "side", q.external_id, lo, hi) < 0.5
+                    pairs[(lo, hi)] = Task(query=query, item_id=lo if left else hi, item_b_id=hi if left else lo)
+        new = list(pairs.values())
+        shuffle(new)  # blind ids, as in pool_query_set
+        session.add_all(new)
+        session.flush()
+    qs.meta = {**qs.meta, "identical": identical}
+    session.commit()
+    return qs
 
 
 def world_queries(engine: Engine, n: int, skip: int = 0) -> list[PoolQuery]:
@@ -232,6 +315,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--overlap", type=int, default=1, help="annotators per (non-gold) task")
     ap.add_argument("--gold", type=float, default=0.0, help="fraction of tasks with known answers as gold")
     add_seed_arg(ap, what="the gold draw")
+    ap.add_argument("--questions", default="", help="optional questions besides identity and edit, "
+                    "comma-separated (declared in db/questions.py: relevance)")
+    ap.add_argument("--audit", type=float, default=0.0, help="share of agreed pairs a reviewer also sees "
+                    "(disagreements always; docs/ANNOTATION.md, Adjudication)")
+    ap.add_argument("--pairwise", action="store_true", help="a pairwise set: every two method x scoring's "
+                    "results at the same rank (top-1 with --k 1) as 'A or B?' tasks (docs/ANNOTATION.md)")
     args = ap.parse_args(argv)
     try:
         cfg = settings_from(EngineConfig, args)
@@ -253,9 +342,22 @@ def main(argv: Sequence[str] | None = None) -> int:
                                 skip=SHOWCASE if spec.kind == "world" and spec.target == "test" else 0)
     eng = open_db(args.db)
     init_db(eng)
+    methods = list(cfg.methods or engine.methods.columns)
+    bar = lambda x: progress_bar(x, desc="pooling")  # noqa: E731
     with session_factory(eng)() as s:
-        qs = pool_query_set(s, engine, args.name, queries, list(cfg.methods or engine.methods.columns), args.scorings,
-                            args.k, args.overlap, args.gold, args.seed, progress=lambda x: progress_bar(x, desc="pooling"))
+        try:
+            if args.pairwise:
+                if args.gold or args.questions:
+                    raise ValueError("a pairwise set has no gold and asks only its preference question")
+                qs = pool_pairwise(s, engine, args.name, queries, [(m, sc) for m in methods for sc in args.scorings],
+                                   args.k, args.overlap, progress=bar, audit_share=args.audit)
+            else:
+                qs = pool_query_set(s, engine, args.name, queries, methods, args.scorings, args.k, args.overlap,
+                                    args.gold, args.seed, progress=bar,
+                                    questions=[x for x in args.questions.split(",") if x.strip()],
+                                    audit_share=args.audit)
+        except ValueError as exc:
+            ap.error(str(exc))
         n_tasks = s.scalar(select(func.count()).select_from(Task).join(Query).where(Query.query_set_id == qs.id))
     print(f"query set {args.name!r}: {len(queries)} queries, {n_tasks} tasks in {args.db}")
     return 0

@@ -27,16 +27,17 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Optional
+from typing import Any, Mapping, Optional, Sequence
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from cir_core.memo import LRU
 from db import blind
-from db.judgments import UNCHECKED, revision_of, upsert_judgment
+from db.judgments import UNCHECKED, answers_of, revision_of, upsert_judgment
+from db.questions import Question
 from db.users import name_problem
 from db.models import Annotator, Assignment, Judgment, Query, QuerySet, Task, utcnow
 
@@ -61,6 +62,8 @@ class TaskView:
     comment: Optional[str]
     character: Optional[dict] = None  # the query's character to follow on the reference (MovieNet: box, name)
     revision: Optional[str] = None  # db.judgments.revision_of the judgment shown (None: not judged)
+    item_b_id: Optional[str] = None  # a pairwise task's candidate B (item_id is A); None: pointwise
+    answers: Mapping[str, Optional[str]] = field(default_factory=dict)  # every question's saved answer
 
 
 @dataclass(frozen=True)
@@ -71,8 +74,22 @@ class Progress:
     latest: int  # the highest queue position assigned so far (0: none)
 
 
+class Paused(PermissionError):
+    """An organiser paused this annotator (db.organiser): no pair is shown or saved."""
+
+
+PAUSED = ("Your annotation is paused by the organiser: nothing more is shown or saved for now. "
+          "Your answers so far are kept. Ask the organiser.")
+
+
 def _dialect(session: Session) -> str:
     return session.get_bind().dialect.name
+
+
+def check_not_paused(session: Session, annotator: Any) -> None:
+    """`Paused` when an organiser has paused `annotator` (read each time: a pause acts at once)."""
+    if session.scalar(select(Annotator.paused_at).where(Annotator.id == annotator.id)) is not None:
+        raise Paused(PAUSED)
 
 
 def find_annotator(session: Session, name: str) -> Annotator | None:
@@ -151,12 +168,13 @@ def _order(annotator: Annotator, qs: QuerySet, tasks: list[tuple[int, int, bool,
 
 
 def _task_ids(session: Session, qs: QuerySet) -> list[tuple[int, int, bool, str]]:
-    """(task id, query id, is gold, item id) of every task in the set."""
+    """(task id, query id, is gold, item key) of every task in the set; the item key is the item id,
+    and for a pairwise task its two items (one item is in several of a query's pairs)."""
     rows = session.execute(
         select(Task.id, Task.query_id, (Task.gold_identity.is_not(None) | Task.gold_edit.is_not(None)),
-               Task.item_id)
+               Task.item_id, Task.item_b_id)
         .join(Query, Task.query_id == Query.id).where(Query.query_set_id == qs.id)).all()
-    return [(int(t), int(q), bool(g), str(i)) for t, q, g, i in rows]
+    return [(int(t), int(q), bool(g), f"{i}\x00{b}" if b else str(i)) for t, q, g, i, b in rows]
 
 
 class _SetCache:
@@ -204,12 +222,15 @@ SET_CACHE = _SetCache()
 
 
 def _taken_by_others(session: Session, qs: QuerySet, annotator_id: int) -> dict[int, int]:
-    """task id -> how many other annotators hold it (judged, or claimed within CLAIM_TTL)."""
-    judged = select(Judgment.task_id, Judgment.annotator_id).where(Judgment.annotator_id != annotator_id)
+    """task id -> how many other annotators hold it (judged, or claimed within CLAIM_TTL). A paused
+    annotator holds nothing: their pairs return to the pool."""
+    active = select(Annotator.id).where(Annotator.paused_at.is_(None))
+    judged = select(Judgment.task_id, Judgment.annotator_id).where(
+        Judgment.annotator_id != annotator_id, Judgment.annotator_id.in_(active))
     fresh = utcnow() - CLAIM_TTL
     claimed = (select(Assignment.task_id, Assignment.annotator_id)
                .where(Assignment.query_set_id == qs.id, Assignment.annotator_id != annotator_id,
-                      Assignment.assigned_at >= fresh))
+                      Assignment.assigned_at >= fresh, Assignment.annotator_id.in_(active)))
     holders = judged.union(claimed).subquery()
     rows = session.execute(select(holders.c.task_id, func.count()).group_by(holders.c.task_id)).all()
     return {int(t): int(n) for t, n in rows}
@@ -295,15 +316,16 @@ def _view(session: Session, annotator_id: int, position: int, task_id: int) -> T
     row = session.execute(
         select(Task.id, Task.item_id, Query.external_id, Query.reference_id, Query.edit_text,
                Judgment.status, Judgment.identity, Judgment.edit, Judgment.skip_reason, Judgment.comment,
-               Query.meta, Judgment)
+               Query.meta, Judgment, Task.item_b_id)
         .join(Query, Task.query_id == Query.id)
         .outerjoin(Judgment, (Judgment.task_id == Task.id) & (Judgment.annotator_id == annotator_id))
         .where(Task.id == task_id)).one()
-    return TaskView(row[0], position, row[2], row[3], row[4], row[1], *row[5:10], _character(row[10]),
-                    revision_of(row[11]))
+    answers = answers_of(row[11]) if row[11] is not None else {}
+    return TaskView(row[0], position, row[2], row[3], row[4], row[1], *row[5:10], character_of(row[10]),
+                    revision_of(row[11]), row[12] or None, answers)
 
 
-def _character(meta: Any) -> dict | None:
+def character_of(meta: Any) -> dict | None:
     """What the screen may show of a query's meta: the character's box and name, nothing else
     (the meta also holds ids the annotator has no use for)."""
     if not isinstance(meta, dict) or not meta.get("character_box"):
@@ -347,7 +369,9 @@ def screen(session: Session, annotator: Annotator, qs: QuerySet, claim: bool = T
            commit: bool = True) -> Screen:
     """What the Annotate tab shows now — the current task (see `current`), the progress and the
     next pairs' items — from one read of the queue. With `claim` False nothing is written (a
-    read transaction): the task is None when a claim would be needed (or nothing is left)."""
+    read transaction): the task is None when a claim would be needed (or nothing is left).
+    `Paused` for a paused annotator."""
+    check_not_paused(session, annotator)
     mine = own_queue(session, annotator, qs)
     first = mine.first_open()
     if first is None and claim:
@@ -407,16 +431,21 @@ def _task_id(task_id: Any) -> int:
     return task_id
 
 
-def answer(session: Session, annotator: Annotator, task_id: int, identity: str, edit: str,
-           comment: str | None = None, time_spent_ms: int = 0, commit: bool = True,
-           view: bool = True, expected: object = UNCHECKED) -> TaskView | None:
-    """Record (or change, with audit) this annotator's answer to one of their tasks. Commits
-    unless `commit` is False; returns the task's view unless `view` is False. `expected`: the
-    `TaskView.revision` the screen showed (`StaleAnswer` if another tab saved since)."""
+def answer(session: Session, annotator: Annotator, task_id: int, identity: str | None = None,
+           edit: str | None = None, comment: str | None = None, time_spent_ms: int = 0, commit: bool = True,
+           view: bool = True, expected: object = UNCHECKED, answers: Mapping[str, str | None] | None = None,
+           asked: Sequence[Question] | None = None) -> TaskView | None:
+    """Record (or change, with audit) this annotator's answer to one of their tasks: `answers`
+    (question -> value; `identity`, `edit` as shorthands) to every question of `asked` (the set's
+    questions; None: its mode's core ones). Commits unless `commit` is False; returns the task's
+    view unless `view` is False. `expected`: the `TaskView.revision` the screen showed
+    (`StaleAnswer` if another tab saved since). `Paused` for a paused annotator."""
     lock_annotator(session, annotator)
+    check_not_paused(session, annotator)
     a = _assignment(session, annotator, _task_id(task_id))
     upsert_judgment(session, annotator.id, a.task_id, identity, edit, comment=comment,
-                    time_spent_ms=time_spent_ms, shown_position=a.position, expected=expected)
+                    time_spent_ms=time_spent_ms, shown_position=a.position, expected=expected,
+                    answers=answers, asked=asked)
     if commit:
         session.commit()
     return _view(session, annotator.id, a.position, a.task_id) if view else None
@@ -428,6 +457,7 @@ def skip(session: Session, annotator: Annotator, task_id: int, reason: str,
     """Skip one of this annotator's tasks with a reason (can be answered later via back). Commits
     unless `commit` is False; `expected` as for `answer`."""
     lock_annotator(session, annotator)
+    check_not_paused(session, annotator)
     a = _assignment(session, annotator, _task_id(task_id))
     upsert_judgment(session, annotator.id, a.task_id, None, None, skip_reason=reason,
                     time_spent_ms=time_spent_ms, shown_position=a.position, expected=expected)

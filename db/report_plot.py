@@ -17,6 +17,8 @@ def report_figure(report: dict[str, Any]) -> Any:
     matplotlib.use("Agg", force=False)
     from matplotlib.figure import Figure
 
+    if report.get("pairwise"):
+        return pairwise_figure(report)
     methods = report["methods"]
     labels = [f"{m['method']}\n{m['scoring']}" for m in methods]
     x = np.arange(len(methods))
@@ -47,6 +49,33 @@ def report_figure(report: dict[str, Any]) -> Any:
     axes[0].legend(loc="upper center", ncol=2, fontsize=8)
     axes[1].set_xticks(x)
     axes[1].set_xticklabels(labels, fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def pairwise_figure(report: dict[str, Any]) -> Any:
+    """A pairwise set's win rates (X over Y) with 95 % CIs, raw answers and adjudicated labels."""
+    from matplotlib.figure import Figure
+
+    pairs = report["pairwise"]["pairs"]
+    fig = Figure(figsize=(max(6.0, 1.4 * len(pairs) + 2.0), 4.5), dpi=100)
+    ax = fig.subplots()
+    x = np.arange(len(pairs))
+    for i, (kind, color) in enumerate((("raw", "#4C72B0"), ("adjudicated", "#55A868"))):
+        cis = [p[kind]["win_rate"] for p in pairs]
+        mean = np.array([np.nan if c["mean"] is None else c["mean"] for c in cis])
+        lo = np.array([np.nan if c["lo"] is None else c["lo"] for c in cis])
+        hi = np.array([np.nan if c["hi"] is None else c["hi"] for c in cis])
+        ok = ~np.isnan(mean)
+        ax.bar((x + (i - 0.5) * 0.38)[ok], mean[ok], 0.38, color=color, label=f"win rate, {kind}",
+               yerr=np.clip(np.vstack([mean[ok] - lo[ok], hi[ok] - mean[ok]]), 0, None), capsize=3)
+    ax.axhline(0.5, color="grey", lw=0.8, ls="--")
+    ax.set_xticks(x)
+    ax.set_xticklabels([f"{p['x']}\nover\n{p['y']}" for p in pairs], fontsize=7)
+    ax.set_ylim(0, 1.1)
+    ax.set_ylabel("(wins + ½ ties) / answers")
+    ax.set_title(f"{report['query_set']}: pairwise win rates (95 % CI over queries)", fontsize=10)
+    ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
 

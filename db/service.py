@@ -16,12 +16,14 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from sqlalchemy import func, select
 
+from db import questions as q_registry
 from db import queue
 from db.faults import DBFault, fault_kind, is_fault
-from db.judgments import UNCHECKED
+from db.judgments import UNCHECKED, merge_answers
 from db.migrate import init_db, removed_if_left_empty
 from db.sqlite import describe, is_url, open_db, read_session_factory, session_factory
-from db.models import Assignment, GoldFeedback, Judgment, QuerySet
+from db.models import Annotator, Assignment, GoldFeedback, Judgment, QuerySet
+from db.users import Roles
 
 if TYPE_CHECKING:
     from cir_core.engine import Engine
@@ -50,6 +52,8 @@ class _SetRef:
     overlap: int
     created_at: Any
     secret: str  # the set's key (db.blind): never leaves the server
+    mode: str = "pointwise"
+    questions: tuple[q_registry.Question, ...] = ()  # what its screens ask (db/questions.py)
 
 
 @dataclass(frozen=True)
@@ -61,6 +65,7 @@ class QueueState:
     task: queue.TaskView | None  # None: this annotator has finished the set
     progress: queue.Progress  # progress.latest: the highest position assigned so far
     upcoming: tuple[str, ...] = ()  # items of the next pairs (the app renders them ahead)
+    questions: tuple[q_registry.Question, ...] = ()  # the set's questions (its screen's buttons)
 
 
 class AnnotationService:
@@ -70,9 +75,11 @@ class AnnotationService:
     through `ReadSession` (on SQLite: no write lock, so they run in parallel), writes through
     `Session`; one screen of the Annotate tab is at most one write transaction."""
 
-    def __init__(self, target: str | Path, synchronous: str = "FULL"):
+    def __init__(self, target: str | Path, synchronous: str = "FULL", roles: Roles | None = None):
         # `synchronous` (SQLite): FULL makes an acknowledged answer durable past an OS crash;
         # NORMAL only for bench/bench_durability.py, which measures what FULL costs a click.
+        # `roles`: who reviews and who organises (db.users.load_roles; none by default).
+        self.roles = roles or Roles()
         if is_url(str(target)):
             self.path: str | Path = str(target)
         else:
@@ -104,8 +111,14 @@ class AnnotationService:
         ref = self._sets.get(name) if isinstance(name, str) else None
         if ref is None:
             qs = queue.query_set_by_name(s, name)
-            ref = self._cache(self._sets, name, _SetRef(qs.id, qs.name, qs.overlap, qs.created_at, qs.secret))
+            ref = self._cache(self._sets, name, _SetRef(qs.id, qs.name, qs.overlap, qs.created_at, qs.secret,
+                                                        qs.mode, q_registry.for_set(qs.mode, qs.questions)))
         return ref
+
+    def set_questions(self, set_name: str) -> tuple[q_registry.Question, ...]:
+        """The questions `set_name` asks (its mode's core ones and those it lists)."""
+        with self.ReadSession() as s:
+            return self._set(s, set_name).questions
 
     @staticmethod
     def _cache(d: dict, key: str, value: Any) -> Any:
@@ -157,7 +170,7 @@ class AnnotationService:
                 return qs.name
 
     def _state(self, s: Any, ann: Any, qs: Any, task: queue.TaskView | None) -> QueueState:
-        return QueueState(ann.name, qs.name, task, queue.progress(s, ann, qs))
+        return QueueState(ann.name, qs.name, task, queue.progress(s, ann, qs), (), qs.questions)
 
     def open(self, user: str, set_name: str, position: int | None = None) -> QueueState:
         """The current task (None position), or this user's task at `position` (back/undo).
@@ -182,29 +195,36 @@ class AnnotationService:
                     return self._state(s, ann, qs, task)
                 sc = queue.screen(s, ann, qs, claim=False)
                 if sc.task is not None:
-                    return QueueState(ann.name, qs.name, sc.task, sc.progress, sc.upcoming)
+                    return QueueState(ann.name, qs.name, sc.task, sc.progress, sc.upcoming, qs.questions)
         with self.Session() as s:  # a new annotator, or the next task to claim
             ann = self._annotator(s, user, create=True)
             qs = self._set(s, set_name)
             sc = queue.screen(s, ann, qs, claim=True, commit=False)
             s.commit()
-            return QueueState(ann.name, qs.name, sc.task, sc.progress, sc.upcoming)
+            return QueueState(ann.name, qs.name, sc.task, sc.progress, sc.upcoming, qs.questions)
 
-    def answer(self, user: str, set_name: str, task_id: int, identity: str, edit: str,
-               comment: str | None = None, time_spent_ms: int = 0, expected: object = UNCHECKED) -> QueueState:
-        """Save the answer, then move on to the current task: one transaction (the reply is
-        sent after its commit, which with synchronous=FULL returns once the WAL is fsynced).
+    def answer(self, user: str, set_name: str, task_id: int, identity: str | None = None,
+               edit: str | None = None, comment: str | None = None, time_spent_ms: int = 0,
+               expected: object = UNCHECKED, answers: dict[str, str | None] | None = None) -> QueueState:
+        """Save the answer to every question the set asks (`answers`; `identity` and `edit` as
+        shorthands), then move on to the current task: one transaction (the reply is sent after
+        its commit, which with synchronous=FULL returns once the WAL is fsynced).
         `expected`: the revision the screen showed (`StaleAnswer` when another tab saved since).
         `DBFault` (with `saved` read back) when the database fails under it."""
-        want = ("answered", identity, edit, None, (comment or "").strip() or None)
-        return self._write(user, set_name, task_id, want, lambda s, ann: queue.answer(
-            s, ann, task_id, identity, edit, comment, time_spent_ms, commit=False, view=False,
-            expected=expected))
+        given = merge_answers(identity, edit, answers)
+        want = ("answered", {q.name: given.get(q.name) for q in q_registry.QUESTIONS.values()}, None,
+                (comment or "").strip() or None)
+
+        def write(s: Any, ann: Any) -> None:
+            queue.answer(s, ann, task_id, comment=comment, time_spent_ms=time_spent_ms, commit=False,
+                         view=False, expected=expected, answers=given, asked=self._set(s, set_name).questions)
+        return self._write(user, set_name, task_id, want, write)
 
     def skip(self, user: str, set_name: str, task_id: int, reason: str, time_spent_ms: int = 0,
              expected: object = UNCHECKED) -> QueueState:
         """Skip with a reason, then move on (as `answer`)."""
-        want = ("skipped", None, None, reason.strip() if isinstance(reason, str) else reason, None)
+        want = ("skipped", {q: None for q in q_registry.QUESTIONS}, reason.strip() if isinstance(reason, str)
+                else reason, None)
         return self._write(user, set_name, task_id, want, lambda s, ann: queue.skip(
             s, ann, task_id, reason, time_spent_ms, commit=False, view=False, expected=expected))
 
@@ -218,7 +238,7 @@ class AnnotationService:
                 write(s, ann)
                 sc = queue.screen(s, ann, qs, claim=True, commit=False)
                 s.commit()
-                return QueueState(ann.name, qs.name, sc.task, sc.progress, sc.upcoming)
+                return QueueState(ann.name, qs.name, sc.task, sc.progress, sc.upcoming, qs.questions)
         except Exception as exc:
             if not is_fault(exc):
                 raise
@@ -229,17 +249,18 @@ class AnnotationService:
             raise DBFault(kind, exc, writing=True, saved=saved) from exc
 
     def _saved(self, user: str, task_id: Any, want: tuple) -> bool | None:
-        """Whether `user`'s judgment of `task_id` holds `want` (status, identity, edit, skip
-        reason, comment) now; None when the database cannot be read either."""
+        """Whether `user`'s judgment of `task_id` holds `want` (status, answers, skip reason,
+        comment) now; None when the database cannot be read either."""
+        from db.judgments import answers_of
+
         try:
             with self.ReadSession() as s:
                 ann = queue.find_annotator(s, user)
                 if ann is None or isinstance(task_id, bool) or not isinstance(task_id, int):
                     return False
-                row = s.execute(select(Judgment.status, Judgment.identity, Judgment.edit,
-                                       Judgment.skip_reason, Judgment.comment)
-                                .where(Judgment.annotator_id == ann.id, Judgment.task_id == task_id)).first()
-                return row is not None and tuple(row) == want
+                j = s.scalars(select(Judgment).where(Judgment.annotator_id == ann.id,
+                                                     Judgment.task_id == task_id)).first()
+                return j is not None and (j.status, answers_of(j), j.skip_reason, j.comment) == want
         except Exception as exc:
             if not is_fault(exc):
                 raise
@@ -306,6 +327,78 @@ class AnnotationService:
         out: dict[str, Any] = {}
         for name, status, n in rows:
             out.setdefault(name, {"answered": 0, "skipped": 0})[status] = int(n)
+        return out
+
+    # -- adjudication (db/review.py): reviewers only ------------------------------------------------
+
+    def _reviewer(self, user: str) -> None:
+        if not self.roles.is_reviewer(user):
+            raise PermissionError("reviewers only: the organiser names reviewers in the annotators file "
+                                  "('@reviewer NAME', docs/ANNOTATION.md)")
+
+    def review_open(self, user: str, set_name: str) -> Any:
+        """`user`'s review screen in `set_name`: the first task of their review queue (a read)."""
+        from db import review
+
+        self._reviewer(user)
+        with self.ReadSession() as s:
+            qs = queue.query_set_by_name(s, set_name)
+            ann = queue.find_annotator(s, user)
+            order = review.queue(s, qs, user, ann.id if ann is not None else None)
+            decided = review.decided_by(s, qs, ann.id) if ann is not None else 0
+            task = review.view(s, qs, order[0]) if order else None
+            return review.ReviewState(user, qs.name, task, len(order), decided,
+                                      q_registry.for_set(qs.mode, qs.questions))
+
+    def review_queue(self, user: str, set_name: str) -> list[Any]:
+        """Every task waiting for `user`'s review, as screens (scripts: the simulated reviewer)."""
+        from db import review
+
+        self._reviewer(user)
+        with self.ReadSession() as s:
+            qs = queue.query_set_by_name(s, set_name)
+            ann = queue.find_annotator(s, user)
+            order = review.queue(s, qs, user, ann.id if ann is not None else None)
+            return [review.view(s, qs, t) for t in order]
+
+    def adjudicate(self, user: str, set_name: str, task_id: int, answers: dict[str, str | None],
+                   note: str | None = None, move_on: bool = True, revise: bool = False) -> Any:
+        """Store `user`'s decision (db.review.adjudicate) in one transaction; then the next review
+        screen (`move_on`), else None."""
+        from db import review
+
+        self._reviewer(user)
+        with self.Session() as s:
+            ann = self._annotator(s, user, create=True)
+            qs = queue.query_set_by_name(s, set_name)
+            queue.lock_annotator(s, ann)
+            review.adjudicate(s, qs, s.get(Annotator, ann.id), task_id, answers, note, revise=revise)
+            s.commit()
+        return self.review_open(user, set_name) if move_on else None
+
+    # -- the organiser's view (db/organiser.py): organisers only ------------------------------------
+
+    def _organiser(self, user: str) -> None:
+        if not self.roles.is_organiser(user):
+            raise PermissionError("organisers only: the annotators file names them ('@organiser NAME')")
+
+    def annotator_table(self, user: str, set_name: str, n_boot: int = 1000) -> dict[str, Any]:
+        """The per-annotator table and drift of `set_name` (db.organiser.annotator_report)."""
+        from db.organiser import annotator_report
+
+        self._organiser(user)
+        with self.ReadSession() as s:
+            return annotator_report(s, set_name, n_boot=n_boot)
+
+    def set_paused(self, user: str, annotator: str, paused: bool) -> bool:
+        """Pause (or resume) `annotator`: their queue stops and their pairs return to the pool
+        (db.organiser.set_paused). Returns whether they are paused now."""
+        from db.organiser import set_paused
+
+        self._organiser(user)
+        with self.Session() as s:
+            out = set_paused(s, annotator, paused)
+            s.commit()
         return out
 
     def close(self) -> None:

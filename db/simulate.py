@@ -14,8 +14,14 @@ simulation makes true:
 - the automatic label's agreement with the majority human label against its expected value
   (from the judges' error rates; ties are left out as the report leaves them out).
 
+With `--reviewer-error E`, a simulated reviewer then adjudicates every task in review (the
+disagreements, and the set's audit share of agreed ones) through the same service: identity from
+the truth flipped with rate E, the other questions one of the answers given, at random. Two more
+checks: no open tie is left (a tie no reviewer decided), and the reviewer's identity accuracy
+against 1 − E (Wilson 95 %); the report then has the raw-majority and adjudicated rates side by side.
+
     python -m db.simulate --db ann.sqlite --set NAME --error-rates 0.02,0.05,0.1,0.15,0.2,0.3 \\
-        [--seed 0] [--json out.json]
+        [--reviewer-error 0.05] [--seed 0] [--json out.json]
 
 Exit status 1 when fewer than `--min-recovered` (0.8) of the checks hold.
 """
@@ -23,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import random
 import sys
 from collections import defaultdict
@@ -32,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from cir_core.errors import CIRError, InputError
+from cir_core.stats import wilson
 from db.report import compute_report, format_report
 from db.results import load_set, per_query_values
 from db.service import AnnotationService
@@ -50,6 +56,7 @@ def run_campaign(svc: AnnotationService, set_name: str, annotators: list[Simulat
                  seed: int = 0) -> int:
     """Every annotator works through their queue, one answer each in turn; returns the answers."""
     rng = random.Random(f"simulate:{seed}")
+    others = [q for q in svc.set_questions(set_name) if q.name not in ("identity", "edit")]
     states = {a.name: svc.open(a.name, set_name) for a in annotators}
     n = 0
     while any(st.task is not None for st in states.values()):
@@ -60,19 +67,28 @@ def run_campaign(svc: AnnotationService, set_name: str, annotators: list[Simulat
             true = truth[st.task.task_id]
             ident = true if rng.random() >= a.error else ("no" if true == "yes" else "yes")
             edit = rng.choices([e for e, _ in EDIT_ANSWERS], [w for _, w in EDIT_ANSWERS])[0]
-            states[a.name] = svc.answer(a.name, set_name, st.task.task_id, ident, edit)
+            extra = {q.name: rng.choice(q.values) for q in others}
+            states[a.name] = svc.answer(a.name, set_name, st.task.task_id, ident, edit, answers=extra)
             n += 1
     return n
 
 
-def wilson(correct: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    if n == 0:
-        return float("nan"), float("nan")
-    p = correct / n
-    d = 1 + z * z / n
-    c = (p + z * z / (2 * n)) / d
-    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
-    return c - h, c + h
+REVIEWER = "sim-reviewer"
+
+
+def run_review(svc: AnnotationService, set_name: str, truth: dict[int, str], error: float, seed: int = 0) -> list[bool]:
+    """A simulated reviewer decides every task waiting for review (module docstring); returns,
+    per decision, whether its identity equals the truth."""
+    rng = random.Random(f"review:{seed}")
+    correct = []
+    for view in svc.review_queue(REVIEWER, set_name):
+        true = truth[view.task_id]
+        ident = true if rng.random() >= error else ("no" if true == "yes" else "yes")
+        answers = {q.name: (ident if q.name == "identity" else rng.choice([a[q.name] for a in view.answers]))
+                   for q in svc.set_questions(set_name)}
+        svc.adjudicate(REVIEWER, set_name, view.task_id, answers, move_on=False)
+        correct.append(ident == true)
+    return correct
 
 
 def _majority_odds(errors: list[float]) -> tuple[float, float]:
@@ -151,11 +167,15 @@ def format_checks(res: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def simulate(db: str | Path, set_name: str, errors: list[float], seed: int = 0, n_boot: int = 2000
-             ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Run the campaign on `set_name` in `db`, then the report and the checks: (report, checks)."""
+def simulate(db: str | Path, set_name: str, errors: list[float], seed: int = 0, n_boot: int = 2000,
+             reviewer_error: float | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Run the campaign on `set_name` in `db` (and, with `reviewer_error`, the review), then the
+    report and the checks: (report, checks)."""
+    from db.users import Roles
+
     annotators = [Simulated(f"sim-{i + 1}-e{e:g}", e) for i, e in enumerate(errors)]
-    svc = AnnotationService(db, synchronous="NORMAL")  # a simulation: no OS crash to survive
+    # a simulation: no OS crash to survive (NORMAL); the simulated reviewer has the role
+    svc = AnnotationService(db, synchronous="NORMAL", roles=Roles(reviewers=frozenset({REVIEWER})))
     try:
         with svc.ReadSession() as s:
             data = load_set(s, set_name)
@@ -163,12 +183,24 @@ def simulate(db: str | Path, set_name: str, errors: list[float], seed: int = 0, 
             raise InputError(f"set {set_name!r} has no automatic identity labels to simulate from "
                              "(pool it again: pooling stores them)")
         run_campaign(svc, set_name, annotators, data.auto_identity, seed)
+        decided = run_review(svc, set_name, data.auto_identity, reviewer_error, seed) \
+            if reviewer_error is not None else None
         with svc.ReadSession() as s:
             report = compute_report(s, set_name, n_boot=n_boot, seed=seed)
             data = load_set(s, set_name)
     finally:
         svc.close()
-    return report, check(report, data, annotators)
+    res = check(report, data, annotators)
+    if decided is not None:
+        lo, hi = wilson(sum(decided), len(decided))
+        res["checks"].append({"check": f"reviewer identity accuracy ({len(decided)} decisions)",
+                              "true": 1 - reviewer_error, "got": sum(decided) / len(decided) if decided else None,
+                              "lo": lo, "hi": hi, "ok": bool(decided and lo <= 1 - reviewer_error <= hi)})
+        ties = report["review"]["open_ties"]
+        res["checks"].append({"check": "open ties after review", "true": 0.0, "got": float(ties), "lo": 0.0,
+                              "hi": 0.0, "ok": ties == 0})
+        res["held"], res["total"] = sum(r["ok"] for r in res["checks"]), len(res["checks"])
+    return report, res
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -180,6 +212,8 @@ def main(argv: list[str] | None = None) -> int:
     add_seed_arg(ap, what="the simulated annotators")
     ap.add_argument("--bootstrap", type=int, default=2000)
     ap.add_argument("--min-recovered", type=float, default=0.8, help="share of checks that must hold")
+    ap.add_argument("--reviewer-error", type=float, help="then adjudicate every task in review with a "
+                    "simulated reviewer erring on identity at this rate")
     ap.add_argument("--json", type=Path, help="write {report, checks} here")
     a = ap.parse_args(argv)
     try:
@@ -189,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     if not errors or not all(0 <= e < 0.5 for e in errors):
         ap.error("every error rate must be in [0, 0.5)")
     try:
-        report, res = simulate(a.db, a.set_name, errors, a.seed, a.bootstrap)
+        report, res = simulate(a.db, a.set_name, errors, a.seed, a.bootstrap, a.reviewer_error)
     except CIRError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -197,7 +231,8 @@ def main(argv: list[str] | None = None) -> int:
     print(format_checks(res))
     if a.json:
         a.json.write_text(json.dumps({"report": report, "checks": res}, indent=1, allow_nan=False, default=str))
-    return 0 if res["held"] >= a.min_recovered * res["total"] else 1
+    ties_left = a.reviewer_error is not None and report["review"]["open_ties"] > 0
+    return 0 if res["held"] >= a.min_recovered * res["total"] and not ties_left else 1
 
 
 if __name__ == "__main__":

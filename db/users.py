@@ -2,6 +2,18 @@
 (`#` comments and blank lines ignored), checked by Gradio's login page, and `SignInThrottle`, which
 slows and then locks out password guessing (per name and per client address).
 
+The same file names the campaign's roles, one line per role (a name never starts with `@`, so
+a file without such lines means what it always meant):
+
+    alice:wonderland
+    bob:sha256:<hex>
+    carol:secret
+    @reviewer carol hf:dana      # may adjudicate disagreements (the Review tab)
+    @organiser bob               # the per-annotator table, drift, pausing (Results)
+
+A role names people listed with a password above or below, or Hugging Face names (`hf:<user>`,
+who sign in on a Space). `Roles` is what the app and the service read.
+
     python -m db.users hash alice        # prints alice:sha256:<hex> for the file (prompts for it)
 """
 from __future__ import annotations
@@ -44,15 +56,72 @@ def _digest(password: str) -> str:
     return hashlib.sha256(password.encode()).hexdigest()
 
 
-def load_users(path: str | Path) -> dict[str, str]:
-    """name -> stored secret ('sha256:<hex>' or the plain password). ValueError names the bad line."""
+ROLES = ("reviewer", "organiser")
+ROLE_ALIASES = {"reviewer": "reviewer", "reviewers": "reviewer", "organiser": "organiser",
+                "organizer": "organiser", "organisers": "organiser", "organizers": "organiser"}
+
+
+@dataclass(frozen=True)
+class Roles:
+    """Who may review (adjudicate) and who organises, by sign-in name."""
+
+    reviewers: frozenset[str] = frozenset()
+    organisers: frozenset[str] = frozenset()
+
+    def is_reviewer(self, name: str | None) -> bool:
+        return bool(name) and name in self.reviewers
+
+    def is_organiser(self, name: str | None) -> bool:
+        return bool(name) and name in self.organisers
+
+
+def _lines(p: Path) -> list[tuple[int, str]]:
+    return [(n, raw.strip()) for n, raw in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+            if raw.strip() and not raw.strip().startswith("#")]
+
+
+def load_roles(path: str | Path | None) -> Roles:
+    """The `@role name ...` lines of the annotators file (module docstring); no file: no roles.
+    ValueError names the bad line."""
+    if not path:
+        return Roles()
     p = Path(path).expanduser()
     if not p.is_file():
         raise FileNotFoundError(f"annotators file {p} does not exist")
+    lines = _lines(p)
+    listed = {line.partition(":")[0].strip() for _, line in lines if not line.startswith("@")}
+    found: dict[str, set[str]] = {r: set() for r in ROLES}
+    for n, line in lines:
+        if not line.startswith("@"):
+            continue
+        head, *names = line[1:].split("#", 1)[0].split()
+        role = ROLE_ALIASES.get(head.lower())
+        if role is None:
+            raise ValueError(f"{p}:{n}: unknown role {head!r} (one of {', '.join(ROLES)})")
+        if not names:
+            raise ValueError(f"{p}:{n}: '@{head}' names nobody")
+        for name in names:
+            problem = name_problem(name)
+            if problem:
+                raise ValueError(f"{p}:{n}: {problem}")
+            if not name.startswith(HF_PREFIX) and name not in listed:
+                raise ValueError(f"{p}:{n}: {name!r} has no 'name:password' line in this file "
+                                 f"(a Hugging Face name is written {HF_PREFIX}{name})")
+            found[role].add(name)
+    return Roles(frozenset(found["reviewer"]), frozenset(found["organiser"]))
+
+
+def load_users(path: str | Path) -> dict[str, str]:
+    """name -> stored secret ('sha256:<hex>' or the plain password). ValueError names the bad
+    line. Role lines (`@reviewer ...`) are `load_roles`'."""
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise FileNotFoundError(f"annotators file {p} does not exist")
+    load_roles(p)  # a bad role line is refused at start, like a bad user line
     users: dict[str, str] = {}
     for n, raw in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
         line = raw.strip()
-        if not line or line.startswith("#"):
+        if not line or line.startswith("#") or line.startswith("@"):
             continue
         name, sep, secret = line.partition(":")
         name = name.strip()

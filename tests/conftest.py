@@ -25,7 +25,7 @@ SLOW_MODULES = frozenset({
     "test_gpu_smoke", "test_gpu_reproduce_smoke", "test_bench_films", "test_movienet_release", "test_durability",
     "test_postgres", "test_blind", "test_batching", "test_progression_overtakers", "test_progression_oracle",
     "test_pace", "test_lincir", "test_pic2word", "test_rtd", "test_atomic_folder", "test_load_bench",
-    "test_figures", "test_hub_gallery", "test_rehearse_movienet", "test_publish",
+    "test_figures", "test_hub_gallery", "test_rehearse_movienet", "test_publish", "test_questions", "test_review",
 })
 
 

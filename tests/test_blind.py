@@ -1,5 +1,7 @@
 """Issue 42, item 1: nothing an annotator can see or download predicts which method retrieved a
-pair, at which rank, or whether it is a gold pair — on the REAL engine and real pools: the shipped
+pair, at which rank, or whether it is a gold pair — and issue 45: nor anything a reviewer sees
+(their queue's order, the answers shown, in their order), nor the side a pairwise pair puts a
+method's result on — on the REAL engine and real pools: the shipped
 world pooled exactly as the app does on first use (every trained method x cosine/Chord, top 5,
 10 % gold), and a MovieNet identity set built from the film world's release export.
 
@@ -27,12 +29,14 @@ from sqlalchemy import select
 from db import queue
 from db.export import OWN_FIELDS, own_rows
 from db.migrate import init_db
-from db.models import Annotator, Query, QuerySet, RetrievedItem, Task
+from db.models import Annotator, Judgment, Query, QuerySet, RetrievedItem, Task
 from db.service import DEFAULT_SET, AnnotationService
 from db.sqlite import open_db, session_factory
+from db.users import Roles
 
 Z_FAIL = 4.9  # two-sided p < 1e-6
-ANSWERS = {"status", "identity", "edit", "skip_reason", "comment", "annotator", "query_set"}  # typed by them
+ANSWERS = {"status", "skip_reason", "comment", "annotator", "query_set",
+           *__import__("db.questions").questions.QUESTIONS}  # typed by them: every question's answer
 
 
 def _walk(svc: AnnotationService, set_name: str, user: str) -> list[queue.TaskView]:
@@ -46,12 +50,17 @@ def _walk(svc: AnnotationService, set_name: str, user: str) -> list[queue.TaskVi
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory):
-    """The shipped world and its trained methods, pooled as the app does on first use."""
+def world_engine():
     from cir_core.engine import load_engine
     from cir_core.settings import EngineConfig
 
-    engine = load_engine(EngineConfig(), progress_cb=None)
+    return load_engine(EngineConfig(), progress_cb=None)
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory, world_engine):
+    """The shipped world and its trained methods, pooled as the app does on first use."""
+    engine = world_engine
     svc = AnnotationService(tmp_path_factory.mktemp("blind-world") / "ann.sqlite")
     assert svc.ensure_default_set(engine) == DEFAULT_SET
     screens = _walk(svc, DEFAULT_SET, "walker")
@@ -90,8 +99,11 @@ def movienet(tmp_path_factory):
         raw = load_movienet_queryset(out)[0]
         pool_query_set(s, engine, "mn", movienet_queries(engine, raw), methods, ["cosine", "chord"], k=5,
                        gold_fraction=0.1)
+        # the same queries again, for two annotators and a reviewer (test_what_a_reviewer_sees...)
+        pool_query_set(s, engine, "mn-review", movienet_queries(engine, raw), methods, ["cosine", "chord"], k=5,
+                       overlap=2, gold_fraction=0.1, audit_share=0.2)
     db.dispose()
-    svc = AnnotationService(root / "ann.sqlite")
+    svc = AnnotationService(root / "ann.sqlite", roles=Roles(reviewers=frozenset({"reviewer"})))
     screens = _walk(svc, "mn", "walker")
     yield svc, "mn", "walker", screens
     svc.close()
@@ -331,6 +343,130 @@ def test_gold_accuracy_is_shown_at_the_end_and_frozen_when_first_shown(world) ->
     text = own_markdown(svc, "midway", "roomy")
     assert "5** answered" in text and "identity" not in text and "once you have finished" in text
     assert "Your gold accuracy**" not in results_view(holder, "midway", "roomy", None).summary
+
+
+# -- what a reviewer sees (issue 45) ------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def world_review(tmp_path_factory, world_engine):
+    """The shipped world pooled as the demo set is (every trained method x cosine/Chord, top 5,
+    10 % gold), with overlap 2 and a 20 % audit share, for two annotators and a reviewer."""
+    from cir_core.engine.core import SHOWCASE
+    from db.pooling import pool_query_set, world_queries
+    from db.service import DEFAULT_GOLD, DEFAULT_K, DEFAULT_QUERIES
+
+    path = tmp_path_factory.mktemp("blind-review") / "ann.sqlite"
+    svc = AnnotationService(path, roles=Roles(reviewers=frozenset({"reviewer"})))
+    with svc.Session() as s:
+        pool_query_set(s, world_engine, "world-review", world_queries(world_engine, DEFAULT_QUERIES, skip=SHOWCASE),
+                       list(world_engine.methods.columns), k=DEFAULT_K, overlap=2, gold_fraction=DEFAULT_GOLD,
+                       audit_share=0.2)
+    yield svc, "world-review"
+    svc.close()
+
+
+def _review_walk(svc: AnnotationService, set_name: str) -> list:
+    """Two annotators answer every pair (seeded noise, so they often disagree); the reviewer then
+    decides their whole queue, in its order. The reviewer's screens, in order."""
+    rng = random.Random(3)
+    for who in ("ann-a", "ann-b"):
+        st = svc.open(who, set_name)
+        while st.task is not None:
+            st = svc.answer(who, set_name, st.task.task_id, rng.choice(["yes", "no"]), rng.choice(["yes", "partial", "no"]))
+    screens = []
+    st = svc.review_open("reviewer", set_name)
+    while st.task is not None:
+        screens.append(st.task)
+        st = svc.adjudicate("reviewer", set_name, st.task.task_id, {"identity": "yes", "edit": "no"})
+    return screens
+
+
+@pytest.mark.parametrize("which", ["world_review", "movienet"])
+def test_nothing_a_reviewer_sees_predicts_method_rank_gold_or_who_answered(which, request) -> None:
+    if which == "movienet":
+        svc, set_name = request.getfixturevalue("movienet")[0], "mn-review"
+    else:
+        svc, set_name = request.getfixturevalue(which)
+    screens = _review_walk(svc, set_name)
+    ranks, tasks = _pooling(svc, set_name)
+    assert len(screens) > 30 and any(tasks[v.task_id][2] for v in screens)  # gold pairs are reviewed too
+    with svc.ReadSession() as s:
+        given = {}
+        for t, name, ident, edit in s.execute(select(Judgment.task_id, Annotator.name, Judgment.identity, Judgment.edit)
+                                              .join(Annotator, Judgment.annotator_id == Annotator.id)):
+            given.setdefault(t, {})[name] = {"identity": ident, "edit": edit}
+    fields = {"review queue position": {v.task_id: i for i, v in enumerate(screens)}}
+    first = {}
+    for v in screens:
+        shown = list(v.answers)
+        mine = sorted(given[v.task_id].values(), key=lambda a: (("yes", "no", "cant_tell").index(a["identity"]),
+                                                                ("yes", "partial", "no").index(a["edit"])))
+        assert shown == mine  # the answers, sorted by themselves: their order says nothing else
+        # which annotator's answer is shown first, when they differ: decided by the answer alone
+        if given[v.task_id]["ann-a"] != given[v.task_id]["ann-b"]:
+            first[v.task_id] = shown[0] == given[v.task_id]["ann-a"]
+    fields["whose answer is shown first"] = first
+    bad = [b for name, value_of in fields.items() for b in leaks(name, value_of, ranks, tasks)]
+    assert bad == []
+    text = repr(screens)
+    assert not any(w in text for w in ("ann-a", "ann-b", "pact", "dice", "cosine", "chord", "gold", "rank"))
+    # what the reviewer sees of who answered: nothing but the answers (no field names a person)
+    assert {f for v in screens for f in vars(v)} == {"task_id", "reference_id", "edit_text", "item_id", "item_b_id",
+                                                      "answers", "character"}
+
+
+def test_a_pairwise_side_never_tells_the_method(world_engine, tmp_path) -> None:
+    """Which side (A, left; B, right) a method's result is on is drawn per pair, keyed by the set's
+    secret: on the real world pooled pairwise (PACT vs compose-only and vs DiCE, top 3), the share
+    of each method's results on the left is ½ within chance, and the walker's queue order and
+    export columns tell nothing of the methods' ranks either."""
+    from cir_core.engine.core import SHOWCASE
+    from db.pooling import pool_pairwise, world_queries
+
+    svc = AnnotationService(tmp_path / "pw.sqlite")
+    combos = [("pact", "cosine"), ("compose-only", "cosine"), ("dice", "cosine")]
+    with svc.Session() as s:
+        pool_pairwise(s, world_engine, "pw", world_queries(world_engine, 60, skip=SHOWCASE), combos, k=3)
+    st, screens = svc.open("walker", "pw"), []
+    while st.task is not None:
+        screens.append(st.task)
+        st = svc.answer("walker", "pw", st.task.task_id, answers={"preference": "a"})
+    with svc.ReadSession() as s:
+        where = {}
+        for q, m, sc, r, item in s.execute(select(RetrievedItem.query_id, RetrievedItem.method, RetrievedItem.scoring,
+                                                  RetrievedItem.rank, RetrievedItem.item_id)):
+            where.setdefault((q, item), {})[(m, sc)] = r
+        qof = dict(s.execute(select(Task.id, Task.query_id)).all())
+        rows = own_rows(s, "walker")
+    assert len(screens) > 100
+    for combo in combos:
+        # the pairs where the method retrieved one of the two items (not both, at other ranks):
+        # is its item the left one?
+        left = []
+        for v in screens:
+            a = combo in where.get((qof[v.task_id], v.item_id), {})
+            b = combo in where.get((qof[v.task_id], v.item_b_id), {})
+            if a != b:
+                left.append(a)
+        z = (sum(left) - len(left) / 2) / math.sqrt(len(left) / 4)
+        assert abs(z) < Z_FAIL, (combo, sum(left), len(left))
+    # the queue order and the export's row order against the best rank of either item
+    best = {v.task_id: min([*where.get((qof[v.task_id], v.item_id), {}).values(),
+                            *where.get((qof[v.task_id], v.item_b_id), {}).values()]) for v in screens}
+    pos = {v.task_id: v.position for v in screens}
+    for name, field in (("queue position", pos),):
+        by_q: dict = {}
+        for t, v in field.items():
+            by_q.setdefault(qof[t], []).append((v, best[t]))
+        num = var = 0.0
+        for vals in by_q.values():
+            if len(vals) >= 3:
+                a, b = midranks([x for x, _ in vals]), midranks([y for _, y in vals])
+                if a.std() > 0 and b.std() > 0:
+                    num, var = num + float(np.corrcoef(a, b)[0, 1]), var + 1 / (len(vals) - 1)
+        assert not var or abs(num / math.sqrt(var)) < Z_FAIL, name
+    assert all("item" not in k and "method" not in k for k in rows[0])
+    svc.close()
 
 
 def queue_revision(svc: AnnotationService, user: str, v: queue.TaskView) -> str | None:

@@ -157,3 +157,43 @@ def test_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert "not a usable annotation database" in capsys.readouterr().err
     assert migrate.main(["--db", str(tmp_path / "missing.sqlite"), "current"]) == 1
     assert not (tmp_path / "missing.sqlite").exists()
+
+
+def test_0003_keeps_a_campaign_made_before_it(engine: Engine) -> None:
+    """A 0002 database with a set, tasks and answers: after 0003 the set is pointwise and asks
+    identity and edit, its tasks have no item B, every answer is there and still checked; a
+    pairwise task then blocks the downgrade (it would break the old unique (query, item))."""
+    from sqlalchemy.exc import IntegrityError
+
+    migrate.upgrade(engine, "0002")
+    with engine.begin() as c:
+        c.execute(text("INSERT INTO annotators (id, name, created_at) VALUES (1, 'ann', '2026-12-01')"))
+        c.execute(text("INSERT INTO query_sets (id, name, source, overlap, pool_k, created_at, secret) "
+                       "VALUES (1, 's', 'test', 2, 5, '2026-12-01', :k)"), {"k": "ab" * 32})
+        c.execute(text("INSERT INTO queries (id, query_set_id, external_id, reference_id, edit_text) "
+                       "VALUES (1, 1, 'q0', 'r0', 'make it red')"))
+        c.execute(text("INSERT INTO tasks (id, query_id, item_id, gold_identity) VALUES (1, 1, 'x', 'yes'), (2, 1, 'y', NULL)"))
+        c.execute(text("INSERT INTO judgments (id, annotator_id, task_id, status, identity, edit, skip_reason, "
+                       "time_spent_ms, shown_position, created_at, updated_at) VALUES (1, 1, 1, 'answered', 'yes', "
+                       "'partial', NULL, 5, 1, '2026-12-01', '2026-12-01'), (2, 1, 2, 'skipped', NULL, NULL, 'blurry', "
+                       "3, 2, '2026-12-01', '2026-12-01')"))
+    migrate.upgrade(engine)
+    with engine.connect() as c:
+        assert schema_diffs(c) == []
+        assert c.execute(text("SELECT mode, questions, audit_share FROM query_sets")).one() == ("pointwise", "identity,edit", 0.0)
+        assert c.execute(text("SELECT id, item_id, item_b_id FROM tasks ORDER BY id")).all() == [(1, "x", ""), (2, "y", "")]
+        assert c.execute(text("SELECT identity, edit, relevance, preference, skip_reason FROM judgments ORDER BY id")).all() \
+            == [("yes", "partial", None, None, None), (None, None, None, None, "blurry")]
+    with pytest.raises(IntegrityError):  # the rewritten check: a pointwise answer has no preference
+        with engine.begin() as c:
+            c.execute(text("UPDATE judgments SET preference = 'a' WHERE id = 1"))
+    with engine.begin() as c:
+        c.execute(text("INSERT INTO tasks (id, query_id, item_id, item_b_id) VALUES (3, 1, 'x', 'y')"))
+    with pytest.raises(RuntimeError, match="pairwise tasks exist"):
+        migrate.downgrade(engine, "0002")
+    assert migrate.current(engine) == migrate.head()  # nothing was undone
+    with engine.begin() as c:
+        c.execute(text("DELETE FROM tasks WHERE id = 3"))
+    migrate.downgrade(engine, "0002")
+    with engine.connect() as c:
+        assert c.execute(text("SELECT identity, edit FROM judgments ORDER BY id")).all() == [("yes", "partial"), (None, None)]

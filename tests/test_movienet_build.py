@@ -168,3 +168,55 @@ def test_the_world_export_round_trips_through_the_builder(world_release, tmp_pat
         assert [c["bbox"] for c in ref.meta["cast"] if c["pid"] == m["character_id"]] == [m["character_box"]]
         assert m["character_name"] == dict(rel[m["film_id"]].cast)[m["character_id"]][1]
         assert any(m["character_id"] in it.meta["character_ids"] for it in gallery.items if it.id != ref.id)
+
+
+def _edit_record(release: Path, i: int, **changes) -> Path:
+    path = release / "annotation" / f"{FILM}.json"
+    ann = json.loads(path.read_text())
+    ann["cast"][i].update(changes)
+    path.write_text(json.dumps(ann))
+    return path
+
+
+def test_a_box_far_outside_its_frame_is_refused_by_file_record_and_key(release, tmp_path):
+    """Issue 45: [100, 10, 400, 80] in a 160x90 frame was clipped silently into another box."""
+    path = _edit_record(release, 1, resolution=[160, 90], body={"type": "detected", "bbox": [100, 10, 400, 80]})
+    out = tmp_path / "set"
+    with pytest.raises(BenchmarkError) as e:
+        build_set(release, out, small())
+    msg = str(e.value)
+    assert str(path) in msg and "cast record #1" in msg and f"{FILM}_000002" in msg and "body.bbox" in msg
+    assert "160x90" in msg and not out.exists()
+    assert main(["build", "--release", str(release), "--out", str(out), "--preset", "identity-200", "--n-queries", "2",
+                 "--n-references", "2", "--n-ref-films", "1", "--n-gallery", "8", "--n-gallery-films", "3",
+                 "--box-slack", "0.99"]) == 2  # a slack of 99 % still cannot clip a box 150 % out
+
+
+def test_a_box_overhanging_by_a_pixel_is_clipped_and_reported(release, tmp_path):
+    _edit_record(release, 1, body={"type": "detected", "bbox": [0, -1, 20, 30]})  # 1 px above a 180 px frame
+    s = build_set(release, tmp_path / "set", small())
+    assert s["clipped_boxes"] == 1 and "cast record #1" in s["clipped"][0] and "clipped to [0.0, 0.0, 20.0, 30.0]" \
+        in s["clipped"][0]
+    assert json.loads((tmp_path / "set" / "build.json").read_text())["clipped_boxes"] == 1
+
+
+def test_a_truncated_keyframe_is_refused_before_anything_is_written(release, tmp_path):
+    """Issue 45: a keyframe cut to 40 bytes was hard-linked into the set; the evaluation failed later."""
+    frame = release / "keyframes" / FILM / "shot_0000_img_0.jpg"  # Jack's reference: always in the set
+    frame.write_bytes(frame.read_bytes()[:40])
+    out = tmp_path / "set"
+    with pytest.raises(BenchmarkError) as e:
+        build_set(release, out, small())
+    msg = str(e.value)
+    assert str(frame) in msg and "cannot be read whole" in msg and "cast record #0" in msg and not out.exists()
+
+
+def test_a_resolution_that_does_not_fit_the_keyframe_is_refused(release, tmp_path):
+    """Issue 45: an annotation's `resolution` was never compared with the image."""
+    path = _edit_record(release, 0, resolution=[320, 320])  # the keyframe is 32x18: another shape
+    out = tmp_path / "set"
+    with pytest.raises(BenchmarkError) as e:
+        build_set(release, out, small())
+    msg = str(e.value)
+    assert str(path) in msg and "cast record #0" in msg and "'resolution'" in msg and "32x18" in msg
+    assert not out.exists()

@@ -236,3 +236,69 @@ def test_kill9_stress_on_postgres(pg_url, tmp_path: Path) -> None:
     assert (v.lost, v.duplicated, v.stale) == ([], [], [])
     assert v.rows == v.acked_keys == 32
     assert v.integrity == ["n/a"] and v.fk_violations == 0 and v.unique_constraint == "held"
+
+
+def test_review_pause_and_pairwise_on_postgres(pg_url, cir_engine) -> None:
+    """Issue 45 on PostgreSQL: the new columns and tables, two reviewers deciding one pair at the
+    same moment (one decision stands, the other is told), a pause returning pairs to the pool,
+    a pairwise set answered and reported."""
+    from db.judgments import StaleAnswer
+    from db.models import Adjudication
+    from db.pooling import pool_pairwise, pool_query_set, world_queries
+    from db.queue import Paused
+    from db.report import compute_report
+    from db.service import AnnotationService
+    from db.users import Roles
+
+    roles = Roles(reviewers=frozenset({"rev1", "rev2"}), organisers=frozenset({"org"}))
+    svc, other = AnnotationService(pg_url, roles=roles), AnnotationService(pg_url, roles=roles)
+    try:
+        with svc.Session() as s:
+            pool_query_set(s, cir_engine, "pt", world_queries(cir_engine, 3), ["pact", "sum"], k=2, overlap=2,
+                           questions=["relevance"])
+            pool_pairwise(s, cir_engine, "pw", world_queries(cir_engine, 3), [("pact", "cosine"), ("dice", "chord")],
+                          k=2)
+        for who, ans in (("a1", ("yes", "yes", "3")), ("a2", ("no", "yes", "0"))):
+            st = svc.open(who, "pt")
+            while st.task is not None:
+                st = svc.answer(who, "pt", st.task.task_id, answers=dict(zip(("identity", "edit", "relevance"), ans)))
+        task = svc.review_open("rev1", "pt").task.task_id
+        results: list = []
+        barrier = threading.Barrier(2)
+
+        def decide(service: AnnotationService, who: str) -> None:
+            barrier.wait()
+            try:
+                service.adjudicate(who, "pt", task, {"identity": "yes", "edit": "yes", "relevance": "2"}, move_on=False)
+                results.append("decided")
+            except StaleAnswer:
+                results.append("stale")
+
+        threads = [threading.Thread(target=decide, args=(s_, w)) for s_, w in ((svc, "rev1"), (other, "rev2"))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(results) == ["decided", "stale"]
+        with svc.ReadSession() as s:
+            assert s.scalar(select(func.count()).select_from(Adjudication)) == 1
+            rep = compute_report(s, "pt", n_boot=50)
+        assert rep["review"]["adjudicated"] == 1 and rep["review"]["open_ties"] > 0 and "relevance" in rep["agreement"]
+        svc.set_paused("org", "a1", True)
+        with pytest.raises(Paused):
+            svc.open("a1", "pt")
+        st, n = svc.open("a3", "pt"), 0
+        while st.task is not None:  # a1's pairs are back in the pool (overlap 2: a2 and a3 now)
+            st = svc.answer("a3", "pt", st.task.task_id, answers={"identity": "yes", "edit": "no", "relevance": "1"})
+            n += 1
+        assert n > 0
+        st = svc.open("a3", "pw")
+        assert st.task.item_b_id and [q.name for q in st.questions] == ["preference"]
+        while st.task is not None:
+            st = svc.answer("a3", "pw", st.task.task_id, answers={"preference": "both"})
+        with svc.ReadSession() as s:
+            pw = compute_report(s, "pw", n_boot=50)["pairwise"]
+        assert pw["pairs"] and all(p["raw"]["both"]["mean"] in (None, 1.0) for p in pw["pairs"])
+    finally:
+        svc.close()
+        other.close()

@@ -161,7 +161,8 @@ def test_comparisons_on_shared_queries(report: dict) -> None:
 
 def test_agreement_gold_and_counts(report: dict) -> None:
     assert report["judgments"] == {"answered": 6, "skipped": 1, "skip_reasons": {"blurry": 1},
-                                   "annotators": 2, "tasks": 6, "tasks_answered": 5}
+                                   "annotators": 2, "tasks": 6, "tasks_answered": 5,
+                                   "paused_left_out": 0}
     ident = report["agreement"]["identity"]
     # One shared unit (q0/x): ann1 yes, ann2 no. Cohen: p_o = 0, p_e = 1*0 + 0*1 = 0 -> 0.
     assert ident["cohen_kappa"] == {"value": 0.0, "n_units": 1, "raters": ["ann1", "ann2"]}

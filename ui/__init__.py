@@ -76,7 +76,8 @@ def build_demo(config: AppConfig | None = None, engine: Engine | None = None,
     `config.annotation_only` the app has the Annotate tab and the viewer's own Results only."""
     import gradio as gr
 
-    from . import annotate, annotation_results, compare, figures
+    from . import annotate, annotation_results, compare, figures, review
+    from db.users import load_roles
 
     cfg = config or AppConfig()
     use_own_gradio_dir()
@@ -85,7 +86,8 @@ def build_demo(config: AppConfig | None = None, engine: Engine | None = None,
     # events is plenty for the dashboard; read when gr.Blocks creates its queue.
     os.environ.setdefault("GRADIO_ANALYTICS_CACHE_FREQUENCY", "1000")
     holder = EngineHolder(cfg, engine, loader)
-    services = annotate.ServiceHolder(cfg.db)
+    # Reviewers and organisers: the annotators file's `@reviewer` / `@organiser` lines (db/users.py).
+    services = annotate.ServiceHolder(cfg.db, roles=load_roles(cfg.annotators))
     from cir_core.paths import cache_dir
 
     annotate.IMAGES.configure(cfg.cache_dir or cache_dir())
@@ -103,6 +105,8 @@ def build_demo(config: AppConfig | None = None, engine: Engine | None = None,
                     fig_outputs, fig_load = figures.build(holder, cfg, ctab)
             with gr.Tab("Annotate", id="annotate"):
                 atab = annotate.build(holder, services)
+            with gr.Tab("Review", id="review", visible=False) as vtab:  # shown to reviewers on load
+                revtab = review.build(holder, services, vtab)
             with gr.Tab("Results", id="results") as rtab:
                 res_outputs, res_load = annotation_results.build(services, holder, own_only=only)
 
@@ -148,6 +152,7 @@ def build_demo(config: AppConfig | None = None, engine: Engine | None = None,
         if not only:
             ctab.after_load(loaded)  # a permalink's request, once its inputs are filled
         demo.load(atab.load, None, atab.load_outputs, **group)
+        demo.load(revtab.load, None, revtab.load_outputs, **group)
         demo.load(res_load, None, res_outputs, **group)
         rtab.select(res_load, None, res_outputs, **group)  # a set pooled since the page loaded
     demo.cir_holder = holder  # type: ignore[attr-defined]  (tests and scripts reach the engine)

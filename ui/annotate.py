@@ -29,6 +29,7 @@ from db import questions
 from db.faults import DBFault, fault_kind, is_fault
 from db.faults import describe as describe_fault
 from db.service import SKIP_REASONS, AnnotationService, QueueState
+from db.users import Roles
 
 from .annotate_help import GUIDELINES, guideline_examples
 from .annotate_images import IMAGE, IMAGES, ItemImages, pair_html  # noqa: F401 (the tab's pictures)
@@ -43,6 +44,8 @@ if TYPE_CHECKING:
 # (value, the button's words, hotkey) of each question's choices, declared in db/questions.py
 IDENTITY = tuple((c.value, c.label, c.key) for c in questions.IDENTITY.choices)
 EDIT = tuple((c.value, c.label, c.key) for c in questions.EDIT.choices)
+QUESTIONS = tuple(questions.QUESTIONS.values())  # every declared question: a row of buttons each
+DEFAULT_ASKED = questions.core("pointwise")  # what the screen shows before a set is open
 ANNOTATE_CONCURRENCY = 16  # Annotate/Results-load events run at once (one shared Gradio queue slot set)
 MAX_COMMENT = 2000
 NO_REASON = ("Choose why you skip this pair first (the list beside Skip: " + ", ".join(SKIP_REASONS)
@@ -76,26 +79,43 @@ class AnnotateView:
     identity: str | None = None
     edit_label: str | None = None
     comment: str = ""
+    candidate_b: Any = None  # a pairwise pair's candidate B (`candidate` is A)
+    answers: dict = field(default_factory=dict)  # every chosen answer (question -> value): the ✓ marks
+    asked: tuple = DEFAULT_ASKED  # the set's questions: only their rows of buttons show
+
+
+def asked_css(asked: tuple, prefix: str = "ann") -> str:
+    """A <style> hiding the rows of the questions this set does not ask (the buttons of every
+    declared question are laid out once; a screen shows its set's)."""
+    names = {q.name for q in asked}
+    # the block holding this <style> takes no room either (a style applies from a hidden block)
+    hidden = [f"#{prefix}-asked"] + [f"#{prefix}-row-{q.name}" for q in QUESTIONS if q.name not in names]
+    return f"<style>{', '.join(hidden)} {{display: none !important;}}</style>"
 
 
 def _view(engine: Engine, st: QueueState, note: str = "") -> AnnotateView:
     p = st.progress
+    asked = st.questions or DEFAULT_ASKED
     head = (f"Signed in as **{md_text(st.user)}** · set **{md_text(st.query_set)}** · "
             f"**{p.done} / {p.total}** done" + (f" ({p.skipped} skipped)" if p.skipped else ""))
     if st.task is None:
         return AnnotateView(f"{head}\n\n✅ Nothing left for you in this set. Thank you!" + note, "",
                             None, None, {"user": st.user, "set": st.query_set, "task": None,
-                                         "latest": st.progress.latest})
+                                         "latest": st.progress.latest}, asked=asked)
     t = st.task
+    saved = dict(t.answers) or {"identity": t.identity, "edit": t.edit}
     where = f"pair #{t.position}" + ("" if t.status is None else
-                                     f" · your answer: **{answer_words(t.status, t.identity, t.edit)}**"
+                                     f" · your answer: **{answer_words(t.status, answers=saved, asked=asked)}**"
                                      + (" (changing it keeps the old one in the audit log)"))
     ref, cand = IMAGES.path(engine, t.reference_id, t.character), IMAGES.path(engine, t.item_id)
+    cand_b = IMAGES.path(engine, t.item_b_id) if t.item_b_id else None
     IMAGES.prefetch(engine, st.upcoming)
-    missing = "" if ref is not None and cand is not None else \
+    missing = "" if ref is not None and cand is not None and (cand_b is not None or not t.item_b_id) else \
         "\n\n⚠ An image of this pair is not in the app's gallery: skip it with reason *other*."
     screen = f"{head} · {where}{missing}"
     edit_md = f"### Edit: “{md_text(t.edit_text, 2000)}”"
+    if t.item_b_id:
+        edit_md += "\n\nTwo candidates, **A** (left) and **B** (right): " + md_text(asked[0].prompt)
     if t.character:  # a frame of several people: say whom to follow (the box is on the reference only)
         who = md_text(t.character.get("name")) or "the boxed person"
         edit_md += f"\n\nThe character: **{who}**, boxed in amber on the reference."
@@ -105,25 +125,28 @@ def _view(engine: Engine, st: QueueState, note: str = "") -> AnnotateView:
     # refused (db.judgments.StaleAnswer) instead of silently overwritten.
     state = {"user": st.user, "set": st.query_set, "task": t.task_id, "position": t.position,
              "latest": st.progress.latest, "revision": t.revision,
-             "shown": time.time(), "identity": t.identity, "edit": t.edit, "screen": screen,
-             "ref": ref, "cand": cand, "edit_md": edit_md}
-    return AnnotateView(f"{screen}{note}", edit_md, ref, cand, state, t.identity, t.edit, t.comment or "")
+             "shown": time.time(), **{q.name: saved.get(q.name) for q in asked}, "screen": screen,
+             "ref": ref, "cand": cand, "cand_b": cand_b, "edit_md": edit_md, "asked": [q.name for q in asked]}
+    return AnnotateView(f"{screen}{note}", edit_md, ref, cand, state, t.identity, t.edit, t.comment or "",
+                        cand_b, {q.name: saved.get(q.name) for q in asked}, asked)
 
 
-def answer_words(status: str | None, identity: str | None, edit: str | None) -> str:
+def answer_words(status: str | None, identity: str | None = None, edit: str | None = None,
+                 answers: dict | None = None, asked: tuple = ()) -> str:
     """A saved answer as the buttons say it: 'Can't tell · Not satisfied', or 'skipped'."""
     if status == "skipped":
         return "skipped"
-    words = [dict((v, label) for v, label, _ in choices).get(code, str(code))
-             for choices, code in ((IDENTITY, identity), (EDIT, edit)) if code]
+    answers = answers if answers is not None else {"identity": identity, "edit": edit}
+    order = asked or QUESTIONS
+    words = [q.label(answers[q.name]) for q in order if answers.get(q.name)]
     return " · ".join(words) or "none"
 
 
-def chosen_css(identity: str | None, edit: str | None) -> str:
+def chosen_css(identity: str | None, edit: str | None, answers: dict | None = None, prefix: str = "ann") -> str:
     """A <style> that marks the chosen answers' buttons (✓, filled): it rides on the pair's HTML, so
     showing them costs no button updates (see `build`)."""
-    ids = [f"#ann-id-{identity}" for v, _, _ in IDENTITY if v == identity]
-    ids += [f"#ann-edit-{edit}" for v, _, _ in EDIT if v == edit]
+    answers = {**(answers or {}), **({"identity": identity} if identity else {}), **({"edit": edit} if edit else {})}
+    ids = [f"#{prefix}-{q.element}-{answers[q.name]}" for q in QUESTIONS if answers.get(q.name) in q.values]
     if not ids:
         return ""
     # hovered too: under the pointer that just chose it, the hover colours (lighter fill, grey text:
@@ -180,33 +203,47 @@ def open_view(svc: AnnotationService, engine: Engine, user: str | None, set_name
     return _view(engine, svc.open(user, name, position))
 
 
+def _asked_of(st: dict) -> tuple:
+    """The questions a screen's state says its set asks (declared ones only; default: pointwise core)."""
+    names = st.get("asked")
+    if not isinstance(names, list):
+        return DEFAULT_ASKED
+    asked = tuple(q for q in QUESTIONS if q.name in names)
+    return asked or DEFAULT_ASKED
+
+
 def choose_view(svc: AnnotationService, engine: Engine, user: str | None, state: dict, kind: str,
                 value: str, comment: str | None) -> AnnotateView:
-    """One button press: remember the label; with both labels chosen, save and move on. The
-    first label of a pair touches neither the DB nor the pictures."""
+    """One button press: remember the label; with every question of the set chosen on this
+    screen, save and move on. The first labels of a pair touch neither the DB nor the pictures."""
     if not user:
         return AnnotateView(NO_SIGN_IN, "", None, None)
     st = _valid_state(state, user)
     if st is None:
         return open_view(svc, engine, user, _set_of(state, user))
+    asked = _asked_of(st)
+    if kind not in {q.name for q in asked}:
+        raise ValueError(f"this set does not ask {kind!r}")
     st = {**st, kind: value}
-    # Save once both questions were answered on this screen (a revisited pair needs both again).
-    fresh = {f for f in st.get("_fresh", ()) if f in ("identity", "edit")} | {kind}
+    # Save once every question was answered on this screen (a revisited pair needs them all again).
+    names = [q.name for q in asked]
+    fresh = {f for f in st.get("_fresh", ()) if f in names} | {kind}
     st["_fresh"] = sorted(fresh)
     comment = text_in(comment, MAX_COMMENT + 1)
-    if {"identity", "edit"} <= fresh:
-        saved = svc.answer(user, st["set"], st["task"], st["identity"], st["edit"],
+    if set(names) <= fresh:
+        saved = svc.answer(user, st["set"], st["task"], answers={n: st.get(n) for n in names},
                            comment=comment.strip() or None, time_spent_ms=_elapsed(st), expected=st.get("revision"))
         return _view(engine, saved, "")
-    other = "edit" if kind == "identity" else "identity"
+    left = [q.name for q in asked if q.name not in fresh]
     screen = st.get("screen") if isinstance(st.get("screen"), str) else ""
-    chosen = dict((v, label) for v, label, _ in (IDENTITY if kind == "identity" else EDIT)).get(value, value)
+    chosen = next(q for q in asked if q.name == kind).label(value)
     # The same pair stays on screen: the values it already shows (plain strings are cheaper for
     # Gradio than gr.skip(), which rebuilds the component).
     text = lambda k: st.get(k) if isinstance(st.get(k), str) else None  # noqa: E731
-    return AnnotateView(f"{screen}\n\n{kind.capitalize()}: **{chosen}**. Now the {other} question.",
+    return AnnotateView(f"{screen}\n\n{kind.capitalize()}: **{chosen}**. Now the {' and '.join(left)} question"
+                        + ("s." if len(left) > 1 else "."),
                         text("edit_md") or "", text("ref"), text("cand"), st, st.get("identity"),
-                        st.get("edit"), comment)
+                        st.get("edit"), comment, text("cand_b"), {n: st.get(n) for n in names}, asked)
 
 
 def skip_view(svc: AnnotationService, engine: Engine, user: str | None, state: dict, reason: str | None) -> AnnotateView:
@@ -252,8 +289,11 @@ class ServiceHolder:
     the migration again, and answer "Something went wrong... press N" (issue 42). Now each click
     says what is wrong until the next attempt."""
 
-    def __init__(self, path: str, service: AnnotationService | None = None, retry_s: float = 60.0):
+    def __init__(self, path: str, service: AnnotationService | None = None, retry_s: float = 60.0,
+                 roles: Roles | None = None):
         self.path, self.service, self.retry_s = path, service, retry_s
+        # who reviews and organises (the annotators file's @ lines; a given service's own)
+        self.roles = roles or (service.roles if service is not None else Roles())
         self._lock = threading.Lock()
         self._failed: tuple[float, str] | None = None
 
@@ -264,7 +304,7 @@ class ServiceHolder:
                 if self._failed is not None and time.monotonic() - self._failed[0] < self.retry_s:
                     raise DBUnavailable(self._failed[1])
                 try:
-                    self.service = AnnotationService(self.path)
+                    self.service = AnnotationService(self.path, roles=self.roles)
                 except Exception as exc:
                     why = describe_fault(fault_kind(exc), writing=False) if is_fault(exc) else str(exc)
                     msg = (f"The annotation database cannot be opened: {why.rstrip('.')}. Nothing can be saved until "
@@ -281,7 +321,8 @@ def build(holder: EngineHolder, services: ServiceHolder) -> AnnotateTab:
     c = _layout(auth_mode())
     # No button-variant updates among the outputs: Gradio re-validates a component for every
     # prop update (about 5 % of a click's server CPU each); the chosen label is in the status.
-    outs = [c.status, c.edit_md, c.pair, c.comment, c.state]
+    # `asked`: a <style> showing only the set's questions (one short string, no component update).
+    outs = [c.status, c.edit_md, c.pair, c.comment, c.state, c.asked]
     render = _render
 
     def on_load(request: gr.Request, profile: gr.OAuthProfile | None):
@@ -295,6 +336,8 @@ def build(holder: EngineHolder, services: ServiceHolder) -> AnnotateTab:
             sets = svc.query_sets()
             name = svc.current_set(user)
             view = open_view(svc, eng, user, name)
+        except PermissionError as exc:  # paused by the organiser, a refused name
+            return [gr.update(), f"⚠ {md_text(exc)}"] + [gr.skip()] * (len(outs) - 1) + [gr.skip()]
         except Exception as exc:  # a DB that cannot open must not take the other tabs down
             log.warning("Annotate tab could not load for %r: %s", user, exc)
             return [gr.update(), f"⚠ The annotation DB is unavailable: {md_text(exc)}"] + \
@@ -320,10 +363,14 @@ def _layout(mode: str) -> SimpleNamespace:
     c.status = gr.Markdown(NO_SIGN_IN, elem_id="ann-status", elem_classes="status-msg")
     c.edit_md = gr.Markdown("", elem_id="ann-edit")
     c.pair = gr.HTML("", elem_id="ann-pair")  # pair_html: reference and candidate side by side
-    with gr.Row(elem_classes="ann-answers"):
-        c.id_btns = [gr.Button(label, elem_id=f"ann-id-{v}", size="lg") for v, label, _ in IDENTITY]
-    with gr.Row(elem_classes="ann-answers"):
-        c.ed_btns = [gr.Button(label, elem_id=f"ann-edit-{v}", size="lg") for v, label, _ in EDIT]
+    # A row of buttons per declared question (db/questions.py); `asked` shows the set's only.
+    c.q_btns = {}
+    for q in QUESTIONS:
+        with gr.Row(elem_id=f"ann-row-{q.name}", elem_classes="ann-answers"):
+            c.q_btns[q.name] = [gr.Button(ch.label, elem_id=f"ann-{q.element}-{ch.value}", size="lg")
+                                for ch in q.choices]
+    c.id_btns, c.ed_btns = c.q_btns["identity"], c.q_btns["edit"]
+    c.asked = gr.HTML(asked_css(DEFAULT_ASKED), elem_id="ann-asked", padding=False)
     with gr.Row(equal_height=True, elem_id="ann-tools"):
         c.comment = gr.Textbox(label="Comment (optional; saved with the answer)", placeholder="Comment (optional)",
                                show_label=False, container=False, lines=1, max_lines=4, scale=3, min_width=200,
@@ -345,9 +392,11 @@ def _layout(mode: str) -> SimpleNamespace:
 
 
 def _render(v: AnnotateView) -> list:
-    pair = pair_html(v.reference, v.candidate, v.identity, v.edit_label) \
+    pair = pair_html(v.reference, v.candidate, v.candidate_b, answers=v.answers or
+                     {"identity": v.identity, "edit": v.edit_label}) \
         if (v.reference or v.candidate or v.state.get("task")) else ""
-    return [v.status, v.edit, pair + (chosen_css(v.identity, v.edit_label) if pair else ""), v.comment, v.state]
+    chosen = chosen_css(v.identity, v.edit_label, v.answers) if pair else ""
+    return [v.status, v.edit, pair + chosen, v.comment, v.state, asked_css(v.asked)]
 
 
 def guard(fn: Any, render: Any, n_out: int) -> Any:
@@ -392,10 +441,10 @@ def _wire(holder: EngineHolder, services: ServiceHolder, c: SimpleNamespace, out
             return choose_view(services.get(), holder.get(), user_of(request, profile), st, kind, value, com)
         return guarded(fn)
 
-    for (val, _, _), b in zip(IDENTITY, c.id_btns):
-        b.click(pick("identity", val), [c.state, c.comment], outs, api_name=f"annotate_identity_{val}", **group)
-    for (val, _, _), b in zip(EDIT, c.ed_btns):
-        b.click(pick("edit", val), [c.state, c.comment], outs, api_name=f"annotate_edit_{val}", **group)
+    for q in QUESTIONS:
+        for ch, b in zip(q.choices, c.q_btns[q.name]):
+            b.click(pick(q.name, ch.value), [c.state, c.comment], outs, api_name=f"annotate_{q.name}_{ch.value}",
+                    **group)
 
     def on_skip(st, why, request: gr.Request, profile: gr.OAuthProfile | None):
         return skip_view(services.get(), holder.get(), user_of(request, profile), st, why)

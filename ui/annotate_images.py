@@ -128,12 +128,14 @@ class ItemImages:
 IMAGES = ItemImages()
 
 
-def pair_html(reference: str | None, candidate: str | None, identity: str | None = None,
-              edit: str | None = None) -> str:
+def pair_html(reference: str | None, candidate: str | None, candidate_b: str | None = None,
+              prefix: str = "ann", answers: dict[str, str | None] | None = None) -> str:
     """The reference and the candidate side by side: two <img> of `ItemImages` files, which the
-    browser fetches from Gradio's file route (the event's reply is this short string). The answers
-    chosen on screen ride along as data attributes: the page script marks those buttons
-    aria-pressed (ui/annotate_help.py), so a screen reader hears which is selected."""
+    browser fetches from Gradio's file route (the event's reply is this short string). With
+    `candidate_b` (a pairwise pair): the reference on its own row, candidates A and B below.
+    The answers chosen on screen ride along as data attributes (`data-<question>`): the page
+    script marks those buttons aria-pressed (ui/annotate_help.py), so a screen reader hears which
+    is selected. `prefix`: the tab's element ids (ann: Annotate, rev: Review)."""
     def fig(path: str | None, label: str, elem: str) -> str:
         if not path:
             img = f"<div class='ann-missing'>{label}: not in this gallery</div>"
@@ -142,7 +144,13 @@ def pair_html(reference: str | None, candidate: str | None, identity: str | None
             img = f"<img id='{elem}' src='{src}' alt='{label}'>"
         return f"<figure>{img}<figcaption>{label}</figcaption></figure>"
 
-    chosen = "".join(f" data-{k}='{html.escape(v, quote=True)}'" for k, v in (("identity", identity), ("edit", edit))
+    chosen = "".join(f" data-{k}='{html.escape(v, quote=True)}'" for k, v in (answers or {}).items()
                      if isinstance(v, str))
-    return (f"<div class='ann-pair'{chosen}>{fig(reference, 'Reference', 'ann-ref')}"
-            f"{fig(candidate, 'Candidate', 'ann-cand')}</div>")
+    if candidate_b is None:
+        return (f"<div class='ann-pair'{chosen}>{fig(reference, 'Reference', f'{prefix}-ref')}"
+                f"{fig(candidate, 'Candidate', f'{prefix}-cand')}</div>")
+    # Three pictures: the reference alone on the first row (half the width: the figures' own
+    # max-width; the whole width on a phone, where the rows stack), A and B side by side below.
+    return (f"<div class='ann-pair'{chosen}>{fig(reference, 'Reference', f'{prefix}-ref')}</div>"
+            f"<div class='ann-pair'>{fig(candidate, 'A (left)', f'{prefix}-cand')}"
+            f"{fig(candidate_b, 'B (right)', f'{prefix}-cand-b')}</div>")

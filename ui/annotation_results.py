@@ -59,9 +59,12 @@ def summary_markdown(rep: dict, user: str, gold: dict | None = None) -> str:
     the viewer's own gold accuracy as `AnnotationService.shown_gold` gives it (None: not yet)."""
     j, k = rep["judgments"], rep["k"]
     out = [f"**{md_text(rep['query_set'])}** · {rep['n_queries']} queries · {j['annotators']} annotators · "
-           f"{j['answered']} answers, {j['skipped']} skips · {j['tasks_answered']} / {j['tasks']} pairs judged",
-           "", f"| method · scoring | queries @1 / @{k} | identity @1 | identity @{k} | edit @1 | edit @{k} |",
-           "|---|---|---|---|---|---|"]
+           f"{j['answered']} answers, {j['skipped']} skips · {j['tasks_answered']} / {j['tasks']} pairs judged"]
+    if rep.get("pairwise"):
+        return "\n".join(out + pairwise_markdown(rep["pairwise"]) + review_markdown(rep) +
+                          [f"\n{GOLD_LATER}" if gold is None else _gold_line(gold)])
+    out += ["", f"| method · scoring | queries @1 / @{k} | identity @1 | identity @{k} | edit @1 | edit @{k} |",
+            "|---|---|---|---|---|---|"]
     for m in rep["methods"]:
         cov = m["coverage"]
         out.append(f"| {md_text(m['method'])} · {md_text(m['scoring'])} | {cov['at_1']} / {cov['at_k']} | "
@@ -85,9 +88,10 @@ def summary_markdown(rep: dict, user: str, gold: dict | None = None) -> str:
             "counts only once all its top-k pairs are judged (the 'queries' column). Edit: yes = 1, "
             "partly = ½. Details: docs/ANNOTATION.md."]
     out += human_auto_markdown(rep.get("human_vs_auto"), k)
+    out += review_markdown(rep)
     ag = rep["agreement"]
     parts = []
-    for attr in ("identity", "edit"):
+    for attr in ag:
         vals = [name.replace("_", " ") + " " + ("n/a" if v["value"] is None else f"{v['value']:.2f}")
                 for name, v in ag[attr].items()]
         parts.append(f"**{attr}**: " + ", ".join(vals))
@@ -97,6 +101,74 @@ def summary_markdown(rep: dict, user: str, gold: dict | None = None) -> str:
     else:
         out.append(_gold_line(gold))
     return "\n".join(out)
+
+
+def review_markdown(rep: dict) -> list[str]:
+    """The review's state, and per method the rates from the raw majority beside the adjudicated."""
+    rv = rep.get("review")
+    if not rv:
+        return []
+    out = ["", f"**Labels**: {rv['adjudicated']} pairs decided by reviewers, **{rv['open_ties']} open ties** "
+           f"(no majority, not decided), {rv['majority']} by majority, {rv['unjudged']} unjudged."]
+    rows = rep.get("labels") or []
+    if rows:
+        metrics = list(rows[0]["at_k"]["raw_majority"])
+        k = rep["k"]
+        out += ["", "| method · scoring | " + " | ".join(f"{m} @{k} majority | {m} @{k} adjudicated" for m in metrics)
+                + " |", "|---|" + "---|" * (2 * len(metrics))]
+        for r in rows:
+            out.append(f"| {md_text(r['method'])} · {md_text(r['scoring'])} | " + " | ".join(
+                f"{_ci(r['at_k']['raw_majority'][m])} | {_ci(r['at_k']['adjudicated'][m])}" for m in metrics) + " |")
+    return out
+
+
+def pairwise_markdown(pw: dict) -> list[str]:
+    """A pairwise set's win rates (raw and adjudicated) and its Bradley-Terry ranking."""
+    def ci3(c: dict) -> str:
+        return _ci(c)
+
+    out = ["", "**Pairwise** (X's win rate over Y: (X wins + ½ ties) / answers; 95 % interval over queries)", "",
+           "| X | Y | pairs | identical | win rate (answers) | win rate (adjudicated) | X wins | Y wins | both | neither |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    for p in pw["pairs"]:
+        raw = p["raw"]
+        out.append(f"| {md_text(p['x'])} | {md_text(p['y'])} | {p['tasks']} | {p['identical']} | "
+                   f"{ci3(raw['win_rate'])} | {ci3(p['adjudicated']['win_rate'])} | "
+                   + " | ".join(ci3(raw.get(o, {})) for o in ("x", "y", "both", "neither")) + " |")
+    if pw.get("bradley_terry"):
+        out += ["", "**Bradley–Terry ranking** (log-strength, 95 % interval): " + " · ".join(
+            f"{b['rank']}. {md_text(b['method'])} {b['log_strength']:+.2f} [{b['lo']:+.2f}, {b['hi']:+.2f}]"
+            for b in pw["bradley_terry"])]
+    if pw.get("position_bias"):
+        pb = pw["position_bias"]
+        out.append(f"\nPosition bias: A (left) chosen in {pb['share_a']:.2f} [{pb['lo']:.2f}, {pb['hi']:.2f}] of "
+                   f"{pb['n']} answers that chose a side (½: none).")
+    return out
+
+
+def organiser_markdown(rep: dict) -> str:
+    """The organiser's per-annotator table (db.organiser.annotator_report) as markdown."""
+    qs = rep["questions"]
+    head = ["annotator", "done / queue", "s per pair", "gold identity", *[f"agree {q}" for q in qs],
+            *[f"κ {q}" for q in qs]]
+    out = [f"**Annotators of {md_text(rep['query_set'])}** (medians and rates with 95 % intervals: seconds "
+           "over their answers, gold by Wilson, agreement with the others' majority and κ with co-annotators "
+           "over queries)", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rep["annotators"]:
+        p = r["progress"]
+        cells = [md_text(r["annotator"]) + (" (paused)" if r["paused"] else ""), f"{p['done']} / {p['total']}",
+                 _ci(r["seconds"]), _vci(r["gold"].get("identity")),
+                 *[_vci(r["agreement"][q]) for q in qs], *[_vci(r["kappa"][q]) for q in qs]]
+        out.append("| " + " | ".join(cells) + " |")
+    if not rep["annotators"]:
+        out.append("| nobody has answered yet |" + " |" * (len(head) - 1))
+    return "\n".join(out)
+
+
+def _vci(c: dict | None) -> str:
+    if not c or c.get("value") is None:
+        return "n/a"
+    return f"{c['value']:.2f} [{c['lo']:.2f}, {c['hi']:.2f}]"
 
 
 def _agree_md(g: dict) -> str:
@@ -199,6 +271,7 @@ def build(services: ServiceHolder, holder: EngineHolder | None = None, own_only:
     summary = gr.Markdown(NO_SIGN_IN, elem_id="res-summary")
     plot = gr.Plot(label="Rates with 95 % intervals", elem_id="res-plot", visible=not own_only)
     files = gr.File(label="Your judgments (CSV, JSONL)", file_count="multiple", interactive=False)
+    org = _organiser_panel(services)
 
     def run(name, kk, request: gr.Request, profile: gr.OAuthProfile | None):
         try:
@@ -222,7 +295,7 @@ def build(services: ServiceHolder, holder: EngineHolder | None = None, own_only:
     def on_load(request: gr.Request, profile: gr.OAuthProfile | None):
         user = user_of(request, profile)
         if not user:
-            return gr.update(choices=[]), NO_SIGN_IN
+            return gr.update(choices=[]), NO_SIGN_IN, gr.update(visible=False)
         try:
             svc = services.get()
             if holder is not None and holder.engine is not None:
@@ -231,8 +304,78 @@ def build(services: ServiceHolder, holder: EngineHolder | None = None, own_only:
             name = svc.current_set(user)
         except Exception as exc:
             log.warning("Results tab could not load for %r: %s", user, exc)
-            return gr.update(choices=[]), f"⚠ The annotation DB is unavailable: {md_text(exc)}"
+            return gr.update(choices=[]), f"⚠ The annotation DB is unavailable: {md_text(exc)}", gr.update(visible=False)
         return (gr.update(choices=sets, value=name),
-                "Choose a query set and press **" + ("Show my work" if own_only else "Compute") + "**.")
+                "Choose a query set and press **" + ("Show my work" if own_only else "Compute") + "**.",
+                gr.update(visible=svc.roles.is_organiser(user)))
 
-    return [set_dd, summary], on_load
+    org.wire(set_dd)
+    return [set_dd, summary, org.column], on_load
+
+
+@dataclass
+class OrganiserPanel:
+    column: Any
+    wire: Any  # (set dropdown) -> None: its events, once the set dropdown exists
+
+
+def organiser_view(services: ServiceHolder, user: str | None, set_name: str | None) -> tuple[str, Any, list[str]]:
+    """The per-annotator table (markdown), the drift figure and the annotators' names, for an
+    organiser; PermissionError for anyone else (the service checks the role)."""
+    if not user:
+        raise PermissionError("sign in first")
+    from db.organiser import drift_figure
+
+    svc = services.get()
+    name = set_name if set_name in svc.query_sets() else svc.current_set(user)
+    if name is None:
+        return "No query set yet.", None, []
+    rep = svc.annotator_table(user, name, n_boot=N_BOOT)
+    return organiser_markdown(rep), drift_figure(rep), [r["annotator"] for r in rep["annotators"]]
+
+
+def _organiser_panel(services: ServiceHolder) -> OrganiserPanel:
+    """Organisers only (visible on load for them; the service refuses everyone else): the table,
+    the drift plot, and pausing or resuming an annotator."""
+    with gr.Column(visible=False, elem_id="org-panel") as col:
+        gr.Markdown("### The campaign's annotators (organisers only)")
+        with gr.Row(equal_height=True):
+            go = gr.Button("Show annotators", variant="primary", elem_id="org-go", scale=1)
+            who = gr.Dropdown(label="Annotator", choices=[], elem_id="org-who", scale=2)
+            pause = gr.Button("Pause", elem_id="org-pause", scale=1)
+            resume = gr.Button("Resume", elem_id="org-resume", scale=1)
+        table = gr.Markdown("", elem_id="org-table")
+        drift = gr.Plot(label="Drift over the campaign", show_label=False, elem_id="org-drift")
+
+    def wire(set_dd: Any) -> None:
+        def table_for(name: Any, user: str | None, note: str = "") -> tuple:
+            try:
+                md, fig, names = organiser_view(services, user, name if isinstance(name, str) else None)
+            except (PermissionError, LookupError, DBUnavailable) as exc:
+                warn(str(exc))
+                return f"⚠ {md_text(exc)}", None, gr.update()
+            return (note + md), fig, gr.update(choices=names)
+
+        def show(name, request: gr.Request, profile: gr.OAuthProfile | None):
+            return table_for(name, user_of(request, profile))
+
+        def toggle(paused: bool):
+            def fn(name, person, request: gr.Request, profile: gr.OAuthProfile | None):
+                user = user_of(request, profile)
+                try:
+                    if not isinstance(person, str) or not person:
+                        raise LookupError("choose an annotator first")
+                    now = services.get().set_paused(user or "", person, paused)
+                except (PermissionError, LookupError, ValueError, DBUnavailable) as exc:
+                    warn(str(exc))
+                    return f"⚠ {md_text(exc)}", None, gr.update()
+                note = f"**{md_text(person)}** is {'paused: their queue stopped and their pairs are back in the pool' if now else 'active again'}.\n\n"
+                return table_for(name, user, note)
+            return fn
+
+        kw = {"api_visibility": "undocumented", "concurrency_limit": 1, "concurrency_id": "results"}
+        go.click(show, [set_dd], [table, drift, who], api_name="organiser_table", **kw)
+        pause.click(toggle(True), [set_dd, who], [table, drift, who], api_name="organiser_pause", **kw)
+        resume.click(toggle(False), [set_dd, who], [table, drift, who], api_name="organiser_resume", **kw)
+
+    return OrganiserPanel(col, wire)

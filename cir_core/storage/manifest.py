@@ -1,5 +1,6 @@
 """What may travel through the Hub and how it is checked: the file policy (safetensors, JSON and
-pickle-free .npy only; a gallery adds its frames, JSONL tables and FAISS index), the
+pickle-free .npy only; a gallery adds its frames, JSONL tables and FAISS index; a label set,
+`db.publish`'s Hugging Face dataset, its parquet tables), the
 `cir_manifest.json` written on push (every file with its sha256) and verified on pull, and the
 per-kind layout checks (methods, backbone, embeddings, gallery)."""
 from __future__ import annotations
@@ -14,7 +15,7 @@ from .base import StorageError, matches
 
 MANIFEST = "cir_manifest.json"
 FORMAT = "cir-hub-manifest/1"
-KINDS = ("methods", "backbone", "embeddings", "gallery")
+KINDS = ("methods", "backbone", "embeddings", "gallery", "labels")
 # .npy is allowed because np.load(allow_pickle=False) refuses object arrays; .npz is not (zip of
 # arbitrary members). Everything else that can hold a pickle is named in the refusal.
 ALLOWED_SUFFIXES = (".json", ".safetensors", ".npy", ".md", ".txt")
@@ -24,6 +25,8 @@ IGNORED = (".gitattributes",)  # the Hub adds it to every repo; it is never load
 # by PIL behind the bomb guard, never unpickled), JSONL tables and the FAISS index of an
 # approximate index folder.
 GALLERY_SUFFIXES = (".jsonl", ".faiss", ".jpg", ".jpeg", ".png", ".webp", ".bmp")
+# A label set (db.publish): its tables as parquet (data, never code), its card, qrels, figures.
+LABELS_SUFFIXES = (".parquet", ".png")
 # (folder, files, where) -> None, raising StorageError: a kind's layout check kept above this layer
 LayoutCheck = Callable[[Path, list[str], str], None]
 
@@ -47,7 +50,7 @@ def check_policy(files: Iterable[str], where: str, kind: str | None = None) -> N
     if pickles:
         raise StorageError(f"{where}: refusing pickle-capable file(s) {', '.join(pickles[:5])}: only "
                        "safetensors weights travel through the Hub (convert with safetensors.torch.save_file)")
-    allowed = ALLOWED_SUFFIXES + (GALLERY_SUFFIXES if kind == "gallery" else ())
+    allowed = ALLOWED_SUFFIXES + {"gallery": GALLERY_SUFFIXES, "labels": LABELS_SUFFIXES}.get(kind or "", ())
     odd = [f for f in files if not f.lower().endswith(allowed)]
     if odd:
         raise StorageError(f"{where}: unexpected file type(s) {', '.join(odd[:5])} "
@@ -171,6 +174,8 @@ def check_layout(folder: Path, kind: str, files: list[str], where: str,
             raise StorageError(f"{where}: open_clip_config.json has no model_cfg")
         if not any(f.endswith(".safetensors") and "/" not in f for f in files):
             raise StorageError(f"{where}: no .safetensors weights beside open_clip_config.json")
+    elif kind == "labels":
+        _check_labels(folder, files, where)
     elif kind == "gallery":
         if layout is None:
             raise StorageError(f"{where}: a gallery's layout is checked by cir_core.hub.gallery "
@@ -179,6 +184,23 @@ def check_layout(folder: Path, kind: str, files: list[str], where: str,
         _check_embeddings(folder, files, where)
     if layout is not None:
         layout(folder, files, where)
+
+
+def _check_labels(folder: Path, files: list[str], where: str) -> None:
+    """A Hugging Face dataset of labels: its card (README.md) and parquet tables under data/,
+    each a whole parquet file (the magic bytes at both ends; pyarrow reads the rest)."""
+    if "README.md" not in files:
+        raise StorageError(f"{where}: no README.md (the dataset card)")
+    tables = [f for f in files if f.endswith(".parquet")]
+    if not tables or not all(f.startswith("data/") for f in tables):
+        raise StorageError(f"{where}: a label set keeps its parquet tables under data/, found {tables[:5]}")
+    for f in tables:
+        with open(folder / f, "rb") as fh:
+            head = fh.read(4)
+            fh.seek(-4, 2)
+            tail = fh.read(4)
+        if head != b"PAR1" or tail != b"PAR1":
+            raise StorageError(f"{where}: {f} is not a whole parquet file (truncated or another format)")
 
 
 def _check_embeddings(folder: Path, files: list[str], where: str) -> None:

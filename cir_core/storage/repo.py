@@ -33,9 +33,11 @@ from cir_core import env as environment
 
 log = logging.getLogger(__name__)
 
-REPO_TYPE = {"methods": "model", "backbone": "model", "embeddings": "dataset", "gallery": "dataset"}
+REPO_TYPE = {"methods": "model", "backbone": "model", "embeddings": "dataset", "gallery": "dataset",
+             "labels": "dataset"}
 REVISION_ENV = {"methods": "CIR_CHECKPOINTS_REVISION", "backbone": "CIR_BACKBONE_REVISION",
-                "embeddings": "CIR_EMBEDDINGS_REVISION", "gallery": "CIR_GALLERY_REVISION"}
+                "embeddings": "CIR_EMBEDDINGS_REVISION", "gallery": "CIR_GALLERY_REVISION",
+                "labels": "CIR_LABELS_REVISION"}
 _NAME = r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?"
 _REPO_RE = re.compile(rf"^{_NAME}/{_NAME}$")
 _SHA_RE = re.compile(r"^[0-9a-f]{40}$")

@@ -19,6 +19,7 @@ import sys
 
 from ...errors import CIRError
 from .build import PRESETS, ReferenceRules, build_set, scaled
+from .release import BOX_SLACK
 from .edits import read_edits
 from ...settings import add_seed_arg
 
@@ -45,6 +46,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--min-positives", type=int, default=d.min_positives,
                    help="keyframes of other shots showing the character (R5)")
     r.add_argument("--positives", type=int, default=d.positives, help="of those, kept in the gallery per reference")
+    b.add_argument("--box-slack", type=float, default=BOX_SLACK,
+                   help="how far a body box may overhang its frame, as a share of the frame's side, and be "
+                        "clipped (reported in build.json); further out it is refused (default %(default)s)")
     b.add_argument("--quiet", action="store_true", help="no progress bar")
     return ap
 
@@ -57,11 +61,14 @@ def main(argv: list[str] | None = None) -> int:
         rules = ReferenceRules(a.min_height, a.min_area, a.max_overlap, a.min_positives, a.positives)
         edits = read_edits(a.edits) if a.edits else None
         summary = build_set(a.release, a.out, preset, films=a.films, seed=a.seed, rules=rules, edits=edits,
-                            progress=not a.quiet)
+                            progress=not a.quiet, box_slack=a.box_slack)
     except CIRError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    print(json.dumps(summary))
+    print(json.dumps({k: v for k, v in summary.items() if k != "clipped"}))
+    if summary["clipped_boxes"]:
+        print(f"{summary['clipped_boxes']} body boxes overhung their frame by at most {a.box_slack:.0%} and were "
+              f"clipped (listed in {a.out}/build.json), e.g. {summary['clipped'][0]}", file=sys.stderr)
     if edits is None:
         print(f"no --edits: wrote {a.out}/references.jsonl; generate edits from it (python -m training.build_itt "
               f"--manifest {a.out}/references.jsonl --out {a.out}/itt.jsonl) or write your own, then rerun with "

@@ -19,6 +19,13 @@ What it picks (docs/MOVIENET.md, "Building a set"; every number is a flag):
 
 The set (this project's format, `queryset.py`) keeps every frame's cast ids and boxes; the
 keyframes are hard-linked (copied across devices) under OUT with their release paths.
+
+Before anything is written, every keyframe the set uses is decoded whole and its size compared
+with the `resolution` of each cast record on it (`check_keyframes`): a truncated or unreadable
+file, or a resolution whose aspect ratio is not the image's (the boxes would land elsewhere), is
+refused naming the file, the record and the key. (A truncated keyframe used to be hard-linked into
+the set, and the failure came later, in the evaluation.) Boxes clipped to their frame within the
+slack (release.py) are listed in build.json.
 """
 from __future__ import annotations
 
@@ -33,7 +40,9 @@ from typing import Any, Iterable, Sequence
 from ...fileio import atomic_write
 from ..common import BenchmarkError
 from .edits import Edit, assign_edits, captions_for
-from .release import Person, ReleaseFilm, read_release
+from .release import BOX_SLACK, Person, ReleaseFilm, read_release
+
+ASPECT_TOLERANCE = 0.02  # a keyframe's width/height may differ from its records' resolution by 2 %
 
 
 @dataclass(frozen=True)
@@ -217,6 +226,33 @@ def _write_jsonl(path: Path, rows: Iterable[dict]) -> None:
     atomic_write(path, lambda f: f.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), binary=False)
 
 
+def check_keyframes(release: Path, rel: dict[str, ReleaseFilm], frames: list[tuple[str, tuple[int, int]]],
+                    progress: bool = False) -> None:
+    """Every keyframe in `frames` decodes whole, and its aspect ratio is its cast records'
+    `resolution`'s (MovieNet's keyframes may be smaller than the frame the boxes were drawn on,
+    never of another shape); BenchmarkError naming the file, the record and the key otherwise."""
+    from PIL import Image
+    from tqdm import tqdm
+
+    for fid, key in tqdm(frames, desc="checking keyframes", unit="frame", disable=not progress):
+        path = release / rel[fid].keyframes[key]
+        records = rel[fid].persons.get(key, [])
+        named = "; ".join(p.source for p in records[:3]) or "no cast record"
+        try:
+            with Image.open(path) as im:
+                im.load()
+                size = im.size
+        except (OSError, ValueError, Image.DecompressionBombError) as exc:
+            raise BenchmarkError(f"{path}: the keyframe cannot be read whole ({exc}); it is named by {named}: "
+                                 "restore the file from the release, or leave the film out (--films)") from None
+        for p in records:
+            want, got = p.resolution[0] / p.resolution[1], size[0] / size[1]
+            if abs(got - want) / want > ASPECT_TOLERANCE:
+                raise BenchmarkError(f"{p.source}: key 'resolution' {list(p.resolution)} does not fit the keyframe "
+                                     f"{path} of {size[0]}x{size[1]} (aspect {want:.3f} vs {got:.3f}): its boxes "
+                                     "would land elsewhere on the image")
+
+
 def _check_out(out: Path) -> None:
     if out.exists() and any(out.iterdir()) and not (out / "build.json").is_file():
         raise BenchmarkError(f"{out}: not empty and not a set this builder wrote (no build.json); "
@@ -225,7 +261,7 @@ def _check_out(out: Path) -> None:
 
 def build_set(release: str | Path, out: str | Path, preset: Preset, *, films: Sequence[str] | None = None,
               seed: int = 0, rules: ReferenceRules = ReferenceRules(), edits: list[Edit] | None = None,
-              progress: bool = False) -> dict[str, Any]:
+              progress: bool = False, box_slack: float = BOX_SLACK) -> dict[str, Any]:
     """Pick references and gallery from `release` and write the set under `out` (module docstring).
 
     Without `edits` it writes gallery.jsonl, references.jsonl (an ITT manifest) and build.json,
@@ -233,12 +269,13 @@ def build_set(release: str | Path, out: str | Path, preset: Preset, *, films: Se
     """
     release, out = Path(release).expanduser(), Path(out).expanduser()
     _check_out(out)
-    rel = read_release(release, films)
+    rel = read_release(release, films, box_slack)
     rng = random.Random(f"movienet-build:{seed}")
     refs = pick_references(rel, preset, rules, rng)
     gfilms, frames = pick_gallery(rel, refs, preset, rules, rng)
     ref_rows = [reference_record(rel[r.film], r) for r in refs]
     queries = assign_edits(ref_rows, preset.n_queries, edits) if edits is not None else None
+    check_keyframes(release, rel, frames, progress)  # before the first write: nothing partial
     out.mkdir(parents=True, exist_ok=True)
     from tqdm import tqdm
 
@@ -257,6 +294,8 @@ def build_set(release: str | Path, out: str | Path, preset: Preset, *, films: Se
                "films_read": len(rel), "reference_films": len(dict.fromkeys(r.film for r in refs)),
                "gallery_films": len(gfilms), "gallery": len(frames), "references": len(refs),
                "characters": len({(r.film, r.person.pid) for r in refs}),
-               "queries": len(queries) if queries is not None else 0}
+               "queries": len(queries) if queries is not None else 0, "box_slack": box_slack,
+               "clipped_boxes": sum(len(f.clipped) for f in rel.values()),
+               "clipped": [c for f in rel.values() for c in f.clipped][:50]}
     atomic_write(out / "build.json", lambda f: json.dump(summary, f, indent=1), binary=False)
     return summary

@@ -20,7 +20,10 @@ sub-clips "multiple action tags", so a tag field may be null, one string, a list
 (actions) a list of such lists, which is flattened. Anything else is refused.
 
 Every problem is a `BenchmarkError` naming the file, the record (its id or index) and the key;
-nothing is half-read. A box is clipped to its frame; one with no area inside it is refused.
+nothing is half-read. A box may overhang its frame by at most `box_slack` of the frame's side
+(detectors round outwards): it is clipped to the frame and the clip is reported
+(`ReleaseFilm.clipped`, the builder's build.json); a box further outside is refused — it was
+clipped silently before, so a box [100, 10, 400, 80] in a 160x90 frame became a different box.
 """
 from __future__ import annotations
 
@@ -32,6 +35,7 @@ from typing import Any, Iterable, Sequence
 from ..common import BenchmarkError, need, read_json
 
 OTHERS = "others"
+BOX_SLACK = 0.02  # how far (share of the frame's width / height) a box may overhang before it is refused
 KEYFRAME = re.compile(r"shot_(\d{4,})_img_(\d+)\.jpg")
 FILM_ID = re.compile(r"tt\d{7,8}")
 
@@ -44,6 +48,7 @@ class Person:
     pid: str  # a credited cast id, or "others"
     box: tuple[float, float, float, float]  # x1, y1, x2, y2 in `resolution`, clipped to the frame
     resolution: tuple[int, int]  # w, h the box is measured in
+    source: str = field(default="", compare=False)  # "<annotation file> cast record #i (id '...')"
 
     @property
     def credited(self) -> bool:
@@ -80,6 +85,7 @@ class ReleaseFilm:
     keyframes: dict[tuple[int, int], str] = field(default_factory=dict)  # (shot, img) -> path under root
     persons: dict[tuple[int, int], list[Person]] = field(default_factory=dict)  # labelled keyframes only
     scenes: list[Scene] = field(default_factory=list)
+    clipped: list[str] = field(default_factory=list)  # boxes clipped to the frame (within the slack), reported
 
     def scene_of(self, shot: int) -> Scene | None:
         """The scene holding `shot` (None: outside every annotated scene)."""
@@ -103,8 +109,10 @@ def release_films(root: Path) -> list[str]:
     return sorted(p.stem for p in folder.glob("*.json"))
 
 
-def read_release(root: str | Path, films: Sequence[str] | None = None) -> dict[str, ReleaseFilm]:
-    """The films `films` of the release under `root` (default: every annotated film), checked."""
+def read_release(root: str | Path, films: Sequence[str] | None = None,
+                 box_slack: float = BOX_SLACK) -> dict[str, ReleaseFilm]:
+    """The films `films` of the release under `root` (default: every annotated film), checked.
+    `box_slack`: how far a body box may overhang its frame (share of the side) and be clipped."""
     root = Path(root).expanduser()
     ids = list(films) if films else release_films(root)
     if not ids:
@@ -112,10 +120,12 @@ def read_release(root: str | Path, films: Sequence[str] | None = None) -> dict[s
     bad = [f for f in ids if not FILM_ID.fullmatch(f)]
     if bad:
         raise BenchmarkError(f"not IMDb ids (tt + 7 or 8 digits): {', '.join(bad[:5])}")
-    return {fid: read_film(root, fid) for fid in dict.fromkeys(ids)}
+    if not 0 <= box_slack < 1:
+        raise BenchmarkError(f"--box-slack must be in [0, 1), got {box_slack}")
+    return {fid: read_film(root, fid, box_slack) for fid in dict.fromkeys(ids)}
 
 
-def read_film(root: Path, imdb_id: str) -> ReleaseFilm:
+def read_film(root: Path, imdb_id: str, box_slack: float = BOX_SLACK) -> ReleaseFilm:
     film = _meta(root / "meta" / f"{imdb_id}.json", imdb_id)
     film.keyframes = _keyframes(root, imdb_id)
     path = root / "annotation" / f"{imdb_id}.json"
@@ -125,7 +135,7 @@ def read_film(root: Path, imdb_id: str) -> ReleaseFilm:
         raise BenchmarkError(f"{path}: key 'imdb_id' is {ann['imdb_id']!r}, not the file's {imdb_id!r}")
     seen: set[str] = set()
     for i, rec in enumerate(need(ann, "cast", list, where)):
-        p, key = _person(rec, f"{path} cast record #{i}", film)
+        p, key = _person(rec, f"{path} cast record #{i}", film, box_slack)
         if p.record in seen:
             raise BenchmarkError(f"{path} cast record #{i} (id {p.record!r}): key 'id' repeats an earlier record")
         seen.add(p.record)
@@ -179,7 +189,7 @@ def _int(rec: dict, key: str, where: str, lo: int = 0) -> int:
     return v
 
 
-def _person(rec: Any, where: str, film: ReleaseFilm) -> tuple[Person, tuple[int, int]]:
+def _person(rec: Any, where: str, film: ReleaseFilm, box_slack: float = BOX_SLACK) -> tuple[Person, tuple[int, int]]:
     rid = need(rec, "id", str, where)
     where = f"{where} (id {rid!r})"
     key = (_int(rec, "shot_idx", where), _int(rec, "img_idx", where))
@@ -200,11 +210,20 @@ def _person(rec: Any, where: str, film: ReleaseFilm) -> tuple[Person, tuple[int,
     clipped = (max(x1, 0.0), max(y1, 0.0), min(x2, float(w)), min(y2, float(h)))
     if clipped[2] <= clipped[0] or clipped[3] <= clipped[1]:
         raise BenchmarkError(f"{where}: key 'body.bbox' {box!r} lies outside the {w}x{h} frame")
+    over_x, over_y = max(0.0, -x1, x2 - w) / w, max(0.0, -y1, y2 - h) / h
+    if max(over_x, over_y) > box_slack:
+        raise BenchmarkError(
+            f"{where}: key 'body.bbox' {box!r} reaches {max(over_x * w, over_y * h):g} px outside the {w}x{h} "
+            f"frame of key 'resolution' ({max(over_x, over_y):.0%} of its side; at most {box_slack:.0%} is "
+            "clipped): the box or the resolution is wrong")
+    if clipped != (x1, y1, x2, y2):
+        film.clipped.append(f"{where}: key 'body.bbox' {box!r} clipped to {[round(v, 2) for v in clipped]} "
+                            f"in the {w}x{h} frame")
     pid = need(rec, "pid", str, where)
     if pid != OTHERS and pid not in film.cast:
         raise BenchmarkError(f"{where}: key 'pid' {pid!r} is neither 'others' nor in the cast of "
                              f"meta/{film.imdb_id}.json")
-    return Person(rid, pid, clipped, (w, h)), key
+    return Person(rid, pid, clipped, (w, h), where), key
 
 
 def _tags(rec: dict, key: str, where: str, nested: bool) -> tuple[str, ...]:
