@@ -51,7 +51,7 @@ def draw_mark(img: Image.Image, mark: CharacterMark | None) -> Image.Image:
     out = img.convert("RGB")
     if min(out.size) < MIN_SIDE:  # a small frame: enlarge first, so the box and name stay legible
         f = MIN_SIDE / min(out.size)
-        out = out.resize((round(out.width * f), round(out.height * f)), Image.LANCZOS)
+        out = out.resize((round(out.width * f), round(out.height * f)), Image.Resampling.LANCZOS)
     else:
         out = out.copy()
     w, h = out.size
