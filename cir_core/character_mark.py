@@ -36,8 +36,8 @@ def mark_from(character: Mapping[str, Any] | None, resolution: Any = None) -> Ch
         return None
     if x2 <= x1 or y2 <= y1:
         return None
-    res = tuple(int(v) for v in resolution) if isinstance(resolution, (list, tuple)) and len(resolution) == 2 \
-        and all(isinstance(v, (int, float)) and v > 0 for v in resolution) else None
+    res = (int(resolution[0]), int(resolution[1])) if isinstance(resolution, (list, tuple)) \
+        and len(resolution) == 2 and all(isinstance(v, (int, float)) and v > 0 for v in resolution) else None
     name = character.get("name", character.get("character_name")) or ""
     pid = character.get("pid", character.get("character_id"))
     return CharacterMark((x1, y1, x2, y2), res, str(name), str(pid) if pid else None)
