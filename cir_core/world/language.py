@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, replace
+from typing import Protocol, Sequence
 
 from .spec import (BACKGROUNDS, COLOURS, FACINGS, POSITIONS, SHAPES, SIZES, Character, Obj,
                    Scene)
@@ -124,7 +125,14 @@ def possible_edits(scene: Scene, ops: tuple[str, ...] | None = None) -> list[Edi
     return [e for e in out if ops is None or e.op in ops]
 
 
-def edit_text(e: Edit, rng: random.Random, short: bool = False) -> str:
+class Chooser(Protocol):
+    """What `edit_text` draws its phrasing with: a `random.Random`, or a stand-in that picks a
+    given option (CIReVL's rules rewriter lists every phrasing)."""
+
+    def choice(self, seq: Sequence[str], /) -> str: ...
+
+
+def edit_text(e: Edit, rng: Chooser, short: bool = False) -> str:
     """A phrasing of `e`: an imperative clause, or with short=True a terse retrieval query."""
     t = e.target
     if e.op == "colour":
