@@ -329,8 +329,8 @@ def read_row(r: Reader, reg: Registry) -> Row:
 
     r.only(ROW_KEYS)
     rid = r.get("id", str)
-    refs: dict[str, Mapping[str, object]] = {"table": reg.tables, "backbone": reg.backbones, "checkpoint": reg.checkpoints,
-            "tolerance": reg.tolerances}
+    refs: dict[str, Mapping[str, object]] = {"table": reg.tables, "backbone": reg.backbones,
+                                             "checkpoint": reg.checkpoints, "tolerance": reg.tolerances}
     got = {k: r.get(k, str) for k in refs}
     for k, entries in refs.items():
         if got[k] not in entries:

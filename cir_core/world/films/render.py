@@ -112,7 +112,8 @@ def render_keyframe(k: Keyframe, size: int = 64,
     scale = size / w
     boxes = []
     for who, (a, b, c, e) in raw:
-        x1, y1, x2, y2 = (int(round(min(max((v - o) * scale, 0), size))) for v, o in ((a, x0), (b, y0), (c, x0), (e, y0)))
+        x1, y1, x2, y2 = (int(round(min(max((v - o) * scale, 0), size)))
+                          for v, o in ((a, x0), (b, y0), (c, x0), (e, y0)))
         boxes.append((who, (x1, y1, x2, y2)))
     if img is None:
         return None, boxes
