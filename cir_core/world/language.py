@@ -78,10 +78,10 @@ def apply_edit(scene: Scene, e: Edit) -> Scene:
             raise ValueError(f"a {e.value} is already there")
         objs[objs.index(o)] = replace(o, shape=e.value_word)
     elif e.op == "move":
-        o = _acted_on(scene, e)
-        if e.value not in scene.free_positions():
-            raise ValueError(f"the {e.value} slot is taken")
-        objs[objs.index(o)] = replace(o, position=e.value_word)
+        o, to = _acted_on(scene, e), e.value_word
+        if to not in scene.free_positions():
+            raise ValueError(f"the {to} slot is taken")
+        objs[objs.index(o)] = replace(o, position=to)
     elif e.op == "add":
         new = e.value_obj
         if len(objs) >= 3 or scene.obj(new.shape) or new.position not in scene.free_positions():

@@ -101,9 +101,10 @@ def _apply_prop(frame: Frame, e: Edit) -> Frame:
     elif e.op == "size":
         objs[objs.index(o)] = replace(o, size=e.value_word)
     elif e.op == "move":
-        if e.value not in frame.free_prop_slots():
-            raise ValueError(f"the {e.value} slot is taken")
-        objs[objs.index(o)] = replace(o, position=e.value_word)
+        to = e.value_word
+        if to not in frame.free_prop_slots():
+            raise ValueError(f"the {to} slot is taken")
+        objs[objs.index(o)] = replace(o, position=to)
     else:
         raise ValueError(f"unknown edit op {e.op!r}")
     return frame.with_objects(objs)
