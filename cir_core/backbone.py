@@ -134,8 +134,9 @@ def _find_local_weights(folder: Path) -> Path:
 class Backbone:
     """An open_clip model in eval mode plus its tokenizer and eval transform."""
 
-    def __init__(self, model: torch.nn.Module, tokenizer: Any, preprocess: Any, device: str,
+    def __init__(self, model: Any, tokenizer: Any, preprocess: Any, device: str,
                  name: str, id: str, dim: int | None = None) -> None:
+        # `model`: open_clip's CLIP (an nn.Module), which ships no types: its towers are read by name
         self.model, self.tokenizer, self.preprocess = model, tokenizer, preprocess
         self.device, self.name, self.id = device, name, id
         if dim is None:  # towers differ in where they keep it (CLIP, timm, HF): ask the model itself

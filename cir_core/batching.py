@@ -125,7 +125,8 @@ class BatchQueue:
         timing.charge("build", ticket.build_s)
         if ticket.error is not None:
             raise ticket.error
-        return ticket.result  # type: ignore[return-value]
+        assert ticket.result is not None  # done without an error: the worker set it
+        return ticket.result
 
     def pending(self) -> int:
         """Calls waiting for the worker (not the batch it runs now)."""

@@ -36,8 +36,8 @@ def mark_from(character: Mapping[str, Any] | None, resolution: Any = None) -> Ch
         return None
     if x2 <= x1 or y2 <= y1:
         return None
-    res = tuple(int(v) for v in resolution) if isinstance(resolution, (list, tuple)) and len(resolution) == 2 \
-        and all(isinstance(v, (int, float)) and v > 0 for v in resolution) else None
+    res = (int(resolution[0]), int(resolution[1])) if isinstance(resolution, (list, tuple)) \
+        and len(resolution) == 2 and all(isinstance(v, (int, float)) and v > 0 for v in resolution) else None
     name = character.get("name", character.get("character_name")) or ""
     pid = character.get("pid", character.get("character_id"))
     return CharacterMark((x1, y1, x2, y2), res, str(name), str(pid) if pid else None)
@@ -51,7 +51,7 @@ def draw_mark(img: Image.Image, mark: CharacterMark | None) -> Image.Image:
     out = img.convert("RGB")
     if min(out.size) < MIN_SIDE:  # a small frame: enlarge first, so the box and name stay legible
         f = MIN_SIDE / min(out.size)
-        out = out.resize((round(out.width * f), round(out.height * f)), Image.LANCZOS)
+        out = out.resize((round(out.width * f), round(out.height * f)), Image.Resampling.LANCZOS)
     else:
         out = out.copy()
     w, h = out.size

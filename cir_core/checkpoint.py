@@ -178,9 +178,10 @@ class Checkpoint:
             if key not in data:
                 raise CheckpointError(f"{where} has no {key!r}")
         none = type(None)
-        types = {"method": str, "embed_dim": int, "arch": dict, "metrics": dict, "training": dict, "extra": dict,
-                 "chord_lambda": (int, float, none), "token_width": (int, none), "lambda_search": (dict, none),
-                 "lambda_repicked": (dict, none)}
+        types: dict[str, type | tuple[type, ...]] = {
+            "method": str, "embed_dim": int, "arch": dict, "metrics": dict, "training": dict, "extra": dict,
+            "chord_lambda": (int, float, none), "token_width": (int, none), "lambda_search": (dict, none),
+            "lambda_repicked": (dict, none)}
         for key, want in types.items():
             if key in data and (isinstance(data[key], bool) or not isinstance(data[key], want)):
                 raise CheckpointError(f"{where}: key {key!r} is {data[key]!r}, not {_type_name(want)}")
@@ -195,7 +196,7 @@ class Checkpoint:
         atomic_write(Path(folder) / CONFIG, lambda f: f.write(json.dumps(obj, indent=1, default=str)), False)
 
 
-def _type_name(want: Any) -> str:
+def _type_name(want: type | tuple[type, ...]) -> str:
     kinds = want if isinstance(want, tuple) else (want,)
     return " or ".join("null" if k is type(None) else k.__name__ for k in kinds)
 

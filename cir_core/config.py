@@ -3,7 +3,7 @@ checkpoint records. (Paths: `cir_core.paths`; the engine's settings: `cir_core.s
 from __future__ import annotations
 
 import subprocess
-from dataclasses import MISSING, asdict, fields
+from dataclasses import MISSING, asdict, fields, is_dataclass
 from pathlib import Path
 from typing import Any, Mapping, TypeVar
 
@@ -41,14 +41,18 @@ class DictConfig:
 
     @classmethod
     def from_dict(cls: type[C], data: Mapping[str, Any], strict: bool = False) -> C:
-        known = {f.name: f for f in fields(cls)}  # type: ignore[arg-type]
+        if not is_dataclass(cls):
+            raise TypeError(f"{cls.__name__} is a DictConfig but not a dataclass")
+        known = {f.name: f for f in fields(cls)}
         unknown = sorted(k for k in data if k not in known and not k.startswith("_comment"))
         if strict and unknown:
             raise InputError(f"unknown {cls.__name__} setting(s) {unknown}; known: {sorted(known)}")
         return cls(**{k: _cast(v, known[k]) for k, v in data.items() if k in known})
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)  # type: ignore[call-overload]
+        if not is_dataclass(self):
+            raise TypeError(f"{type(self).__name__} is a DictConfig but not a dataclass")
+        return asdict(self)
 
 
 def _cast(value: Any, field: Any) -> Any:

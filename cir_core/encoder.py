@@ -1,11 +1,21 @@
-"""What the library needs of a backbone: the `Encoder` protocol. `cir_core.backbone.Backbone` is
-the open_clip one; `cir_core.memo.TextMemo` wraps any with remembered text encodes; tests and
-benchmarks pass stand-ins with the same attributes."""
+"""What the library needs of a backbone: the `Encoder` protocol, and two richer ones for the code
+that runs a backbone's towers itself (`TensorEncoder`: preprocessed batches; `Towers`: the open_clip
+model and tokenizer). `cir_core.backbone.Backbone` is the open_clip one and is all three;
+`cir_core.memo.TextMemo` and `cir_core.batching.BatchedEncoder` wrap any (their other attributes
+are the wrapped backbone's); tests and benchmarks pass stand-ins with the same attributes. The
+protocols are for the type checker: nothing checks them at run time (`as_towers` checks what a
+method needs, by name)."""
 from __future__ import annotations
 
-from typing import Any, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence, cast, runtime_checkable
 
 import numpy as np
+
+from .errors import BackboneError
+
+if TYPE_CHECKING:
+    import torch
+    from PIL import Image
 
 
 @runtime_checkable
@@ -14,6 +24,7 @@ class Encoder(Protocol):
 
     id: str  # identifies the weights and activation (cir_core.backbone_id)
     dim: int
+    image_size: int  # the side, in pixels, its image tower reads (the world's pictures are drawn at it)
 
     def encode_images(self, images: Sequence[Any], batch_size: int = 64, progress: bool = False,
                       with_norms: bool = False) -> Any:
@@ -24,9 +35,35 @@ class Encoder(Protocol):
 
 
 @runtime_checkable
-class Towers(Encoder, Protocol):
-    """An `Encoder` whose text tower a method runs itself (PACT's LoRA copy, the peers' pseudo-word
-    in the prompt): the open_clip model and its tokenizer."""
+class TensorEncoder(Encoder, Protocol):
+    """An `Encoder` that also takes pixels already preprocessed: the gallery embedder and the index
+    builder decode and preprocess in workers, ahead of the forward."""
+
+    device: str  # where the towers run ("cpu", "cuda", "cuda:1")
+    preprocess: Callable[[Image.Image], torch.Tensor]  # one image -> (3, H, W), the eval transform
+
+    def image_tensor(self, images: Sequence[Any]) -> torch.Tensor:
+        """A preprocessed batch (N, 3, H, W) on `device` (images or paths)."""
+
+    def encode_image_batch(self, x: torch.Tensor, with_norms: bool = False) -> Any:
+        """`encode_images` of a preprocessed batch: (N, dim) embeddings (and (N,) raw norms)."""
+
+
+@runtime_checkable
+class Towers(TensorEncoder, Protocol):
+    """A backbone whose text tower a method runs itself (PACT's LoRA copy, the peers' pseudo-word
+    in the prompt): the open_clip model and its tokenizer. open_clip ships no types, so both are
+    Any to the type checker."""
 
     model: Any  # an open_clip CLIP: `token_embedding`, `transformer`, `encode_image`, ...
     tokenizer: Any  # open_clip's tokenizer (texts -> token ids)
+
+
+def as_towers(backbone: Encoder, who: str) -> Towers:
+    """`backbone` for `who` (a method, a trainer) that runs its towers itself; a BackboneError
+    naming `who` when it has no open_clip model and tokenizer (a test's stand-in, a bare encoder)."""
+    missing = [a for a in ("model", "tokenizer") if not hasattr(backbone, a)]
+    if missing:
+        raise BackboneError(f"{who} runs the backbone's towers itself, but {backbone!r} has no "
+                            f"{' or '.join(missing)} (it needs an open_clip backbone: cir_core.backbone)")
+    return cast(Towers, backbone)

@@ -203,7 +203,7 @@ def _file_image(path: Path, side: int) -> Image.Image:
     from .imageio import load_image
 
     img = load_image(path, max_pixels=MAX_UPLOAD_PIXELS)
-    img.thumbnail((side, side), Image.LANCZOS)
+    img.thumbnail((side, side), Image.Resampling.LANCZOS)
     return img
 
 

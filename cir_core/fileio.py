@@ -79,9 +79,12 @@ def atomic_write(path: Path, write: Callable[[Any], None], binary: bool, durable
     csv module) that replaces `path` whole (`atomic_write_path`'s temp file + os.replace)."""
 
     def to(tmp: Path) -> None:
-        text = {} if binary else {"encoding": "utf-8", "newline": newline}
-        with open(tmp, "wb" if binary else "w", **text) as f:
-            write(f)
+        if binary:
+            with open(tmp, "wb") as f:
+                write(f)
+        else:
+            with open(tmp, "w", encoding="utf-8", newline=newline) as f:
+                write(f)
 
     atomic_write_path(path, to, durable)
 

@@ -19,7 +19,9 @@ import torch
 
 from .imageio import load_image
 
-Batch = tuple[list[int], "torch.Tensor | None", list[tuple[int, str]]]  # (rows, tensor, errors)
+# (rows, their stacked tensors, or their decoded images when the rows have no preprocessing, or
+# None when no row loaded, errors)
+Batch = tuple[list[int], "torch.Tensor | list[Any] | None", list[tuple[int, str]]]
 
 
 class FileRows(torch.utils.data.Dataset):
@@ -34,11 +36,12 @@ class FileRows(torch.utils.data.Dataset):
         return len(self.paths)
 
     def load(self, i: int) -> Any:
-        if self.paths[i] is None:
+        path = self.paths[i]
+        if path is None:
             raise ValueError("item has no file path")
-        return load_image(self.paths[i], draft=self.draft)
+        return load_image(path, draft=self.draft)
 
-    def __getitem__(self, i: int) -> tuple[int, torch.Tensor | None, str]:
+    def __getitem__(self, i: int) -> tuple[int, Any, str]:
         try:
             img = self.load(i)
             return i, (img if self.preprocess is None else self.preprocess(img)), ""

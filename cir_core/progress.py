@@ -189,7 +189,7 @@ def tracked_tqdm() -> type:
     download the library runs is."""
     from tqdm.auto import tqdm
 
-    class TrackedTqdm(tqdm):  # type: ignore[misc,valid-type]
+    class TrackedTqdm(tqdm):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             self._cir_task = Task(str(self.desc or "downloading").rstrip(": "), self.total,

@@ -17,7 +17,7 @@ import platform
 import sys
 import time
 from importlib import metadata
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from .config import git_commit, git_dirty
 
@@ -55,6 +55,9 @@ def device_name(device: str) -> str:
 
 def machine_load() -> dict[str, float | int | None]:
     """The load averages over 1, 5 and 15 minutes and the CPU count (None where the OS has none)."""
+    one: float | None
+    five: float | None
+    fifteen: float | None
     try:
         one, five, fifteen = (round(x, 2) for x in os.getloadavg())
     except OSError:
@@ -95,16 +98,17 @@ def report_header(*, benchmark: str | None = None, split: str | None = None, bac
     return header
 
 
-def with_header(report: Mapping[str, JSONValue], **fields: JSONValue) -> dict[str, JSONValue]:
-    """`report` with its `header` first: `report_header(**fields)`, where benchmark, split,
-    backbone and checkpoints not given are read from the report's own keys of those names."""
-    given = {k: report.get(k) for k in ("benchmark", "split", "backbone", "checkpoints")
-             if fields.get(k) is None and isinstance(report.get(k), (str, dict))}
+def with_header(report: Mapping[str, JSONValue], **fields: Any) -> dict[str, JSONValue]:
+    """`report` with its `header` first: `report_header(**fields)` (`fields`: its keywords), where
+    benchmark, split, backbone and checkpoints not given are read from the report's own keys of
+    those names."""
+    given: dict[str, Any] = {k: report.get(k) for k in ("benchmark", "split", "backbone", "checkpoints")
+                             if fields.get(k) is None and isinstance(report.get(k), (str, dict))}
     return {"header": report_header(**{**given, **fields}), **{k: v for k, v in report.items() if k != "header"}}
 
 
 def write_report(path: str | os.PathLike[str], report: Mapping[str, JSONValue], *, allow_nan: bool = True,
-                 **fields: JSONValue) -> None:
+                 **fields: Any) -> None:
     """Write a JSON report with its header (`with_header`), whole or not at all."""
     import json
     from pathlib import Path

@@ -6,11 +6,13 @@ and dropping trailing padding changes nothing but the cost (context 64, captions
 """
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from open_clip.transformer import text_global_pool
 
 
-def supports_token_embeddings(model: torch.nn.Module) -> bool:
+def supports_token_embeddings(model: object) -> bool:
     """True for open_clip's `CLIP` class (built-in text transformer with a causal mask)."""
     return all(hasattr(model, a) for a in ("token_embedding", "positional_embedding", "transformer",
                                            "ln_final", "attn_mask"))
@@ -22,10 +24,12 @@ def trim(tokens: torch.Tensor) -> torch.Tensor:
     return tokens[:, :max(used, 1)]
 
 
-def encode_tokens(model: torch.nn.Module, tokens: torch.Tensor,
+def encode_tokens(model: Any, tokens: torch.Tensor,
                   embeds: torch.Tensor | None = None) -> torch.Tensor:
     """Unnormalised text features. `embeds` (B, L, W), if given, replaces the token embeddings
-    of `tokens` (same B, L); pooling still finds the end-of-text token from `tokens`."""
+    of `tokens` (same B, L); pooling still finds the end-of-text token from `tokens`. `model`: an
+    open_clip CLIP (untyped) or its text parts laid out alike (PACT's `TextTower`, RTD's
+    `TunedTower`, the merged LoRA tower), read by name."""
     if not supports_token_embeddings(model):
         if embeds is not None:
             raise NotImplementedError(f"{type(model).__name__} has no injectable text tower")

@@ -135,6 +135,29 @@ def test_edit_that_does_not_fit_is_refused():
         apply_film_edit(a, 1, Edit("leave", "right"))
 
 
+def test_edit_whose_value_or_target_is_of_the_wrong_kind_is_refused_by_name():
+    """A number where a slot is read, an object where an actor is, no slot for a company op: a
+    ValueError naming the op, from apply_film_edit and film_edit_text alike."""
+    a = Frame("city", (Figure(1, "center", "left"),))
+    for e, what in ((Edit("char_move", None, 3), "value is a word"),
+                    (Edit("join", "left", Obj("star", "red", "small", "left")), "value is an actor"),
+                    (Edit("leave", None), "names what it acts on")):
+        with pytest.raises(ValueError, match=f"a {e.op!r} edit.*{what}"):
+            apply_film_edit(a, 1, e)
+        with pytest.raises(ValueError, match=f"a {e.op!r} edit.*{what}"):
+            film_edit_text(e, a, 1, random.Random(0))
+
+
+def test_a_world_scene_is_drawn_with_its_seed_only():
+    from cir_core.world.films.stream import render_item
+    from cir_core.world.spec import sample_scene
+
+    scene = sample_scene(random.Random(0))
+    assert render_item(scene, 32, 5).size == (32, 32)
+    with pytest.raises(ValueError, match="render seed"):
+        render_item(scene, 32)
+
+
 def test_queries_have_ground_truth_and_the_mix(small):
     qs = small.queries
     assert len(qs) == 40 and len({q.query_id for q in qs}) == 40

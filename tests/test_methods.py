@@ -26,6 +26,18 @@ def test_shipped_checkpoints_load_on_the_shipped_backbone(name):
     assert m.backbone.dim == 256 and 0 < m.chord_lambda <= LAMBDA_MAX
 
 
+@pytest.mark.parametrize("name", ["pact", "compose-only", "pic2word", "searle", "lincir", "rtd-lincir"])
+def test_a_method_that_runs_the_towers_refuses_a_bare_encoder_by_name(name):
+    """PACT and the textual-inversion peers run open_clip's text tower themselves: a backbone with
+    no `model` / `tokenizer` (a stand-in `Encoder`) is refused with a BackboneError naming the
+    method, before any checkpoint is read."""
+    from cir_core.errors import BackboneError
+    from tests._bench_fixtures import IndexBackbone
+
+    with pytest.raises(BackboneError, match=f"{name} runs the backbone's towers itself.*model or tokenizer"):
+        get_method_class(name).checkpoint_needs(IndexBackbone())
+
+
 @pytest.mark.parametrize("name", ALL)
 def test_interface(name, tiny_backbone):
     m = _make(name, tiny_backbone)

@@ -151,6 +151,17 @@ def test_apply_edit_rejects_edits_that_do_not_fit():
     assert apply_edit(fewer, Edit("move", "circle", "center")).obj("circle").position == "center"
 
 
+def test_an_edit_whose_value_is_not_what_its_op_reads_is_refused_by_name():
+    """A word where an object is read, an object or a number where a word is: a ValueError naming
+    the op, from apply_edit and edit_text alike (not a scene coloured 3, nor an AttributeError)."""
+    for e in (Edit("colour", "star", 3), Edit("add", None, "star"), Edit("background", None, None),
+              Edit("move", "star", Obj("circle", "red", "small", "right"))):
+        with pytest.raises(ValueError, match=f"a {e.op!r} edit's value is"):
+            apply_edit(ONE, e)
+        with pytest.raises(ValueError, match=f"a {e.op!r} edit's value is"):
+            edit_text(e, random.Random(0))
+
+
 def _assert_no_undo(ref: Scene, edits, scenes):
     assert len(edits) == len(scenes)
     keys = [ref.key()] + [s.key() for s in scenes]

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from cir_core.config import git_commit
+from cir_core.encoder import Encoder
 from cir_core.fileio import atomic_write
 from cir_core.methods.cirevl import LAMBDA_FILE
 
@@ -24,7 +25,7 @@ from cir_core.settings import add_backbone_args
 register_trainer(Trainer("cirevl-lambda", "training.cirevl_lambda", None, None, smoke=False, stage=3))
 
 
-def choose(backbone, val: ValBench, lambda_max: float = LAMBDA_MAX) -> dict:
+def choose(backbone: Encoder, val: ValBench, lambda_max: float = LAMBDA_MAX) -> dict:
     """The record: λ, its search on val, the val scores at it, what it was chosen for."""
     from cir_core.methods import create_method
 

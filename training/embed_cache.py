@@ -34,6 +34,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 from cir_core.progress import bar as progress_bar
 
+from cir_core.encoder import Encoder
 from cir_core.paths import cache_dir
 from cir_core.text import split_sentences
 from cir_core.world.films.film import FILM_VERSION
@@ -67,7 +68,7 @@ def world_fingerprint(seed: int, k: int = 8, films: float = FILM_SHARE) -> str:
                         .encode()).hexdigest()[:10]
 
 
-def cache_key(backbone, n: int, seed: int, films: float = FILM_SHARE) -> str:
+def cache_key(backbone: Encoder, n: int, seed: int, films: float = FILM_SHARE) -> str:
     ident = f"{backbone.id}|{n}|{seed}|r{RENDER_VERSION}|fr{FILM_RENDER_VERSION}|fv{FILM_VERSION}|" \
             f"films{films}|{backbone.image_size}|{world_fingerprint(seed, films=films)}|f{FORMAT_VERSION}"
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in backbone.id)[:60]
@@ -142,7 +143,7 @@ def _render_pair(args: tuple) -> tuple:
     return render_item(ref, size, rs), render_item(tgt, size, ts)
 
 
-def encode_texts_by_length(backbone, texts: list[str]) -> np.ndarray:
+def encode_texts_by_length(backbone: Encoder, texts: list[str]) -> np.ndarray:
     """encode_texts in length order: the text tower trims padding per batch, so batching
     sentences with sentences and captions with captions halves the cost."""
     order = np.argsort([len(t) for t in texts], kind="stable")
@@ -201,7 +202,7 @@ def write_cache(folder: Path, arrays: dict[str, np.ndarray], texts: list[str], m
     atomic_folder(folder, write, durable=False)  # a cache: a crash may lose it, never half of it
 
 
-def build_train_cache(backbone, n: int, seed: int = 0, root: Path | None = None,
+def build_train_cache(backbone: Encoder, n: int, seed: int = 0, root: Path | None = None,
                       chunk: int = 512, workers: int = 0, progress: bool = True,
                       films: float = FILM_SHARE) -> TrainEmbeddings:
     """Encode the first `n` queries of the trainers' world stream (`training_queries(seed,

@@ -46,6 +46,8 @@ from unittest import mock
 import numpy as np
 import torch
 
+from cir_core.encoder import Towers
+
 from . import task as method_task
 from .loop import config_from_args, run
 from .registry import Trainer
@@ -95,7 +97,7 @@ def synthetic_cache(n: int, dim: int, seed: int = 0, long_fraction: float = 0.6)
 class SyntheticPACTSource:
     """PACT's batch source (see pact_data) on synthetic embeddings; texts from the world."""
 
-    def __init__(self, backbone: Any, stream_gpu: bool = False, autocast: bool = False, n_texts: int = 96):
+    def __init__(self, backbone: Towers, stream_gpu: bool = False, autocast: bool = False, n_texts: int = 96):
         from cir_core.world import query_stream
 
         qs = list(islice(query_stream(0), n_texts))
@@ -159,7 +161,7 @@ def _smoke_class(base: type) -> type:
     return Smoke
 
 
-def on_synthetic_cache(task_cls: type, cfg: Any, backbone: Any, args: argparse.Namespace) -> Any:
+def on_synthetic_cache(task_cls: type, cfg: Any, backbone: Towers, args: argparse.Namespace) -> Any:
     """A head on the embed cache, with an in-memory synthetic cache instead."""
     n = max(4096, 4 * cfg.batch_size, getattr(cfg, "bank_size", 0) // 2 + 1)
     cache = synthetic_cache(n, backbone.dim, cfg.seed, getattr(cfg, "long_fraction", 0.6))
@@ -167,7 +169,7 @@ def on_synthetic_cache(task_cls: type, cfg: Any, backbone: Any, args: argparse.N
         return task_cls(cfg, backbone)
 
 
-def on_synthetic_captions(task_cls: type, cfg: Any, backbone: Any, args: argparse.Namespace) -> Any:
+def on_synthetic_captions(task_cls: type, cfg: Any, backbone: Towers, args: argparse.Namespace) -> Any:
     """A trainer on (reference, edit, captions) batches (PACT), with SyntheticPACTSource instead."""
     task = task_cls(cfg, backbone=backbone)
     bf16 = str(backbone.device).startswith("cuda") and cfg.precision in ("auto", "bf16")
@@ -178,7 +180,7 @@ def on_synthetic_captions(task_cls: type, cfg: Any, backbone: Any, args: argpars
 SYNTHETIC = {"embed-cache": on_synthetic_cache, "caption-stream": on_synthetic_captions}
 
 
-def build_task(trainer: str, backbone: Any, args: argparse.Namespace, dev: str, out: Path):
+def build_task(trainer: str, backbone: Towers, args: argparse.Namespace, dev: str, out: Path):
     """(task, cfg, batch): the trainer's real TrainTask and settings from its paper-scale config,
     on synthetic data of the kind its registry entry names."""
     t: Trainer = get_trainer(trainer)
@@ -200,7 +202,7 @@ def build_task(trainer: str, backbone: Any, args: argparse.Namespace, dev: str, 
     return task, cfg, batch
 
 
-def smoke_one(trainer: str, backbone: Any, args: argparse.Namespace, dev: str, out: Path) -> dict:
+def smoke_one(trainer: str, backbone: Towers, args: argparse.Namespace, dev: str, out: Path) -> dict:
     cuda = dev.startswith("cuda")
     gc.collect()
     if cuda:

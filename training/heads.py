@@ -13,6 +13,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from cir_core.encoder import Encoder
 from cir_core.search import DEFAULT_LAMBDA, ScoreOpts
 
 LAMBDA_GRID = (0.02, 0.05, 0.08, 0.12, 0.16, 0.2, 0.25, 0.34, 0.45, 0.6, 0.8, 1.0)
@@ -93,7 +94,7 @@ class ValBench:
     `val_films(n)` films, λ chosen on the mean of their R@10; `"films"`: the films' alone) or a
     real one (`spec="cirr:ROOT"`, `lcirr:ROOT`, `fashioniq:ROOT`, `circo:ROOT`, ...); gallery embeddings cached on disk. The test split is never touched."""
 
-    def __init__(self, backbone: Any, n: int, cache_root: Path | None = None, progress: bool = False,
+    def __init__(self, backbone: Encoder, n: int, cache_root: Path | None = None, progress: bool = False,
                  spec: str = "world"):
         from cir_core.benchmarks import load_benchmark
         from cir_core.eval.loop import embed_benchmark

@@ -13,11 +13,11 @@ from concurrent.futures import ProcessPoolExecutor
 from itertools import islice
 from multiprocessing import get_context
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
 
+from cir_core.encoder import Encoder, TensorEncoder
 from cir_core.world import query_stream, render
 
 CHUNK = 48  # queries per sub-stream (a multiple of the 6 edit types keeps every batch balanced)
@@ -42,7 +42,7 @@ class StreamSource:
     the data depend on the seeds alone, never on the number of workers. References and captions
     are encoded now by the frozen backbone (in bf16 when `autocast`)."""
 
-    def __init__(self, backbone: Any, workers: int = 0, autocast: bool = False):
+    def __init__(self, backbone: Encoder, workers: int = 0, autocast: bool = False):
         self.backbone, self.autocast = backbone, autocast
         self.pool = ProcessPoolExecutor(workers, mp_context=get_context("spawn")) if workers > 0 else None
 
@@ -71,7 +71,7 @@ class CacheSource:
     encoded once per backbone and shared with DiCE/PACE (same data, no per-step encoding), or the
     first `n_train` ITT triplets of a real source (`data="itt:FILE"`)."""
 
-    def __init__(self, backbone: Any, n_train: int, data_seed: int = 0, root: str | None = None,
+    def __init__(self, backbone: TensorEncoder, n_train: int, data_seed: int = 0, root: str | None = None,
                  workers: int = 0, data: str = "world", image_root: str | None = None):
         from .train_data import load_train_cache
 

@@ -16,12 +16,13 @@ import time
 from pathlib import Path
 
 from cir_core.checkpoint import read_checkpoint
+from cir_core.encoder import Encoder
 
 from .heads import LAMBDA_GRID, LAMBDA_MAX, ValBench
 from cir_core.settings import add_backbone_args
 
 
-def repick(folder: Path, val: ValBench, backbone, lambda_max: float, grid=LAMBDA_GRID) -> dict:
+def repick(folder: Path, val: ValBench, backbone: Encoder, lambda_max: float, grid=LAMBDA_GRID) -> dict:
     """Re-choose `folder`'s λ on `val`; rewrite its config.json (atomically, in the current
     format); the new config."""
     from cir_core.methods import create_method

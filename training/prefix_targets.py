@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from cir_core.encoder import Encoder
 from cir_core.fileio import atomic_write_path
 from cir_core.progress import bar as progress_bar
 from cir_core.text import split_sentences
@@ -27,7 +28,7 @@ from cir_core.world.films.queries import FilmQuery
 from cir_core.world.films.stream import render_item, training_queries
 from cir_core.world.language import apply_edit
 
-from .embed_cache import scene_hash
+from .embed_cache import TrainEmbeddings, scene_hash
 
 FILE = "prefix_targets-v1.npz"
 
@@ -59,7 +60,7 @@ class PrefixTargets:
     """`img` (M, D) float16 and `key` (M,) of every (query, k) with 1 <= k < n, query i's rows
     at off[i]:off[i+1] in order of k."""
 
-    def __init__(self, cache: Any, backbone: Any, progress: bool = True):
+    def __init__(self, cache: TrainEmbeddings, backbone: Encoder, progress: bool = True):
         if getattr(cache, "source", "world") != "world":
             raise SystemExit(f"intermediate prefix targets exist only for the generated world's cache, not for "
                              f"{cache.source!r} data (its intermediate images are unknown): use prefix_target=final")
@@ -85,7 +86,7 @@ def row_offsets(n_sentences: np.ndarray) -> np.ndarray:
     return np.concatenate([[0], np.cumsum(np.maximum(n_sentences - 1, 0))]).astype(np.int64)
 
 
-def build(cache: Any, backbone: Any, path: Path, progress: bool = True, chunk: int = 256) -> None:
+def build(cache: TrainEmbeddings, backbone: Encoder, path: Path, progress: bool = True, chunk: int = 256) -> None:
     """Regenerate the cache's queries (its stream, seed and film share), draw and embed every
     intermediate state, write `path` atomically. A query whose chain does not reach its target
     keeps its final target in every row."""

@@ -16,11 +16,11 @@ import hashlib
 import json
 import time
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from cir_core.paths import cache_dir
+from cir_core.encoder import Encoder, TensorEncoder
 from cir_core.errors import InputError
 from cir_core.world import EDIT_TYPES
 
@@ -35,7 +35,7 @@ def stable_hash(text: str) -> int:
     return int.from_bytes(hashlib.sha1(text.encode("utf-8")).digest()[:8], "little", signed=True)
 
 
-def cache_folder(root: Path, backbone: Any, spec: str, triplets: list[Triplet]) -> Path:
+def cache_folder(root: Path, backbone: Encoder, spec: str, triplets: list[Triplet]) -> Path:
     digest = hashlib.sha1(json.dumps([backbone.id, spec, FORMAT_VERSION,
                                       [(t.ref_image, t.edit, t.target_caption, t.target_image, t.negatives)
                                        for t in triplets]]).encode()).hexdigest()[:12]
@@ -44,7 +44,7 @@ def cache_folder(root: Path, backbone: Any, spec: str, triplets: list[Triplet]) 
     return root / f"{kind}-{safe}-n{len(triplets)}-{digest}"
 
 
-def build_real_cache(spec: str, backbone: Any, image_root: str | None = None, n: int | None = None,
+def build_real_cache(spec: str, backbone: TensorEncoder, image_root: str | None = None, n: int | None = None,
                      root: Path | None = None, workers: int = 2, batch_size: int = 64,
                      progress: bool = True) -> TrainEmbeddings:
     """The cache of the first `n` triplets of `spec` (all when None) under `backbone`: built once
@@ -72,7 +72,7 @@ def build_real_cache(spec: str, backbone: Any, image_root: str | None = None, n:
     return TrainEmbeddings(folder)
 
 
-def _embed_images(triplets: list[Triplet], backbone: Any, out: Path, workers: int, batch_size: int,
+def _embed_images(triplets: list[Triplet], backbone: TensorEncoder, out: Path, workers: int, batch_size: int,
                   progress: bool) -> dict[str, np.ndarray]:
     """path -> embedding of every distinct image, through `cir_core.index build`."""
     from cir_core.index.build import build
@@ -95,7 +95,7 @@ def _embed_images(triplets: list[Triplet], backbone: Any, out: Path, workers: in
     return got
 
 
-def _arrays(triplets: list[Triplet], backbone: Any, images: dict[str, np.ndarray]) -> tuple[dict, list[str]]:
+def _arrays(triplets: list[Triplet], backbone: Encoder, images: dict[str, np.ndarray]) -> tuple[dict, list[str]]:
     text_ids: dict[str, int] = {}
 
     def tid(t: str | None) -> int:

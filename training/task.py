@@ -15,12 +15,17 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
+from cir_core.encoder import Towers
+
 from .heads import LAMBDA_GRID, LAMBDA_MAX, EMAWrapper, ValBench, param_groups
 from .loop import LoopConfig, parse_cli, run, saved_step
+
+if TYPE_CHECKING:
+    from .embed_cache import TrainEmbeddings
 
 
 @dataclass
@@ -50,7 +55,7 @@ class MethodTask:
     and `backbone` and implement `eval_method`; the hooks below default to what most use."""
 
     cfg: MethodSettings
-    backbone: Any
+    backbone: Towers  # load_backbone's, or the one a caller passed
     _val: ValBench | None = None
     _val_built = False
 
@@ -150,7 +155,7 @@ class CachedHeadTask(MethodTask):
     model: EMAWrapper
     evaluated: Any
 
-    def setup(self, cfg: HeadSettings, backbone: Any) -> None:
+    def setup(self, cfg: HeadSettings, backbone: Towers | None) -> None:
         """Backbone, train cache and val split (before the subclass builds its net: a bad val
         spec fails before any training)."""
         self.cfg = cfg
@@ -176,7 +181,7 @@ class CachedHeadTask(MethodTask):
                 "train_queries": len(self.cache), "train_cache": self.cache.folder.name}
 
 
-def load_inputs(cfg: HeadSettings, backbone: Any = None):
+def load_inputs(cfg: HeadSettings, backbone: Towers | None = None) -> tuple[Towers, TrainEmbeddings]:
     """(backbone, train cache) from a head's settings (`backbone` given: reuse it)."""
     from cir_core.backbone import load_backbone
 

@@ -16,6 +16,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
+from cir_core.encoder import Encoder, Towers
 from cir_core.methods import get_method_class
 from cir_core.methods.pseudoword import PROMPT
 from cir_core.world.language import BG_PHRASE, SIZE_WORD
@@ -26,7 +27,7 @@ from .loop import LoopConfig
 from .task import CachedHeadTask, HeadSettings
 
 
-def raw_image_norm(backbone: Any, n: int = 64, seed: int = 0) -> float:
+def raw_image_norm(backbone: Towers, n: int = 64, seed: int = 0) -> float:
     """Mean norm of the backbone's *unnormalised* image features over `n` scenes of the world's
     training stream: what stands in for the raw CLIP features the authors' φ reads."""
     from itertools import islice
@@ -97,7 +98,7 @@ class TextInvTask(CachedHeadTask):
     method_name: str
     cfg: TextInvSettings
 
-    def setup(self, cfg: TextInvSettings, backbone: Any = None) -> None:
+    def setup(self, cfg: TextInvSettings, backbone: Towers | None = None) -> None:
         self.t0 = time.time()
         self.clock: dict = {}  # the loop's, over every session (after_run)
         super().setup(cfg, backbone)
@@ -231,7 +232,7 @@ TEMPLATES = (
 )
 
 
-def concept_embeddings(backbone: Any, concepts: Sequence[str]) -> np.ndarray:
+def concept_embeddings(backbone: Encoder, concepts: Sequence[str]) -> np.ndarray:
     """SEARLE's `image_concepts_association.py`: each concept's text embedding is the
     normalised mean of the normalised embeddings of the 24 templates filled with f" {concept} "."""
     out = []

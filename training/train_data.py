@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
+from cir_core.encoder import TensorEncoder
 from cir_core.errors import InputError
 from cir_core.world.films.stream import FILM_SHARE
 
 from .embed_cache import TrainEmbeddings, build_train_cache
 
 
-def load_train_cache(backbone: Any, n: int, seed: int = 0, root: Path | None = None, data: str = "world",
+def load_train_cache(backbone: TensorEncoder, n: int, seed: int = 0, root: Path | None = None, data: str = "world",
                      image_root: str | None = None, workers: int = 0, progress: bool = True) -> TrainEmbeddings:
     """The cache for (backbone, n, seed) of the world's training stream (`data="world"`: world and
     film queries; `world:films=F` another film share, `world:films=0` the world's alone, as its

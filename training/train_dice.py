@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 import torch.nn.functional as F
 
+from cir_core.encoder import Towers
 from cir_core.methods.dice import DiCE, DiCEConfig, DiCENet
 
 from .heads import EMAWrapper, np_rng
@@ -79,7 +79,7 @@ def dice_losses(z_hat: torch.Tensor, z_img: torch.Tensor, z_txt: torch.Tensor, z
 
 
 class DiCETask(CachedHeadTask):
-    def __init__(self, cfg: DiCESettings, backbone: Any = None):
+    def __init__(self, cfg: DiCESettings, backbone: Towers | None = None):
         self.setup(cfg, backbone)
         arch = DiCEConfig.from_dict(cfg.to_dict())
         torch.manual_seed(cfg.seed)  # the init is part of the run: same seed, same weights

@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
+from cir_core.encoder import Towers
 from cir_core.methods.pseudoword import EMPTY_PROMPT
 from cir_core.methods.textinv import PhiConfig
 from cir_core.text_tower import trim
@@ -66,7 +66,7 @@ FALLBACK = EMPTY_PROMPT  # loader.py: "a photo of $", the prompt when no `$` sur
 class LinCIRTask(TextInvTask):
     method_name = "lincir"
 
-    def __init__(self, cfg: LinCIRSettings, backbone: Any = None):
+    def __init__(self, cfg: LinCIRSettings, backbone: Towers | None = None):
         if cfg.l2_normalize:
             cfg.input_scale = 1.0  # φ then reads unit features at inference too
         self.setup(cfg, backbone)

@@ -26,17 +26,21 @@ from __future__ import annotations
 import json
 import random
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
+from cir_core.encoder import Encoder, Towers
 from cir_core.methods.pace import PACE, PACEConfig, PACENet, final_state, step_counts
 
 from .heads import EMAWrapper, np_rng
 from .registry import CONFIGS, Trainer, register_trainer
 from .task import CachedHeadTask, HeadSettings, cli
+
+if TYPE_CHECKING:
+    from .embed_cache import TrainEmbeddings
 
 
 @dataclass
@@ -123,7 +127,7 @@ class PrefixTexts:
     1 <= k < n, as `prefix_queries` composes them: k = 1 is the first sentence's own row of the
     cache; 2 <= k < n are encoded once here (the frozen text tower, length-sorted batches)."""
 
-    def __init__(self, cache: Any, backbone: Any):
+    def __init__(self, cache: TrainEmbeddings, backbone: Encoder):
         from .embed_cache import encode_texts_by_length
 
         strings = json.loads((cache.folder / "texts.json").read_text())
@@ -145,7 +149,7 @@ class PrefixTexts:
 
 
 class PACETask(CachedHeadTask):
-    def __init__(self, cfg: PACESettings, backbone: Any = None):
+    def __init__(self, cfg: PACESettings, backbone: Towers | None = None):
         self.setup(cfg, backbone)
         if not self.cache.has_target_images:
             raise SystemExit(f"PACE trains on (reference, text, target image) triplets; data={cfg.data!r} has no "

@@ -30,6 +30,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from cir_core.backbone import load_backbone
+from cir_core.encoder import Towers
 from cir_core.paths import DEFAULT_CHECKPOINTS
 from cir_core.methods import get_method_class
 from cir_core.methods.pact_model import PACTComposer, PACTConfig
@@ -136,7 +137,7 @@ class PACTTrainModule(nn.Module):
 
 
 class PACTTask(MethodTask):
-    def __init__(self, cfg: PACTSettings, backbone=None):
+    def __init__(self, cfg: PACTSettings, backbone: Towers | None = None):
         self.cfg = x = cfg
         if x.objective not in OBJECTIVES:
             raise SystemExit(f"objective must be one of {OBJECTIVES}, got {x.objective!r}")

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
+from cir_core.encoder import Towers
 from cir_core.methods.pic2word import Pic2WordConfig
 
 from .heads import np_rng
@@ -68,7 +68,7 @@ def symmetric_clip_loss(image: torch.Tensor, text: torch.Tensor, scale: torch.Te
 class Pic2WordTask(TextInvTask):
     method_name = "pic2word"
 
-    def __init__(self, cfg: Pic2WordSettings, backbone: Any = None):
+    def __init__(self, cfg: Pic2WordSettings, backbone: Towers | None = None):
         self.setup(cfg, backbone)
         c = self.cache
         self.images = np.concatenate([c.ref_img, c.tgt_img])  # float16 unit rows, as stored

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from cir_core.encoder import Towers
 from cir_core.methods import create_method, default_checkpoint, get_method_class
 from cir_core.methods.pseudoword import fill
 from cir_core.text_tower import encode_tokens, trim
@@ -90,7 +91,7 @@ class RTDTask(MethodTask):
     """The loop's task: `self.model` wraps the method's weights (φ frozen, the tuned tower
     trainable) with the best-validated state kept (`keep_best`)."""
 
-    def __init__(self, cfg: RTDSettings, backbone: Any = None):
+    def __init__(self, cfg: RTDSettings, backbone: Towers | None = None):
         from cir_core.backbone import load_backbone
 
         if cfg.base not in PEERS:

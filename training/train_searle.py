@@ -34,6 +34,7 @@ import torch
 import torch.nn.functional as F
 
 from cir_core.fileio import atomic_write
+from cir_core.encoder import Towers
 from cir_core.methods.textinv import PhiConfig
 from cir_core.progress import bar as progress_bar
 
@@ -101,7 +102,7 @@ def nt_xent(v1: torch.Tensor, v2: torch.Tensor, temperature: float) -> torch.Ten
 class SEARLETask(TextInvTask):
     method_name = "searle"
 
-    def __init__(self, cfg: SEARLESettings, backbone: Any = None):
+    def __init__(self, cfg: SEARLESettings, backbone: Towers | None = None):
         self.setup(cfg, backbone)
         t0 = time.time()
         c, texts = self.cache, cache_texts(self.cache)

@@ -69,17 +69,19 @@ def set_preprocess(bench: Benchmark, preprocess: str) -> None:
     """Every gallery of `bench` decoded with `preprocess` (a `PREPROCESS` name); BenchmarkError
     for a benchmark whose images are not its files as stored (generated, cropped)."""
     pick(preprocess, list(PREPROCESS), "--preprocess", "backbone")
-    galleries = bench.galleries().values()
-    if not all(isinstance(g, StoredGallery) for g in galleries):
+    galleries = list(bench.galleries().values())
+    stored = [g for g in galleries if isinstance(g, StoredGallery)]
+    if len(stored) < len(galleries):
         raise BenchmarkError(f"--preprocess applies to benchmarks of image files as stored "
                              f"(cirr, circo, fashioniq, lcirr), not {bench.name}")
-    for g in galleries:
+    for g in stored:
         g.preprocess = preprocess
 
 
 def images_protocol(bench: Benchmark) -> str | None:
     """How the benchmark's images were preprocessed, for its protocol line (None: generated)."""
     galleries = list(bench.galleries().values())
-    if not galleries or not all(isinstance(g, StoredGallery) for g in galleries):
+    stored = [g for g in galleries if isinstance(g, StoredGallery)]
+    if not galleries or len(stored) < len(galleries):
         return None
-    return PREPROCESS[galleries[0].preprocess]
+    return PREPROCESS[stored[0].preprocess]

@@ -83,15 +83,17 @@ class CIRCOBench:
         metrics: dict[str, float] = {}
         extra: dict = {}
         if self.labelled:
+            gt, targets = self.gt_rows, self.target_rows
+            assert gt is not None and targets is not None  # a labelled split has both
             ks = [k for k in (5, 10, 25, 50) if k <= ranked.shape[1]]
-            metrics = {**map_at_k(ranked, self.gt_rows, ks), **recall_at_k(ranked, self.target_rows, ks)}
+            metrics = {**map_at_k(ranked, gt, ks), **recall_at_k(ranked, targets, ks)}
             if self.aspects and 10 <= ranked.shape[1]:
                 by: dict[str, list[int]] = {}
                 for i, asp in enumerate(self.aspects):
                     for a in asp:
                         by.setdefault(a, []).append(i)
                 extra["semantic mAP@10"] = {
-                    a: round(map_at_k(ranked[rows], [self.gt_rows[i] for i in rows], [10])["mAP@10"], 4)
+                    a: round(map_at_k(ranked[rows], [gt[i] for i in rows], [10])["mAP@10"], 4)
                     for a, rows in sorted(by.items())}
         ids = self.gallery.ids
         return BenchmarkResult(metrics, extra=extra, top={qid: [int(ids[j]) for j in r]

@@ -62,9 +62,10 @@ class CIRRBench:
     def score(self, method, c: Composed, data: Embedded, opts: ScoreOpts) -> BenchmarkResult:
         g = data.emb["gallery"]
         got = rank_queries(method, c.q, c.q_empty, g[self.ref_rows], g, opts, self.ref_rows, TOP, self.members)
+        assert got.at_cols is not None  # the members' scores, asked for by passing them
         ranked, sub = got.ids, subset_ranking(got.at_cols, self.members, self.ref_rows)
         metrics: dict[str, float] = {}
-        if self.labelled:
+        if self.target_rows is not None:  # labelled
             ks = [k for k in (1, 5, 10, 50) if k <= ranked.shape[1]]
             metrics = {**recall_at_k(ranked, self.target_rows, ks),
                        **subset_recall(sub, self.target_rows)}

@@ -27,7 +27,7 @@ from .world import WorldEval
 
 
 @dataclass
-class FilmBench(WorldEval):
+class FilmBench(WorldEval[FilmBenchmark]):
     """`WorldEval` over a `FilmBenchmark` (in `world`): the same composing, evaluation loop and
     progression protocols; ground truth, metrics and breakdowns of its own."""
 

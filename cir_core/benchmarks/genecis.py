@@ -20,6 +20,7 @@ from PIL import Image
 from cir_core.formats import genecis as genecis_format
 from cir_core.formats.genecis import TASKS, GImage, GSample
 from cir_core.gallery import Gallery, GalleryItem
+from cir_core.errors import ImageLoadError
 from cir_core.imageio import open_as_stored, rgb_as_official
 from cir_core.metrics import candidate_recall
 
@@ -30,7 +31,8 @@ from .registry import register_benchmark
 DILATION = 0.7
 
 
-def crop_box(bbox: list[float], width: int, height: int, dilate: float = DILATION) -> tuple[float, ...]:
+def crop_box(bbox: list[float], width: int, height: int,
+             dilate: float = DILATION) -> tuple[float, float, float, float]:
     """The official crop (left, top, right, bottom): the box moved up-left by `dilate`·size and
     grown to (1 + dilate)·size, clipped to the image."""
     x, y, w, h = bbox
@@ -50,6 +52,8 @@ def pad_square(im: Image.Image) -> Image.Image:
 
 
 def _crop_image(item: GalleryItem, size: int | None) -> Image.Image:
+    if item.path is None:
+        raise ImageLoadError(f"GeneCIS gallery item {item.id!r} has no image file")
     raw = open_as_stored(item.path)
     im = raw
     if "bbox" in item.meta:
@@ -137,8 +141,8 @@ class GeneCISBench:
                 mat[i, : len(s)] = s
             metrics.update({f"{t.name} {k}": v for k, v in candidate_recall(mat).items()})
             ids = t.gallery.ids
-            for i, (s, c) in enumerate(zip(scores, t.cands)):
-                top[f"{t.name}/{i}"] = [ids[c[j]] for j in np.argsort(-s, kind="stable")[:3]]
+            for i, (s, cand) in enumerate(zip(scores, t.cands)):
+                top[f"{t.name}/{i}"] = [ids[cand[j]] for j in np.argsort(-s, kind="stable")[:3]]
         metrics["mean R@1"] = float(np.mean([metrics[f"{t.name} R@1"] for t in self.tasks]))
         return BenchmarkResult(metrics, extra={"tasks": [t.name for t in self.tasks]}, top=top)
 

@@ -91,6 +91,7 @@ class LCIRRBench:
         ks = [k for k in (1, 5, 10, 50) if k <= got.ids.shape[1]]
         metrics = recall_at_k(got.ids, self.target_rows, ks)
         if self.members is not None:
+            assert got.at_cols is not None  # the members' scores, asked for by passing them
             metrics.update(subset_recall(subset_ranking(got.at_cols, self.members, self.ref_rows), self.target_rows))
         ids = self.gallery.ids
         share = float(np.mean([len(s) > 1 for s in self.sentences]))

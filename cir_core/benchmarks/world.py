@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import numpy as np
 
@@ -26,15 +26,21 @@ from .common import (TOP, BenchmarkError, BenchmarkResult, Composed, Embedded, c
                      prefix_ranks, rank_queries, refs_at)
 from .registry import register_benchmark
 
+if TYPE_CHECKING:
+    from cir_core.world.films.benchmark import FilmBenchmark
+
+# what a WorldEval reads: the world's benchmark, or the film world's (`FilmBench`, benchmarks/films.py)
+W = TypeVar("W", WorldBenchmark, "FilmBenchmark")
+
 SPLITS = {"test": 1000, "val": 500}  # default number of queries per split
 
 
 @dataclass
-class WorldEval:
+class WorldEval(Generic[W]):
     """The generated world as an evaluated benchmark (the registry's "world"): `world`, the
     `cir_core.world.WorldBenchmark` it reads (scenes, queries, ground truth), and how it is scored."""
 
-    world: WorldBenchmark
+    world: W
     image_size: int = 64
     progression: bool = False
     name: str = "world"
@@ -155,7 +161,7 @@ class WorldEval:
 
 @register_benchmark("world", "the generated world: exact ground truth, held-out combinations", generated=True)
 def load(root: str | Path | None = None, split: str = "test", n_queries: int | None = None,
-         image_size: int = 64, progression: bool = False) -> WorldEval:
+         image_size: int = 64, progression: bool = False) -> WorldEval[WorldBenchmark]:
     """The world's `split` ('test' or 'val') with `n_queries` queries (default 1000 / 500)."""
     if root is not None:
         raise BenchmarkError("the world benchmark is generated: it takes no --root")

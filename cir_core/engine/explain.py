@@ -96,8 +96,11 @@ def neighbourhood_map(reference: Reference, queries: dict[str, np.ndarray], resu
         return (x - mean) @ axes.T
 
     sign = np.where(project(images[:1])[0] > 0, -1.0, 1.0)  # the reference at x <= 0, y <= 0
-    xy = lambda v: [tuple(float(c) for c in p * sign) for p in project(v)]  # noqa: E731
-    at = {r: p for r, p in zip(rows, xy(shown))}
+
+    def xy(v: np.ndarray) -> list[tuple[float, float]]:
+        return [(float(x), float(y)) for x, y in (p * sign for p in project(v))]
+
+    at = dict(zip(rows, xy(shown), strict=True))
     pts = [MapPoint("reference", *xy(images[0])[0], row=reference.row)]
     pts += [MapPoint("target", *at[r], row=r) for r in sorted(targets)[:MAP_TARGETS]]
     for m in results:

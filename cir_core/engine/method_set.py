@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Sequence
+from typing import Sequence, cast
 
 import numpy as np
 
@@ -79,7 +79,8 @@ class MethodSet:
             self._built[name] = self._batched(method)
 
     def _batched(self, method: Method) -> Method:
-        return method if self.queue is None else BatchedMethod(method, self.queue)  # type: ignore[return-value]
+        # a BatchedMethod stands in for its Method: the compositions its own, the rest by __getattr__
+        return method if self.queue is None else cast(Method, BatchedMethod(method, self.queue))
 
     def status(self, names: Sequence[str] | None = None) -> dict[str, str | None]:
         """name -> None when it works, else the message saying why not."""

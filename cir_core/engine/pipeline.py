@@ -303,12 +303,17 @@ def search(req: Request, jobs: list[Job], searcher: Searcher | RemoteSearcher) -
         return None, 0.0
     sizes = [len(j.queries) for j in jobs]
     chord = req.opts.scoring == "chord"
-    q_empty = np.concatenate([np.repeat(j.q_empty, n, 0) for j, n in zip(jobs, sizes)]) if chord else None
-    opts = req.opts.per_query(np.repeat([j.lam or 0.0 for j in jobs], sizes))
+    q_empty = np.concatenate([np.repeat(_anchor(j), n, 0) for j, n in zip(jobs, sizes)]) if chord else None
+    opts = req.opts.per_query(np.repeat([j.lam or 0.0 for j in jobs], sizes).tolist())
     exclude = np.full(sum(sizes), -1 if req.reference.row is None else req.reference.row)
     t = timing.now()
     got = rank(Queries(np.concatenate([j.queries for j in jobs]), q_empty, req.v_r), searcher, opts, req.k, exclude)
     return got, (timing.now() - t) * 1000
+
+
+def _anchor(job: Job) -> np.ndarray:
+    assert job.q_empty is not None, "under Chord every job carries its q_∅ (stage 2, compose)"
+    return job.q_empty
 
 
 # -- stage 4: present -------------------------------------------------------------------------------
@@ -360,10 +365,12 @@ def explain(req: Request, jobs: list[Job], methods: MethodSet, view: GalleryView
             continue
         m = methods.get(res.name)
         q0 = job.q_empty if job.q_empty is not None else q_empty(res.name, m, replace(req, opts=chord), methods)
-        items.append(Explained(res, job.queries, q0, float(chord.lam_for(m))))
+        lam = chord.lam_for(m)
+        assert q0 is not None and lam is not None  # both are Chord's, and these options are Chord's
+        items.append(Explained(res, job.queries, q0, float(lam)))
         queries[res.name] = job.queries
     explain_hits(items, req.reference, searcher, req.opts.variant)
     results = [j.owner for j in jobs if isinstance(j.owner, MethodResult)]
     prog = prog_job.owner if prog_job is not None and isinstance(prog_job.owner, Progression) else None
-    steps = prog_job.queries if prog is not None and prog.native else None
+    steps = prog_job.queries if prog_job is not None and prog is not None and prog.native else None
     return neighbourhood_map(req.reference, queries, results, prog, steps, sorted(targets), view.embeddings)

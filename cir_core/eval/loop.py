@@ -136,10 +136,12 @@ def text_overflow(bench: Benchmark, backbone: Encoder) -> dict | None:
     their beginning only; a per-sentence accumulator reads all). None when the benchmark lists no
     texts or the tokenizer cannot count."""
     texts = getattr(bench, "query_texts", None)
-    count = getattr(backbone, "token_count", None)
-    if texts is None or count is None:
+    # the tokenizer's count and the text tower's window: an open_clip `Backbone` has both, an
+    # `Encoder` need not
+    count, context = getattr(backbone, "token_count", None), getattr(backbone, "context_length", None)
+    if texts is None or count is None or context is None:
         return None
-    ctx = int(backbone.context_length)
+    ctx = int(context)
     lengths = [count(t) for t in texts()]
     if not lengths or any(n is None for n in lengths):
         return None

@@ -85,12 +85,13 @@ class ImageFinder:
 
     def require(self, names: list[str], cat: str) -> list[str]:
         paths = [self(n, cat) for n in names]
+        found = [p for p in paths if p is not None]
         missing = [n for n, p in zip(names, paths) if p is None]
         if missing:
             shown = ", ".join(f"{n}.jpg" for n in missing[:3]) + (f" (+{len(missing) - 3} more)" if len(missing) > 3 else "")
             raise FormatError(f"{self.folder}: {len(missing)} image file(s) of {cat} not found: {shown} "
                               f"({self.expected(cat)})")
-        return paths  # type: ignore[return-value]
+        return found
 
 
 @dataclass(frozen=True)

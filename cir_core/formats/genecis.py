@@ -130,11 +130,12 @@ def write(split: Split, out: Folder) -> dict[str, Any]:
         return {"val_image_id": ids[j]}
 
     for q in split.queries:
+        assert q.target is not None
         task = "change_attribute" if q.attribute_only else "change_object"
         tasks[task].append({"condition": q.text,
                             "gallery": [entry(j, q.attribute_only) for j in q.subset if j != q.target],
                             "reference": entry(q.reference, q.attribute_only),
-                            "target": entry(q.target, q.attribute_only)})  # type: ignore[arg-type]
+                            "target": entry(q.target, q.attribute_only)})
         out.queries[f"{task}/{len(tasks[task]) - 1}"] = q.source
     for task, samples in tasks.items():
         if samples:

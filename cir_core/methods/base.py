@@ -15,12 +15,12 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Sequence, TypeVar
 
 import numpy as np
 
 from cir_core.checkpoint import Checkpoint, load_checkpoint, load_weights, save_checkpoint, shapes_of
-from cir_core.config import git_commit
+from cir_core.config import DictConfig, git_commit
 from cir_core.errors import CheckpointError, InputError
 from cir_core.search.scoring import DEFAULT_LAMBDA
 
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from torch import nn
 
 _REGISTRY: dict[str, type["Method"]] = {}
+M = TypeVar("M", bound="Method")
 APP_ROLES = ("column", "baseline", "optional")
 
 
@@ -135,7 +136,7 @@ class Method(ABC):
     app_role: ClassVar[str] = "optional"
     needs_checkpoint: ClassVar[bool] = False
     native_progression: ClassVar[bool] = False
-    config_cls: ClassVar[type | None] = None
+    config_cls: ClassVar[type[DictConfig] | None] = None
     order: ClassVar[int] = 100  # the built-ins: 0-2 baselines, 10-13 the app's columns, 20+ the peers
     reads_whole_text: ClassVar[bool] = True
     # the methods whose checkpoints load as this one (default: its own name only)
@@ -245,7 +246,7 @@ class Method(ABC):
         return Path(folder)
 
     @classmethod
-    def from_checkpoint(cls, backbone: Encoder, folder: str | Path) -> "Method":
+    def from_checkpoint(cls: type[M], backbone: Encoder, folder: str | Path) -> M:
         """Load a checkpoint folder; CheckpointError (one line) if it is missing, unreadable, for
         another method, another embedding dimension / token width or activation (checked before
         the weights), or its tensors do not fit (file, key and shapes named)."""

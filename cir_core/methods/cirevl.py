@@ -38,6 +38,7 @@ from cir_core.timing import one_time_build
 from .base import Method, register_method
 from .refs import RefInput, Refs
 from .. import env as environment
+from ..encoder import Encoder
 
 CAPTIONERS = ("bank", "given", "endpoint")
 LAMBDA_FILE = ASSETS_DIR / "cirevl-lambda.json"  # training/cirevl_lambda.py writes it (not a method folder: no weights)
@@ -96,14 +97,14 @@ class BankCaptioner:
     """The bank caption nearest to each reference (image–text cosine under the backbone); the
     bank's embeddings are kept in `cache_dir()/cirevl/` per backbone and bank."""
 
-    def __init__(self, backbone: Any, texts: Sequence[str] | Callable[[], list[str]], source: str):
+    def __init__(self, backbone: Encoder, texts: Sequence[str] | Callable[[], list[str]], source: str):
         self.backbone, self.source = backbone, source
         self._texts = texts
         self.info = {"mode": "bank", "bank": source}
         self._emb: np.ndarray | None = None
 
     @property
-    def texts(self) -> list[str]:
+    def texts(self) -> Sequence[str]:
         """The bank's captions (made on first use)."""
         if callable(self._texts):
             self._texts = list(self._texts())
@@ -169,7 +170,7 @@ class CIReVL(Method):
     config_cls = CIReVLConfig
     reads_whole_text = True  # the rewriter reads the whole edit; the text tower reads the description
 
-    def __init__(self, backbone: Any, config: dict | None = None):
+    def __init__(self, backbone: Encoder, config: dict | None = None):
         config = dict(config or {})
         config.setdefault("arch", CIReVLConfig.from_env().to_dict())
         super().__init__(backbone, config)

@@ -68,7 +68,8 @@ class EndpointRewriter:
     """The LLM rewrite, answers remembered (the same caption and instruction are asked once)."""
 
     def __init__(self, client: ChatClient, prompt: str = REWRITE_PROMPT):
-        self.client, self.prompt, self.memo = client, prompt, LRU(4096)
+        self.client, self.prompt = client, prompt
+        self.memo: LRU[tuple[str, str], str] = LRU(4096)
         self.info = {"mode": "endpoint", "endpoint": client.url, "model": client.model}
 
     def rewrite(self, caption: str, instruction: str) -> str:
@@ -87,7 +88,8 @@ class EndpointCaptioner:
     """The VLM caption of each reference image (CIReVL's BLIP-2 step), remembered per image."""
 
     def __init__(self, client: ChatClient, prompt: str = CAPTION_PROMPT):
-        self.client, self.prompt, self.memo = client, prompt, LRU(4096)
+        self.client, self.prompt = client, prompt
+        self.memo: LRU[bytes, str] = LRU(4096)  # PNG bytes of the image -> its caption
         self.info = {"mode": "endpoint", "endpoint": client.url, "model": client.model}
 
     def caption(self, refs: Any) -> list[str]:

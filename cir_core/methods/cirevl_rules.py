@@ -98,7 +98,7 @@ def phrase_table() -> dict[str, tuple[Edit, ...]]:
     for e in every_edit():
         for short in (False, True):
             for i in range(6):
-                edits = table.setdefault(_norm(edit_text(e, _Pick(i), short)), [])  # type: ignore[arg-type]
+                edits = table.setdefault(_norm(edit_text(e, _Pick(i), short)), [])
                 if e not in edits:
                     edits.append(e)
     return {k: tuple(v) for k, v in table.items()}

@@ -63,7 +63,7 @@ def convert(method: str, source: str | Path, out: str | Path, backbone: Towers, 
     return m.save(out, metrics={})
 
 
-def base_from_release(method: str, source: Path, backbone: Any, allow_pickle: bool = False,
+def base_from_release(method: str, source: Path, backbone: Towers, allow_pickle: bool = False,
                       input_scale: float | None = None) -> TextInversionMethod:
     """The textual-inversion method `method` with φ from `source`: a checkpoint folder of this
     project, or the authors' file (its `checkpoint.extra["converted_from"]` then says which)."""
@@ -72,9 +72,10 @@ def base_from_release(method: str, source: Path, backbone: Any, allow_pickle: bo
         raise InputError(f"{method!r} is not a textual-inversion method; convert takes "
                          f"{', '.join(convertible())}")
     if source.is_dir():
-        return cls.from_checkpoint(backbone, source)  # type: ignore[return-value]
+        return cls.from_checkpoint(backbone, source)
     state = mapper_state(source, cls, allow_pickle)
     shapes = shapes_of(state)
+    assert cls.config_cls is not None, "a textual-inversion method declares its architecture"
     arch = cls.arch_from_state(shapes, cls.config_cls())
     width = token_width(backbone.model)
     # build φ for this backbone with the checkpoint's hidden widths: every key and shape must match

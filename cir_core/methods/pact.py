@@ -17,7 +17,7 @@ from .base import Method, normalise, register_method
 from .pact_model import PACTComposer, PACTConfig
 from .pseudoword import EMPTY_PROMPT, PROMPT, edit_prompt, token_width
 from .refs import RefInput, Refs
-from ..encoder import Towers
+from ..encoder import Encoder, Towers, as_towers
 
 
 @register_method
@@ -77,8 +77,8 @@ class PACT(Method):
         return self.composer  # its state dict is φ + LoRA only (pact_model)
 
     @classmethod
-    def checkpoint_needs(cls, backbone: Towers) -> dict[str, Any]:
-        return {"embed_dim": backbone.dim, "token_width": token_width(backbone.model)}
+    def checkpoint_needs(cls, backbone: Encoder) -> dict[str, Any]:
+        return {"embed_dim": backbone.dim, "token_width": token_width(as_towers(backbone, cls.name).model)}
 
     def checkpoint_extra(self) -> dict[str, Any]:
         return {"prompt": PROMPT, "empty_prompt": EMPTY_PROMPT}

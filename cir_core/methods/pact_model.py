@@ -52,6 +52,10 @@ class TextTower(nn.Module):
     """Deep copies of the text-tower parts of an open_clip `CLIP`, laid out like `CLIP` so that
     `encode_tokens` runs on it; the backbone itself is never touched."""
 
+    # two of the parts copied below by name, declared for the type checker (a CLIP's own types)
+    token_embedding: nn.Embedding
+    transformer: nn.Module
+
     def __init__(self, model: nn.Module):
         super().__init__()
         if not supports_token_embeddings(model):
@@ -148,7 +152,9 @@ def _merged_copy(transformer: nn.Module) -> nn.Module:
     for mod in list(out.modules()):
         if not parametrize.is_parametrized(mod):
             continue
-        merged = {attr: getattr(mod, attr).detach().clone() for attr in mod.parametrizations}
+        plans = mod.parametrizations
+        assert isinstance(plans, nn.ModuleDict)  # what torch's parametrize registers
+        merged = {attr: getattr(mod, attr).detach().clone() for attr in plans}
         mod.__class__ = mod.__class__.__bases__[0]  # the plain class torch parametrized
         del mod._modules["parametrizations"]
         for attr, w in merged.items():

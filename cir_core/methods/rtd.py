@@ -26,7 +26,7 @@ import copy
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 from torch import nn
@@ -35,12 +35,13 @@ from cir_core.checkpoint import check_fit, read_state_file, shapes_of, state_dic
 from cir_core.errors import BackboneError, CheckpointError, InputError
 from cir_core.text_tower import supports_token_embeddings
 
+from ..encoder import Towers
 from .base import register_method
 from .lincir import LinCIR
 from .pic2word import Pic2Word, Pic2WordConfig
 from .pseudoword import PseudoWord
 from .searle import SEARLE
-from .textinv import PhiConfig
+from .textinv import PhiConfig, TextInversionMethod
 
 HF_KEY = "CLIPTextModelWithProjection"  # save_text_encoder: model_to_save.__class__.__name__
 HF_SOURCE = "RTD train_text_encoder.py (save_text_encoder), validate.py (--text-encoder-checkpoint-name)"
@@ -53,13 +54,18 @@ class TunedTower(nn.Module):
     state dict): RTD's recipe here tunes the transformer, the final norm, the positions and the
     projection."""
 
+    transformer: Any  # copied below by name: open_clip's text Transformer (untyped; `.resblocks`)
+
     def __init__(self, model: nn.Module, own_embedding: bool):
         super().__init__()
         if not supports_token_embeddings(model):
             raise BackboneError(f"RTD needs an open_clip CLIP text tower; {type(model).__name__} has none")
+        mask = model.attn_mask
+        if not isinstance(mask, torch.Tensor):
+            raise BackboneError(f"RTD needs a causal text tower; {type(model).__name__} has no attention mask")
         for name in _COPIED:
             setattr(self, name, copy.deepcopy(getattr(model, name)))
-        self.register_buffer("attn_mask", model.attn_mask.detach().clone(), persistent=False)
+        self.register_buffer("attn_mask", mask.detach().clone(), persistent=False)
         if own_embedding:
             self.own_embedding = copy.deepcopy(model.token_embedding)
         else:
@@ -95,7 +101,13 @@ class RTDPic2WordConfig(Pic2WordConfig):
     tune_token_embedding: bool = False
 
 
-class RTDMethod:
+if TYPE_CHECKING:
+    _Peer = TextInversionMethod  # what RTDMethod is mixed in before: its attributes, for the type checker
+else:
+    _Peer = object
+
+
+class RTDMethod(_Peer):
     """Mixed in before a peer class: the same φ and prompt, read by the tuned tower."""
 
     base: ClassVar[str]
@@ -103,8 +115,8 @@ class RTDMethod:
     source_key = HF_KEY
     source_file = HF_SOURCE
 
-    def __init__(self, backbone: Any, config: dict | None = None, mapper: nn.Module | None = None):
-        super().__init__(backbone, config, mapper)  # type: ignore[call-arg]
+    def __init__(self, backbone: Towers, config: dict | None = None, mapper: nn.Module | None = None):
+        super().__init__(backbone, config, mapper)
         self.tower = TunedTower(backbone.model, bool(self.arch.tune_token_embedding))
         self.tower.to(next(backbone.model.parameters()).device).eval().requires_grad_(False)
         self.text = PseudoWord(backbone.tokenizer, self.tower, self.placeholder, self.replace)
@@ -114,11 +126,11 @@ class RTDMethod:
         return self.bundle
 
     def checkpoint_extra(self) -> dict[str, Any]:
-        return {**super().checkpoint_extra(), "base": self.base}  # type: ignore[misc]
+        return {**super().checkpoint_extra(), "base": self.base}
 
     # -- the authors' released text encoder -----------------------------------------------------
     @classmethod
-    def convert_release(cls, source: Path, out: Path, backbone: Any, allow_pickle: bool = False,
+    def convert_release(cls, source: Path, out: Path, backbone: Towers, allow_pickle: bool = False,
                         chord_lambda: float | None = None, input_scale: float | None = None,
                         base: str | Path | None = None) -> Path:
         """Write `out` from the authors' text encoder `source` and the peer's φ `base` (a checkpoint
@@ -129,6 +141,7 @@ class RTDMethod:
             raise InputError(f"{cls.name} needs the φ it was tuned with: --base (a {cls.base} checkpoint "
                              "folder or the authors' φ file)")
         peer = base_from_release(cls.base, Path(base), backbone, allow_pickle, input_scale)
+        assert cls.config_cls is not None, "an RTD method declares its architecture"
         arch = cls.config_cls(**{**peer.arch.to_dict(), "tune_token_embedding": True})
         m = cls(backbone, {"arch": arch.to_dict(), **({} if chord_lambda is None else {"chord_lambda": chord_lambda})},
                 mapper=peer.mapper)

@@ -29,7 +29,7 @@ from cir_core.errors import BackboneError
 from .base import Method, normalise
 from .pseudoword import EMPTY_PROMPT, PLACEHOLDER, PROMPT, PseudoWord, fill, token_width
 from .refs import RefInput, Refs
-from ..encoder import Towers
+from ..encoder import Encoder, Towers, as_towers
 
 
 # -- φ as SEARLE publishes it (LinCIR's models.Phi is a copy of it) -----------------------------
@@ -153,8 +153,8 @@ class TextInversionMethod(Method):
         return self.mapper
 
     @classmethod
-    def checkpoint_needs(cls, backbone: Towers) -> dict[str, Any]:
-        return {"embed_dim": backbone.dim, "token_width": token_width(backbone.model)}
+    def checkpoint_needs(cls, backbone: Encoder) -> dict[str, Any]:
+        return {"embed_dim": backbone.dim, "token_width": token_width(as_towers(backbone, cls.name).model)}
 
     def checkpoint_extra(self) -> dict[str, Any]:
         return {"prompt": self.prompt, "empty_prompt": self.empty_prompt, "placeholder": self.placeholder,

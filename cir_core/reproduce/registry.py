@@ -17,7 +17,7 @@ import math
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from cir_core.errors import InputError
 from cir_core.fileio import loads_json
@@ -329,12 +329,12 @@ def read_row(r: Reader, reg: Registry) -> Row:
 
     r.only(ROW_KEYS)
     rid = r.get("id", str)
-    refs = {"table": reg.tables, "backbone": reg.backbones, "checkpoint": reg.checkpoints,
-            "tolerance": reg.tolerances}
+    refs: dict[str, Mapping[str, object]] = {"table": reg.tables, "backbone": reg.backbones,
+                                             "checkpoint": reg.checkpoints, "tolerance": reg.tolerances}
     got = {k: r.get(k, str) for k in refs}
-    for k, known in refs.items():
-        if got[k] not in known:
-            raise r.fail(k, f"no such entry {got[k]!r} in {k}s ({', '.join(known)})")
+    for k, entries in refs.items():
+        if got[k] not in entries:
+            raise r.fail(k, f"no such entry {got[k]!r} in {k}s ({', '.join(entries)})")
     method = r.get("method", str)
     if method not in list_methods():
         raise r.fail("method", f"unknown method {method!r}; registered: {', '.join(list_methods())}")

@@ -13,12 +13,16 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cir_core.errors import CIRError
 
 from .needs import Sources, backbone_spec, check
 from .registry import Registry, Row
+
+if TYPE_CHECKING:
+    from cir_core.benchmarks.common import Benchmark, Embedded
+    from cir_core.encoder import Encoder
 
 STATUSES = ("reproduced", "outside", "incomplete", "server", "skipped")
 
@@ -119,14 +123,14 @@ def run_backbone(reg: Registry, key: str, rows: list[Row], sources: Sources, cac
     return results
 
 
-def load_bench(row: Row, sources: Sources, protocol: str | None) -> Any:
+def load_bench(row: Row, sources: Sources, protocol: str | None) -> Benchmark:
     from cir_core.benchmarks import load_benchmark
 
     return load_benchmark(row.benchmark, sources.data_dir(row.data), row.split, protocol=protocol,
                           subset=row.subset, preprocess=row.preprocess)
 
 
-def run_gallery(reg: Registry, rows: list[Row], backbone: Any, sources: Sources, cache: Path | None,
+def run_gallery(reg: Registry, rows: list[Row], backbone: Encoder, sources: Sources, cache: Path | None,
                 out: Path | None, progress: bool) -> dict[str, RowResult]:
     """The rows of one (dataset, split, preprocessing, subset): the galleries embedded once, then
     each protocol's benchmark scored with it."""
@@ -157,7 +161,7 @@ def run_gallery(reg: Registry, rows: list[Row], backbone: Any, sources: Sources,
     return results
 
 
-def score_rows(reg: Registry, rows: list[Row], bench: Any, data: Any, backbone: Any, sources: Sources,
+def score_rows(reg: Registry, rows: list[Row], bench: Benchmark, data: Embedded, backbone: Encoder, sources: Sources,
                out: Path | None) -> dict[str, RowResult]:
     """Rows of one benchmark and protocol: each (method, checkpoint) composes once."""
     from cir_core.eval.loop import protocol_line, score_method

@@ -54,7 +54,7 @@ def _touch_key(e: Edit, uid: dict[str, int]) -> tuple:
     if e.op in ("char_move", "char_face", "background"):
         return (e.op,)
     attr = {"colour": "colour", "size": "size", "shape": "shape", "move": "pos"}.get(e.op, "all")
-    return (uid.get(e.target, -1), attr)
+    return (-1 if e.target is None else uid.get(e.target, -1), attr)
 
 
 def sequential_edits(scene: Scene, n: int, rng: random.Random,
@@ -74,18 +74,19 @@ def sequential_edits(scene: Scene, n: int, rng: random.Random,
         # Re-adding an object just removed (or a chain of such edits) would return to an earlier
         # scene: take the next candidate that does not (no extra draw, so other queries keep theirs).
         i = cands.index(e)
-        e = next((c for c in cands[i:] + cands[:i] if apply_edit(cur, c).key() not in seen), None)
-        if e is None:
+        fresh = next((c for c in cands[i:] + cands[:i] if apply_edit(cur, c).key() not in seen), None)
+        if fresh is None:
             break
+        e = fresh
         touched.add(_touch_key(e, uid))
         if e.op == "shape":
-            uid[e.value] = uid.pop(e.target)
+            uid[e.value_word] = uid.pop(e.target_word)
         elif e.op == "add":
-            uid[e.value.shape] = next_uid
+            uid[e.value_obj.shape] = next_uid
             touched.add((next_uid, "all"))  # a new object is described whole; leave it be
             next_uid += 1
         elif e.op == "remove":
-            touched.add((uid.pop(e.target), "all"))
+            touched.add((uid.pop(e.target_word), "all"))
         cur = apply_edit(cur, e)
         seen.add(cur.key())
         edits.append(e)

@@ -52,7 +52,7 @@ def render(scene: Scene, size: int = 64, seed: int = 0) -> Image.Image:
     for o in scene.objects:
         draw_object(d, o, s, rng)
     _character(d, scene, s, rng)
-    return img.resize((size, size), Image.LANCZOS) if ss > 1 else img
+    return img.resize((size, size), Image.Resampling.LANCZOS) if ss > 1 else img
 
 
 def _lerp(a: tuple, b: tuple, t: float) -> tuple:
@@ -177,7 +177,8 @@ def draw_figure(d: ImageDraw.ImageDraw, body: tuple, hat: str | None, cx: float,
     _hat(d, hat, cx, top, u)
     reach = 1.45 * u if pose == "sitting" else 0.95 * u
     x0, x1 = (cx - 0.95 * u, cx + reach) if sgn > 0 else (cx - reach, cx + 0.95 * u)
-    head_top = top - {HATS[0]: 0.85, HATS[1]: 0.6, HATS[2]: 0.7, HATS[3]: 1.05}.get(hat, 0.0) * u
+    rise = 0.0 if hat is None else {HATS[0]: 0.85, HATS[1]: 0.6, HATS[2]: 0.7, HATS[3]: 1.05}.get(hat, 0.0)
+    head_top = top - rise * u
     if pose == "arms up":
         head_top = min(head_top, foot - 3.85 * u)
         x0, x1 = min(x0, cx - 1.35 * u), max(x1, cx + 1.35 * u)

@@ -81,7 +81,8 @@ class Reference:
 
 def scaled(preset: Preset, **counts: int | None) -> Preset:
     """`preset` with the counts given (not None) replaced, checked for consistency."""
-    p = replace(preset, **{k: v for k, v in counts.items() if v is not None})
+    given: dict[str, Any] = {k: v for k, v in counts.items() if v is not None}  # count fields only
+    p = replace(preset, **given)
     for k, v in asdict(p).items():
         if k != "name" and v < 1:
             raise BenchmarkError(f"--{k.replace('_', '-')} must be >= 1, got {v}")
@@ -145,12 +146,13 @@ def pick_references(films: dict[str, ReleaseFilm], preset: Preset, rules: Refere
         for c in chars:
             rng.shuffle(by_char[c])
         queues.append([by_char[c] for c in chars])
-    picked, used = [], set()
+    picked: list[Reference] = []
+    used: set[tuple[str, tuple[int, int]]] = set()
     turn = [0] * len(queues)
     while len(picked) < preset.n_references and any(any(q) for q in queues):
-        for i, chars in enumerate(queues):
-            while any(chars) and len(picked) < preset.n_references:
-                lane = chars[turn[i] % len(chars)]
+        for i, lanes in enumerate(queues):
+            while any(lanes) and len(picked) < preset.n_references:
+                lane = lanes[turn[i] % len(lanes)]
                 turn[i] += 1
                 if lane:
                     r = lane.pop()

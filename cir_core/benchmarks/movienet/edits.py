@@ -73,7 +73,7 @@ def read_edits(path: str | Path) -> list[Edit]:
 def query_ids(n_refs: int, n_queries: int) -> list[tuple[int, str]]:
     """(reference index, query id) of every query: `n_queries` spread evenly over the references."""
     base, extra = divmod(n_queries, n_refs)
-    out = []
+    out: list[tuple[int, str]] = []
     for i in range(n_refs):
         out += [(i, f"{len(out) + j:05d}") for j in range(base + (i < extra))]
     return out
@@ -99,13 +99,13 @@ def assign_edits(refs: list[dict[str, Any]], n_queries: int, edits: list[Edit]) 
     out = []
     for i, qid in plan:
         pool = pools.get(i, [])
-        e = pinned[qid] if qid in pinned else pool.pop(0) if pool else None
-        if e is None:
+        given = pinned[qid] if qid in pinned else pool.pop(0) if pool else None
+        if given is None:
             want = sum(1 for j, _ in plan if j == i)
             raise BenchmarkError(f"no edit left for query {qid} on reference {refs[i]['reference_frame']!r} "
                                  f"(it needs {want}); add rows for it to the edits file")
-        row = {"query_id": qid, **{k: v for k, v in refs[i].items() if k != "cast_record"}, "edit": e.text}
-        if e.edit_type:
-            row["edit_type"] = e.edit_type
+        row = {"query_id": qid, **{k: v for k, v in refs[i].items() if k != "cast_record"}, "edit": given.text}
+        if given.edit_type:
+            row["edit_type"] = given.edit_type
         out.append(row)
     return out

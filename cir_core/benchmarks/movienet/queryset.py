@@ -61,7 +61,7 @@ def load_movienet_queryset(root: str | Path) -> tuple[list[dict[str, Any]], Gall
     items = [_gallery_item(r, root, f"{gpath} line {n}") for n, r in enumerate(read_jsonl(gpath), 1)]
     if not items:
         raise BenchmarkError(f"{gpath}: no gallery frames")
-    check_files((it.path for it in items), str(gpath))
+    check_files((it.path for it in items if it.path is not None), str(gpath))  # (every frame has one)
     gallery = Gallery("movienet-identity", items)  # raises on a duplicate frame
     by_id = {it.id: it for it in items}
     queries, seen = [], set()

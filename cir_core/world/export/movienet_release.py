@@ -107,10 +107,11 @@ def export_movienet_release(bench: FilmBenchmark, out: Folder, split: str) -> di
         jobs.append((rel, (lambda k=k: k.image(out.size))))
     rows = []
     for q, _ref, gt in zip(bench.queries, bench.reference_idx, bench.gt_sets()):
-        film = q.film
+        film, member = q.film, q.film.member(q.character)
+        assert member is not None, "a query's character is in its film's cast"
         rows.append({"query_id": q.query_id, "imdb_id": film.film_id, "type": q.edit_type,
                      "reference": keyframe_path(film.film_id, q.reference.shot, q.reference.img),
-                     "pid": film.member(q.character).pid, "actor": NAMES[q.character], "edit": q.text,
+                     "pid": member.pid, "actor": NAMES[q.character], "edit": q.text,
                      "sentences": list(q.sentences), "target_caption": q.target_caption,
                      "gt": sorted(keyframe_path(*_split_id(bench.items[r].item_id)) for r in gt)})
         out.queries[q.query_id] = q.query_id

@@ -242,7 +242,7 @@ def shoot(film: Film) -> Story:
         place = rng.choice([p for p in film.settings if p != place])
         cont = frame is not None and rng.random() < CONTINUATION and all(
             film.allow_novel or (w, place) not in HELD_OUT_CHAR_BG for w in roster if w >= 0)
-        if cont:
+        if cont and frame is not None:  # (cont implies a frame; said again for the type checker)
             frame = replace(frame, place=place)
         else:
             roster = _roster(film, place, rng)

@@ -42,28 +42,31 @@ def apply_film_edit(frame: Frame, who: int, e: Edit) -> Frame:
         raise ValueError(f"actor {who} is not in the frame")
     figs = list(frame.figures)
     if e.op == "background":
-        return replace(frame, place=e.value)
-    if e.op in ("char_move", "char_face", "pose"):
-        field = {"char_move": "slot", "char_face": "facing", "pose": "pose"}[e.op]
-        if e.op == "char_move" and frame.at(e.value) is not None:
+        return replace(frame, place=e.value_word)
+    if e.op == "char_move":
+        if frame.at(e.value_word) is not None:
             raise ValueError(f"the {e.value} slot is taken")
-        figs[figs.index(a)] = replace(a, **{field: e.value})
+        figs[figs.index(a)] = replace(a, slot=e.value_word)
+        return frame.with_figures(figs)
+    if e.op in ("char_face", "pose"):
+        v = e.value_word
+        figs[figs.index(a)] = replace(a, facing=v) if e.op == "char_face" else replace(a, pose=v)
         return frame.with_figures(figs)
     if e.op == "join":
-        if frame.at(e.target) is not None:
+        if frame.at(e.target_word) is not None:
             raise ValueError(f"the {e.target} slot is taken")
-        joined = Figure(-1 if e.value == OTHER else int(e.value), e.target, "left", "standing")
+        joined = Figure(_actor(e), e.target_word, "left", "standing")
         return frame.with_figures(figs + [joined])
     if e.op in ("leave", "other_move"):
-        f = frame.at(e.target)
+        f = frame.at(e.target_word)
         if f is None or f.who == who:
             raise ValueError(f"no other figure on the {e.target}")
         if e.op == "leave":
             figs.remove(f)
-        elif frame.at(e.value) is not None:
+        elif frame.at(e.value_word) is not None:
             raise ValueError(f"the {e.value} slot is taken")
         else:
-            figs[figs.index(f)] = replace(f, slot=e.value)
+            figs[figs.index(f)] = replace(f, slot=e.value_word)
         return frame.with_figures(figs)
     if e.op == "alone":
         if len(figs) < 2:
@@ -72,25 +75,36 @@ def apply_film_edit(frame: Frame, who: int, e: Edit) -> Frame:
     return _apply_prop(frame, e)
 
 
+def _actor(e: Edit) -> int:
+    """Who a `join` brings in: a credited actor's index, or -1 for `OTHER` (an uncredited person)."""
+    if e.value == OTHER:
+        return -1
+    if not isinstance(e.value, (int, str)):
+        raise ValueError(f"a 'join' edit's value is an actor or {OTHER!r}, not {e.value!r}")
+    return int(e.value)
+
+
 def _apply_prop(frame: Frame, e: Edit) -> Frame:
     objs = list(frame.objects)
     o = frame.obj(e.target) if e.target else None
     if e.op == "add":
-        if frame.obj(e.value.shape) or e.value.position not in frame.free_prop_slots() or len(objs) >= 2:
+        new = e.value_obj
+        if frame.obj(new.shape) or new.position not in frame.free_prop_slots() or len(objs) >= 2:
             raise ValueError("no room to add")
-        return frame.with_objects(objs + [e.value])
+        return frame.with_objects(objs + [new])
     if o is None:
         raise ValueError(f"no {e.target} in the frame")
     if e.op == "remove":
         objs.remove(o)
     elif e.op == "colour":
-        objs[objs.index(o)] = replace(o, colour=e.value)
+        objs[objs.index(o)] = replace(o, colour=e.value_word)
     elif e.op == "size":
-        objs[objs.index(o)] = replace(o, size=e.value)
+        objs[objs.index(o)] = replace(o, size=e.value_word)
     elif e.op == "move":
-        if e.value not in frame.free_prop_slots():
-            raise ValueError(f"the {e.value} slot is taken")
-        objs[objs.index(o)] = replace(o, position=e.value)
+        to = e.value_word
+        if to not in frame.free_prop_slots():
+            raise ValueError(f"the {to} slot is taken")
+        objs[objs.index(o)] = replace(o, position=to)
     else:
         raise ValueError(f"unknown edit op {e.op!r}")
     return frame.with_objects(objs)
@@ -172,23 +186,26 @@ def _side(slot: str) -> str:
 def film_edit_text(e: Edit, before: Frame, who: int, rng: random.Random, short: bool = False) -> str:
     """A phrasing of `e` applied to `before` (a query about `who`): an imperative clause, or a
     terse retrieval-style phrase."""
-    a = before.figure(who)
     if e.op in OBJECT_OPS:
         return edit_text(e, rng, short=short)
     if e.op == "background":
-        b = BG_PHRASE[e.value]
+        b = BG_PHRASE[e.value_word]
         return rng.choice([f"in {b}", b.split(" ", 1)[1]] if short else
                           [f"move them to {b}", f"set the scene in {b}", f"change the background to {b}",
                            f"take everyone to {b}"])
     if e.op == "char_move":
-        forms = [f"move the character to the {POS_PHRASE[e.value]}", f"have the character stand {AT[e.value]}",
-                 f"the character should be {AT[e.value]}"]
-        terse = [f"character {AT[e.value]}", f"standing {AT[e.value]}"]
-        ends = [s for s in ("left", "right") if before.at(s) is not None and before.at(s).who != who]
-        if e.value == "center" and ends and not short:
+        v = e.value_word
+        forms = [f"move the character to the {POS_PHRASE[v]}", f"have the character stand {AT[v]}",
+                 f"the character should be {AT[v]}"]
+        terse = [f"character {AT[v]}", f"standing {AT[v]}"]
+        ends = [s for s in ("left", "right") if (f := before.at(s)) is not None and f.who != who]
+        if v == "center" and ends and not short:
             forms.append(f"have the character stand next to the figure {AT[rng.choice(ends)]}")
         return rng.choice(terse if short else forms)
     if e.op == "char_face":
+        a = before.figure(who)
+        if a is None:
+            raise ValueError(f"actor {who} is not in the frame")
         forms = [f"turn the character to face {e.value}", f"have the character look to the {e.value}",
                  f"make the character face {e.value}"]
         step = -1 if e.value == "left" else 1
@@ -199,27 +216,30 @@ def film_edit_text(e: Edit, before: Frame, who: int, rng: random.Random, short: 
             forms.append(f"have the character face the figure {AT[towards[0]]}")
         return rng.choice([f"facing {e.value}", f"looking {e.value}"] if short else forms)
     if e.op == "pose":
+        v = e.value_word
         forms = {"sitting": ["make the character sit down", "have the character take a seat",
                              "the character should be sitting"],
                  "standing": ["have the character stand up", "make the character stand",
                               "the character should be standing"],
                  "arms up": ["have the character raise both arms", "make the character put their arms up",
-                             "the character should have their arms raised"]}[e.value]
+                             "the character should have their arms raised"]}[v]
         terse = {"sitting": ["sitting down", "seated"], "standing": ["standing up", "on their feet"],
-                 "arms up": ["arms raised", "hands up"]}[e.value]
+                 "arms up": ["arms raised", "hands up"]}[v]
         return rng.choice(terse if short else forms)
     if e.op == "join":
-        name = "someone" if e.value == OTHER else NAMES[int(e.value)]
-        forms = [f"{name} joins {AT[e.target]}", f"have {name} stand {AT[e.target]}", f"add {name} {AT[e.target]}"]
-        return rng.choice([f"with {name} {AT[e.target]}", f"plus {name} {AT[e.target]}"] if short else forms)
+        name = "someone" if e.value == OTHER else NAMES[_actor(e)]
+        at = AT[e.target_word]
+        forms = [f"{name} joins {at}", f"have {name} stand {at}", f"add {name} {at}"]
+        return rng.choice([f"with {name} {at}", f"plus {name} {at}"] if short else forms)
     if e.op == "leave":
-        forms = [f"the figure {AT[e.target]} leaves", f"remove the figure {AT[e.target]}",
-                 f"nobody should stand {AT[e.target]}"]
-        return rng.choice([f"nobody {AT[e.target]}", f"without the figure {AT[e.target]}"] if short else forms)
+        at = AT[e.target_word]
+        forms = [f"the figure {at} leaves", f"remove the figure {at}", f"nobody should stand {at}"]
+        return rng.choice([f"nobody {at}", f"without the figure {at}"] if short else forms)
     if e.op == "other_move":
-        forms = [f"the figure {AT[e.target]} moves to the {POS_PHRASE[e.value]}",
-                 f"move the figure {AT[e.target]} to the {POS_PHRASE[e.value]}"]
-        return rng.choice([f"the other figure {AT[e.value]}"] if short else forms)
+        v = e.value_word
+        forms = [f"the figure {AT[e.target_word]} moves to the {POS_PHRASE[v]}",
+                 f"move the figure {AT[e.target_word]} to the {POS_PHRASE[v]}"]
+        return rng.choice([f"the other figure {AT[v]}"] if short else forms)
     if e.op == "alone":
         return rng.choice(["alone", "nobody else"] if short else
                           ["leave the character alone", "the others leave", "everyone else goes away"])
@@ -241,6 +261,8 @@ def frame_caption(frame: Frame, rng: random.Random, focus: int | None = None, na
     background / props False leave those out."""
     first = frame.figure(focus) if focus is not None else next(
         (f for f in frame.figures if f.credited), frame.figures[0])
+    if first is None:
+        raise ValueError(f"actor {focus} is not in the frame")
     main = f"{_who(first, focus, name, rng)} {POSE_PHRASE[first.pose]} {AT[first.slot]}, facing {first.facing}"
     others = [f"{_who(f, focus, True, rng)} {AT[f.slot]}" for f in frame.figures if f is not first]
     text = main + (", with " + " and ".join(others) if others else ", alone")

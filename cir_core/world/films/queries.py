@@ -170,8 +170,10 @@ def build_query(film: Film, p: Pair, kind: str, query_id: str, rng: random.Rando
     sentences = _sentences(p, ref, kind, rng)
     tc, negs = _captions(p, ref, tgt, rng)
     ref_cap = frame_caption(ref, rng, focus=p.who, name=rng.random() < 0.5)
+    goal = tgt.key_for(p.who)
+    assert goal is not None, "a pair's actor is in both its frames (Pair)"
     return FilmQuery(query_id, film, p.who, keyframe(film, p.i, ref_img), keyframe(film, p.j, TARGET_IMG),
-                     tgt.key_for(p.who), kind, p.edits, sentences, tc, tuple(negs), ref_cap,
+                     goal, kind, p.edits, sentences, tc, tuple(negs), ref_cap,
                      ref.is_novel() or tgt.is_novel())
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import random
 from dataclasses import dataclass
+from typing import cast
 
 from PIL import Image, ImageDraw
 
@@ -63,7 +64,9 @@ class Keyframe:
         return hashlib.sha1(f"film|{spec}|{self.img}|{size}|v{FILM_RENDER_VERSION}".encode()).hexdigest()
 
     def image(self, size: int = 64) -> Image.Image:
-        return render_keyframe(self, size)[0]
+        img = render_keyframe(self, size)[0]
+        assert img is not None, "render_keyframe draws unless told not to"
+        return img
 
     def boxes(self, size: int) -> list[tuple[int, tuple[int, int, int, int]]]:
         """(who, (x1, y1, x2, y2)) of every figure at `size`, in slot order."""
@@ -78,7 +81,8 @@ def look(who: int) -> tuple[tuple[int, int, int], str | None]:
     return EXTRA_RGB[EXTRA_COLOURS[-1 - who]], None
 
 
-def render_keyframe(k: Keyframe, size: int = 64, draw: bool = True):
+def render_keyframe(k: Keyframe, size: int = 64,
+                    draw: bool = True) -> tuple[Image.Image | None, list[tuple[int, tuple[int, int, int, int]]]]:
     """(image or None, body boxes) of keyframe `k` at `size`×`size`; draw=False only places the
     boxes (the same arithmetic, no pixels)."""
     if size < 16 or size > 4096:
@@ -88,7 +92,8 @@ def render_keyframe(k: Keyframe, size: int = 64, draw: bool = True):
     shot = random.Random(f"shot:{k.shot_seed}:{FILM_RENDER_VERSION}")
     kf = random.Random(f"kf:{k.shot_seed}:{k.img}:{FILM_RENDER_VERSION}")
     img = Image.new("RGB", (s, s)) if draw else None
-    d = ImageDraw.Draw(img) if draw else _NULL  # the null canvas still draws every jitter
+    # the null canvas still draws every jitter; it stands in for an ImageDraw by swallowing its calls
+    d = ImageDraw.Draw(img) if img is not None else cast(ImageDraw.ImageDraw, _NULL)
     draw_background(d, k.state.place, s, random.Random(f"place:{k.place_seed}"))
     for o in k.state.objects:
         draw_object(d, o, s, kf)
@@ -107,12 +112,13 @@ def render_keyframe(k: Keyframe, size: int = 64, draw: bool = True):
     scale = size / w
     boxes = []
     for who, (a, b, c, e) in raw:
-        box = tuple(int(round(min(max((v - o) * scale, 0), size))) for v, o in ((a, x0), (b, y0), (c, x0), (e, y0)))
-        boxes.append((who, box))
-    if not draw:
+        x1, y1, x2, y2 = (int(round(min(max((v - o) * scale, 0), size)))
+                          for v, o in ((a, x0), (b, y0), (c, x0), (e, y0)))
+        boxes.append((who, (x1, y1, x2, y2)))
+    if img is None:
         return None, boxes
     img = _grade(img, k.palette)
-    img = img.resize((size, size), Image.LANCZOS, box=(x0, y0, x0 + w, y0 + w))
+    img = img.resize((size, size), Image.Resampling.LANCZOS, box=(x0, y0, x0 + w, y0 + w))
     return img, boxes
 
 

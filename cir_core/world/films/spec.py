@@ -76,15 +76,16 @@ class Frame:
     def key_for(self, who: int) -> tuple | None:
         """The frame as a query about actor `who` sees it (None when `who` is not in it)."""
         a = self.figure(who)
-        if a is None:
-            return None
-        around = tuple(sorted((f.slot, str(f.kind)) for f in self.figures if f.who != who))
+        return None if a is None else self._key(a)
+
+    def _key(self, a: Figure) -> tuple:
+        around = tuple(sorted((f.slot, str(f.kind)) for f in self.figures if f.who != a.who))
         return (self.place, a.slot, a.facing, a.pose, around,
                 tuple(sorted((o.position, o.shape, o.colour, o.size) for o in self.objects)))
 
     def keys(self) -> dict[int, tuple]:
         """`key_for` of every credited figure: what the gallery's ground-truth index holds."""
-        return {w: self.key_for(w) for w in self.credited()}
+        return {f.who: self._key(f) for f in self.figures if f.credited}
 
     def is_novel(self) -> bool:
         """An actor on its held-out place, or a held-out prop colour: never in a training film."""

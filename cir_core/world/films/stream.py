@@ -13,6 +13,7 @@ from PIL import Image
 
 from ..data import EDIT_TYPES, query_stream
 from ..render import render
+from ..spec import Scene
 from .queries import FILM_TYPES, FilmQuery, film_query_stream
 from .render import Keyframe
 
@@ -44,9 +45,13 @@ def query_sources(q: Any) -> tuple[tuple[Any, int | None], tuple[Any, int | None
     return (q.reference, q.ref_seed), (q.target, q.target_seed)
 
 
-def render_item(x: Any, size: int, seed: int | None = None) -> Image.Image:
+def render_item(x: Scene | Keyframe, size: int, seed: int | None = None) -> Image.Image:
     """A world scene (with its render seed) or a film keyframe at `size`."""
-    return x.image(size) if isinstance(x, Keyframe) else render(x, size, seed)
+    if isinstance(x, Keyframe):
+        return x.image(size)
+    if seed is None:
+        raise ValueError("a world scene is drawn with its render seed: none was given")
+    return render(x, size, seed)
 
 
 def query_images(q: Any, size: int) -> tuple[Image.Image, Image.Image]:
