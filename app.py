@@ -18,8 +18,8 @@ from ui.settings import apply_offline_default, from_args  # noqa: E402
 config = from_args()
 apply_offline_default(config)  # before gradio / huggingface_hub read HF_HUB_OFFLINE
 
-from ui import build_demo, launch_kwargs  # noqa: E402
 from db.snapshot import start_persistence  # noqa: E402
+from ui import build_demo, launch_kwargs  # noqa: E402
 
 # Restore the annotation DB from its snapshot repo (when one is set) before anything opens it,
 # then keep pushing snapshots; here, in the main thread, so SIGTERM still gets a final push.

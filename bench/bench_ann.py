@@ -22,10 +22,17 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a clone, no install needed
-from cir_core.search import Index  # noqa: E402  (sets OMP_WAIT_POLICY before faiss loads)
-from cir_core.search import DEFAULT_LAMBDA, Queries, ScoreOpts, Searcher, gallery_norms, rank  # noqa: E402
-
 import faiss  # noqa: E402
+
+from cir_core.search import (  # noqa: E402
+    DEFAULT_LAMBDA,
+    Index,  # noqa: E402  (sets OMP_WAIT_POLICY before faiss loads)
+    Queries,
+    ScoreOpts,
+    Searcher,
+    gallery_norms,
+    rank,
+)
 
 
 def _normalise(x: np.ndarray) -> np.ndarray:

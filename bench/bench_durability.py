@@ -34,8 +34,8 @@ from tqdm import tqdm
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run from a clone, no install needed
 
-from db.models import Query, QuerySet, Task  # noqa: E402
 from db.faults import DBFault  # noqa: E402
+from db.models import Query, QuerySet, Task  # noqa: E402
 from db.service import AnnotationService  # noqa: E402
 
 MODES = ("FULL", "NORMAL")

@@ -25,6 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from cir_core.config import git_commit  # noqa: E402
+
 EDIT = "Make the square blue. Move the character to the left."
 
 

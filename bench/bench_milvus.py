@@ -39,8 +39,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a clone, no install needed
-from cir_core.search import Index, ivf_lists  # noqa: E402  (sets OMP_WAIT_POLICY before faiss loads)
-from cir_core.search import DEFAULT_LAMBDA, Queries, ScoreOpts, Searcher, rank  # noqa: E402
+from cir_core.search import DEFAULT_LAMBDA, Index, Queries, ScoreOpts, Searcher, ivf_lists, rank  # noqa: E402  (sets OMP_WAIT_POLICY before faiss loads)  # noqa: E402
 
 COS, CHORD = ScoreOpts("cosine"), ScoreOpts("chord", DEFAULT_LAMBDA)
 WARMUP = 5

@@ -31,10 +31,17 @@ os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")  # as cir_core sets it; nu
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a clone, no install needed
-from cir_core.search import Index  # noqa: E402  (sets OMP_WAIT_POLICY before faiss loads)
-from cir_core.search import Queries, ScoreOpts, Searcher, prefilter, scoring  # noqa: E402
-from cir_core.search import Int8Filter  # noqa: E402
-from cir_core.search import gallery_norms, rank  # noqa: E402
+from cir_core.search import (  # noqa: E402  # noqa: E402
+    Index,  # noqa: E402  (sets OMP_WAIT_POLICY before faiss loads)
+    Int8Filter,  # noqa: E402
+    Queries,
+    ScoreOpts,
+    Searcher,
+    gallery_norms,
+    prefilter,
+    rank,
+    scoring,
+)
 
 COS = ScoreOpts("cosine")
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 import contextlib
 import difflib
 import functools
-from functools import partial
 import hashlib
 import json
 import logging
 import os
+from functools import partial
 from pathlib import Path
 from typing import Any, Iterator, Sequence, Union
 
@@ -17,6 +17,7 @@ import open_clip
 import torch
 from PIL import Image
 
+from cir_core import env
 from cir_core.backbone_id import QUICKGELU, activation
 from cir_core.checkpoint import check_fit, read_state_file, shapes_of, state_dict_in, write_weights
 from cir_core.errors import BackboneError, CheckpointError
@@ -27,7 +28,6 @@ from cir_core.paths import DEFAULT_BACKBONE_DIR
 from cir_core.progress import bar as progress_bar
 from cir_core.spaces_compat import gpu
 from cir_core.text_tower import encode_tokens
-from cir_core import env
 
 TINY_MODEL = "cir-tiny-vit"
 CONFIG_DIR = Path(__file__).resolve().parent / "model_configs"

@@ -20,8 +20,8 @@ from typing import Any, Callable, Hashable, Iterator, Sequence
 import numpy as np
 
 from . import timing
-from .errors import CIRError
 from .encoder import Encoder
+from .errors import CIRError
 
 MAX_WAIT_S = 0.005
 MAX_ITEMS = 64  # rows in one forward: a bigger batch only adds latency for the first in it

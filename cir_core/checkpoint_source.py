@@ -9,8 +9,8 @@ from typing import Any, Sequence
 
 from .errors import CheckpointError, CIRError
 from .methods import method_label
-from .settings import is_hub_repo_id
 from .paths import DEFAULT_CHECKPOINTS
+from .settings import is_hub_repo_id
 
 
 @dataclass

@@ -9,7 +9,6 @@ from typing import Any
 
 from .errors import InputError
 
-
 MAX_ENTRIES = 200  # a figure holds far fewer; a longer list is a mistake or an attack
 MAX_FIELD = 2000  # characters in one id, path or edit text
 MAX_DEPTH = 8  # JSON nesting: {"queries": [{...}]} is 3; json.loads recurses once per level

@@ -3,6 +3,7 @@ the project, so any module (the settings, the registry, the engine) may read it.
 from __future__ import annotations
 
 from pathlib import Path
+
 from . import env
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

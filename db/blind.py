@@ -19,7 +19,6 @@ import hmac
 import random
 from typing import Hashable, Sequence
 
-
 KEY_BYTES = 32
 
 

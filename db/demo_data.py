@@ -12,11 +12,11 @@ import argparse
 import random
 from pathlib import Path
 
-from db.migrate import init_db
-from db.sqlite import open_db, session_factory
-from db.judgments import upsert_judgment
-from db.models import Annotator, Query, QuerySet, RetrievedItem, Task
 from cir_core.settings import add_seed_arg
+from db.judgments import upsert_judgment
+from db.migrate import init_db
+from db.models import Annotator, Query, QuerySet, RetrievedItem, Task
+from db.sqlite import open_db, session_factory
 
 METHODS = (("sum", 0.3), ("dice", 0.6), ("pace", 0.8))  # (name, how well it ranks good items)
 SCORINGS = (("cosine", 0.0), ("chord", 0.1))

@@ -25,13 +25,13 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from cir_core import env
 from cir_core.errors import CIRError, InputError
 from cir_core.fileio import atomic_write, csv_cell, csv_uncell, loads_json
 from db.blind import opaque_id
 from db.judgments import answers_of
 from db.models import GOLD_QUESTIONS, QUESTIONS, Annotator, Judgment, Query, QuerySet, Task
 from db.results import short_read
-from cir_core import env
 
 ANSWER_FIELDS: tuple[str, ...] = tuple(q.name for q in QUESTIONS)  # every declared question, in order
 GOLD_FIELDS: tuple[str, ...] = tuple(f"gold_{q.name}" for q in GOLD_QUESTIONS)

@@ -23,16 +23,16 @@ from alembic.autogenerate import compare_metadata
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from alembic.util import CommandError
 from alembic.script.revision import ResolutionError
+from alembic.util import CommandError
 from sqlalchemy import Connection, Engine, Table, inspect
 from sqlalchemy.engine import Inspector
 from sqlalchemy.exc import DatabaseError
 
-from cir_core.errors import CIRError
-from db.sqlite import describe, is_url, open_db
-from db.models import Base
 from cir_core import env
+from cir_core.errors import CIRError
+from db.models import Base
+from db.sqlite import describe, is_url, open_db
 
 log = logging.getLogger(__name__)
 

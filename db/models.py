@@ -12,12 +12,12 @@ from typing import Any, Optional
 
 from sqlalchemy import (
     JSON,
-    MetaData,
     CheckConstraint,
     DateTime,
     Float,
     ForeignKey,
     Integer,
+    MetaData,
     String,
     Text,
     UniqueConstraint,

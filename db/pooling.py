@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from cir_core.settings import add_seed_arg
 from db import blind
 from db import questions as q_registry
 from db.models import Query, QuerySet, RetrievedItem, Task, new_secret
-from cir_core.settings import add_seed_arg
 
 if TYPE_CHECKING:
     from cir_core.engine import Engine
@@ -291,14 +291,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     """CLI: pool a query set from the app's gallery into the annotation DB."""
     import argparse
 
-    from cir_core.progress import bar as progress_bar
-
     from cir_core.engine import load_engine
     from cir_core.engine.core import SHOWCASE
-    from cir_core.gallery_spec import parse_gallery_spec
-    from db.migrate import init_db
     from cir_core.errors import CIRError
+    from cir_core.gallery_spec import parse_gallery_spec
+    from cir_core.progress import bar as progress_bar
     from cir_core.settings import EngineConfig, add_engine_args, settings_from
+    from db.migrate import init_db
     from db.sqlite import open_db, session_factory
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -37,9 +37,9 @@ from sqlalchemy.orm import Session
 from cir_core.memo import LRU
 from db import blind
 from db.judgments import UNCHECKED, answers_of, revision_of, upsert_judgment
+from db.models import Annotator, Assignment, Judgment, Query, QuerySet, Task, utcnow
 from db.questions import Question
 from db.users import name_problem
-from db.models import Annotator, Assignment, Judgment, Query, QuerySet, Task, utcnow
 
 CLAIM_TTL = timedelta(hours=2)
 MAX_NAME = 200

@@ -19,11 +19,15 @@ from typing import Any
 
 import numpy as np
 from sqlalchemy.orm import Session
-from cir_core.progress import bar as progress_bar
 
 from cir_core.errors import CIRError, InputError
-from db.human_auto import format_human_auto, human_vs_auto
+from cir_core.progress import bar as progress_bar
+from cir_core.report_header import write_report
+from cir_core.settings import add_seed_arg
+from cir_core.stats import METHODS as CI_METHODS
+from cir_core.stats import MIN_QUERIES_TRUSTED, bootstrap_ci, paired_bootstrap
 from db.agreement import cohen_kappa, equal_count_units, fleiss_kappa, krippendorff_alpha_nominal
+from db.human_auto import format_human_auto, human_vs_auto
 from db.labels import final_labels, label_scores
 from db.pairwise import format_pairwise, pairwise_report
 from db.report_plot import report_figure, save_figure
@@ -35,10 +39,6 @@ from db.results import (
     per_query_values,
     query_set_names,
 )
-from cir_core.stats import METHODS as CI_METHODS
-from cir_core.stats import MIN_QUERIES_TRUSTED, bootstrap_ci, paired_bootstrap
-from cir_core.settings import add_seed_arg
-from cir_core.report_header import write_report
 
 __all__ = ["compute_report", "gold_accuracy", "report_figure", "format_report", "main"]
 

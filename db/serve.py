@@ -23,11 +23,11 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
+from cir_core.fileio import loads_json
 from db.faults import fault_kind
+from db.judgments import upsert_judgment
 from db.migrate import init_db
 from db.sqlite import SYNCHRONOUS, open_db, session_factory
-from db.judgments import upsert_judgment
-from cir_core.fileio import loads_json
 
 MAX_BODY = 64 * 1024
 _INT_FIELDS = ("annotator_id", "task_id")

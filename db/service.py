@@ -21,8 +21,8 @@ from db import queue
 from db.faults import DBFault, fault_kind, is_fault
 from db.judgments import UNCHECKED, merge_answers
 from db.migrate import init_db, removed_if_left_empty
-from db.sqlite import describe, is_url, open_db, read_session_factory, session_factory
 from db.models import Annotator, Assignment, GoldFeedback, Judgment, QuerySet
+from db.sqlite import describe, is_url, open_db, read_session_factory, session_factory
 from db.users import Roles
 
 if TYPE_CHECKING:
@@ -313,7 +313,7 @@ class AnnotationService:
 
     def progress_of(self, user: str) -> dict[str, Any]:
         """The user's own counts per set (what annotation-only mode's Results shows)."""
-        from db.models import Judgment, Task, Query
+        from db.models import Judgment, Query, Task
 
         with self.ReadSession() as s:
             ann = queue.find_annotator(s, user)

@@ -37,11 +37,11 @@ from pathlib import Path
 from typing import Any
 
 from cir_core.errors import CIRError, InputError
+from cir_core.settings import add_seed_arg
 from cir_core.stats import wilson
 from db.report import compute_report, format_report
 from db.results import load_set, per_query_values
 from db.service import AnnotationService
-from cir_core.settings import add_seed_arg
 
 EDIT_ANSWERS = (("yes", 0.4), ("partial", 0.2), ("no", 0.4))
 

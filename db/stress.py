@@ -22,10 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from cir_core.progress import bar as progress_bar
-
 from db.migrate import init_db
-from db.sqlite import open_db, session_factory
 from db.models import EDIT_VALUES, IDENTITY_VALUES, Annotator, Query, QuerySet, Task
+from db.sqlite import open_db, session_factory
 
 REPO = Path(__file__).resolve().parents[1]
 

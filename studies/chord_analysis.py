@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from cir_core.stats import rate_by_group
 from cir_core.report_header import write_report
+from cir_core.stats import rate_by_group
 
 
 def wrong_pairs(cos_t: np.ndarray, cos_d: np.ndarray, chord_t: np.ndarray, chord_d: np.ndarray

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 import torch
 import torch.nn.functional as F
+
 from cir_core.report_header import write_report
 
 PEERS = ("pic2word", "searle", "lincir")

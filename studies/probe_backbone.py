@@ -19,10 +19,10 @@ from dataclasses import replace
 import numpy as np
 import torch
 
-from training.backbone_val import Encoder, evaluate
-from training.backbone_val_films import FILM_PROBES, alternatives, film_probe, probe_caption, probe_frames
 from cir_core.report_header import write_report
 from cir_core.settings import add_backbone_args
+from training.backbone_val import Encoder, evaluate
+from training.backbone_val_films import FILM_PROBES, alternatives, film_probe, probe_caption, probe_frames
 
 
 def attribute_moves(enc: Encoder, image_size: int, probe_n: int = 200, n: int = 600,

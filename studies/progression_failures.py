@@ -22,11 +22,11 @@ from typing import Sequence
 import numpy as np
 
 from cir_core.errors import InputError
+from cir_core.report_header import write_report
+from cir_core.settings import add_backbone_args
 from cir_core.stats import rate_by_group
 
 from .cli import checkpoint_arg, checkpoint_args
-from cir_core.settings import add_backbone_args
-from cir_core.report_header import write_report
 
 RANK_EDGES = (0, 1, 10, 100, 1000)  # rank before the step: 0 | 1-9 | 10-99 | 100-999 | 1000+
 STEP_LABELS = ("1->2", "2->3", "3+")  # the step's place: sentences 1 -> 1..2, 1..2 -> 1..3, later

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
 from cir_core.report_header import write_report
 
 KINDS = ("prefix answer", "character", "no character")

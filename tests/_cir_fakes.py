@@ -99,8 +99,8 @@ def fake_trained_methods(**override):
 @functools.lru_cache(maxsize=None)
 def backbone():
     """The shipped tiny backbone when it is built, else the same architecture at random init."""
-    from cir_core.paths import DEFAULT_BACKBONE, DEFAULT_BACKBONE_DIR
     from cir_core.backbone import load_backbone
+    from cir_core.paths import DEFAULT_BACKBONE, DEFAULT_BACKBONE_DIR
 
     if (DEFAULT_BACKBONE_DIR / "open_clip_config.json").is_file():
         return load_backbone(DEFAULT_BACKBONE)

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from db.migrate import init_db
-from db.sqlite import open_db, session_factory
 from db.judgments import upsert_judgment
+from db.migrate import init_db
 from db.models import Annotator, Query, QuerySet, RetrievedItem, Task
+from db.sqlite import open_db, session_factory
 
 COMMENT = 'face hidden, "maybe" hers\nsecond line'
 

@@ -6,9 +6,9 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from db.snapshot.persist import push, read_latest
 from cir_core.storage import FolderStore, Unreachable
 from db.snapshot.core import snapshot
+from db.snapshot.persist import push, read_latest
 from db.snapshot.remote import FOLDER_REPO, Remote
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 
 import pytest
-
 from _cir_fakes import fake_methods_engine, plain
+
 from db.service import DEFAULT_SET, AnnotationService
 from ui import annotate
 
@@ -54,11 +54,11 @@ def settled(page, selector: str, colour: str, same: bool = True) -> None:
 
 @pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"{CHROMIUM} absent")
 def test_the_chosen_button_is_marked_in_the_browser(tmp_path) -> None:
-    from playwright.sync_api import expect, sync_playwright
-
     from _cir_fakes import N_QUERIES
+    from playwright.sync_api import expect, sync_playwright
     from test_annotate_live import _open_tab, _sign_in
     from test_app_live import CHROMIUM_ARGS, _free_port
+
     from ui import build_demo, launch_kwargs
     from ui.settings import AppConfig
 

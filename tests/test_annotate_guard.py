@@ -8,11 +8,11 @@ from pathlib import Path
 
 import gradio as gr
 import pytest
-from sqlalchemy import event, select
-
 from _cir_fakes import N_QUERIES, plain
 from _gradio_raw import call, fn_index, sign_in
+from sqlalchemy import event, select
 from test_annotate_ui import cir_engine  # noqa: F401 (the fixture: a small engine, methods loaded)
+
 from db.faults import FAULTS, DBFault, describe, fault_kind
 from db.models import Annotator, Judgment, Query, QuerySet, Task
 from db.service import AnnotationService
@@ -26,6 +26,7 @@ SET = "faults"
 @pytest.fixture(scope="module")
 def app(tmp_path_factory, cir_engine):
     from test_app_live import _free_port
+
     from ui import build_demo, launch_kwargs
     from ui.settings import AppConfig
 

@@ -7,13 +7,13 @@ import os
 from pathlib import Path
 
 import pytest
-from sqlalchemy import func, select
-
 from _cir_fakes import N_QUERIES, fake_trained_methods, make_test_engine
+from sqlalchemy import func, select
 from test_app_live import CHROMIUM, CHROMIUM_ARGS, _free_port
-from ui.settings import AppConfig
-from ui import build_demo, launch_kwargs
+
 from db.models import Judgment
+from ui import build_demo, launch_kwargs
+from ui.settings import AppConfig
 
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"{CHROMIUM} absent")
 
@@ -196,9 +196,8 @@ def test_answers_are_exposed_and_a_skip_needs_a_reason(app) -> None:
 def test_the_annotate_screen_has_no_serious_accessibility_violation(app, theme) -> None:
     """axe-core on the Annotate tab at 390, 1024 and 1440 px (issue 44, item 4), before and after a
     first answer, and on the own-work Results: no serious or critical violation."""
-    from playwright.sync_api import expect, sync_playwright
-
     from _axe import axe_violations, describe
+    from playwright.sync_api import expect, sync_playwright
 
     demo, _ = app
     with sync_playwright() as p:

@@ -9,9 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from PIL import Image
-
 from _movienet_fixtures import write_small_set
+from PIL import Image
 from test_app_live import CHROMIUM, CHROMIUM_ARGS, _free_port
 
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"{CHROMIUM} absent")

@@ -4,11 +4,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from _cir_fakes import fake_trained_methods, make_test_engine, plain
-from ui import annotate
+
 from db.service import DEFAULT_SET, AnnotationService
 from db.users import checker, load_users
+from ui import annotate
 
 
 @pytest.fixture(scope="module")
@@ -93,8 +93,8 @@ def test_users_file(tmp_path: Path) -> None:
 
 
 def test_results_tab_rates_and_own_export(svc, cir_engine, tmp_path) -> None:
-    from ui import annotation_results as ar
     from db.export import read_csv
+    from ui import annotation_results as ar
 
     holder = annotate.ServiceHolder(str(svc.path), svc)
     assert ar.results_view(holder, None, DEFAULT_SET, None).summary == annotate.NO_SIGN_IN
@@ -119,10 +119,11 @@ def test_app_restores_the_db_from_its_snapshot_repo(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    from ui.settings import AppConfig
     from db.migrate import init_db
-    from db.sqlite import open_db as make_db, session_factory
     from db.models import Annotator
+    from db.sqlite import open_db as make_db
+    from db.sqlite import session_factory
+    from ui.settings import AppConfig
 
     db, repo = tmp_path / "ann.sqlite", tmp_path / "repo"
     eng = make_db(db)

@@ -10,9 +10,9 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from _snapshot_fakes import CountingRemote, make_db, pushed_file
 from sqlalchemy import select
 
-from _snapshot_fakes import CountingRemote, make_db, pushed_file
 from cir_core.errors import CIRError
 from db import migrate
 from db.judgments import StaleAnswer
@@ -210,6 +210,7 @@ def test_two_tabs_of_one_annotator_do_not_overwrite_each_other(tmp_path) -> None
 
 def test_the_annotation_only_banner_names_no_method() -> None:
     from _cir_fakes import fake_methods_engine
+
     from cir_core.methods import method_label
     from ui import banner
 
@@ -250,6 +251,7 @@ def test_the_app_points_gradio_at_its_own_folder(tmp_path) -> None:
     import os
 
     from _cir_fakes import N_QUERIES, fake_methods_engine
+
     from ui import build_demo
     from ui.settings import AppConfig
     from ui.tempfiles import TEMP

@@ -16,10 +16,10 @@ import os
 import re
 
 import pytest
-
 from _axe import axe_violations, describe
 from _cir_fakes import N_QUERIES, fake_trained_methods, make_test_engine
 from test_app_live import CHROMIUM, CHROMIUM_ARGS, COLUMNS, _free_port
+
 from ui import build_demo, launch_kwargs
 from ui.settings import AppConfig
 

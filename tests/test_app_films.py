@@ -8,10 +8,10 @@ import os
 
 import numpy as np
 import pytest
-
 from _cir_fakes import backbone, cache_root, fake_trained_methods, plain
-from cir_core.methods.base import Method
 from test_app_live import CHROMIUM, CHROMIUM_ARGS, _free_port
+
+from cir_core.methods.base import Method
 
 WIDTHS = (390, 1024, 1440)
 browser_only = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"{CHROMIUM} absent: install Debian's "

@@ -8,10 +8,10 @@ import os
 import socket
 
 import pytest
-
 from _cir_fakes import N_QUERIES, fake_trained_methods, make_test_engine
-from ui.settings import AppConfig
+
 from ui import build_demo, launch_kwargs
+from ui.settings import AppConfig
 
 EDIT = "Make the square blue. Move the character to the left."
 CHROMIUM = "/usr/bin/chromium"

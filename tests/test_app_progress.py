@@ -7,12 +7,12 @@ import os
 import threading
 
 import pytest
-
 from _cir_fakes import N_QUERIES, fake_trained_methods, make_test_engine
+from test_app_live import CHROMIUM, CHROMIUM_ARGS, EDIT, _free_port
+
 from cir_core import timing
 from cir_core.methods.base import Method
 from cir_core.progress import tracked
-from test_app_live import CHROMIUM, CHROMIUM_ARGS, EDIT, _free_port
 from ui import build_demo, launch_kwargs
 from ui.settings import AppConfig
 

@@ -13,9 +13,9 @@ import re
 from urllib.parse import quote
 
 import pytest
-
 from _cir_fakes import N_QUERIES, fake_trained_methods, make_test_engine
 from test_app_live import CHROMIUM, CHROMIUM_ARGS, COLUMNS, EDIT, _free_port
+
 from ui import build_demo, launch_kwargs
 from ui.settings import AppConfig
 

@@ -6,9 +6,9 @@ import os
 import re
 
 import pytest
-
 from _cir_fakes import N_QUERIES, fake_trained_methods, make_test_engine
 from test_app_live import CHROMIUM, CHROMIUM_ARGS, COLUMNS, EDIT, _free_port
+
 from ui import build_demo, launch_kwargs
 from ui.settings import AppConfig
 

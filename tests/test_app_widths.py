@@ -18,9 +18,9 @@ import shutil
 from pathlib import Path
 
 import pytest
+from test_walkthrough import CHROMIUM, CHROMIUM_ARGS, ROOT, _free_port, start_app, wait_for_server
 
 from cir_core.methods import extra_methods
-from test_walkthrough import CHROMIUM, CHROMIUM_ARGS, ROOT, _free_port, start_app, wait_for_server
 
 EDIT = "Make the square blue. Move the character to the left."
 WIDTHS = (390, 1024, 1440, 1920)

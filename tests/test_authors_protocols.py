@@ -1,24 +1,22 @@
 """The authors' protocols as named options: benchmark images embedded as the official loaders
 decode them (also through the embedding cache), SEARLE's targetpad preprocessing, and a
 FashionIQ query text per method where its authors use their own (Pic2Word)."""
-import cir_core  # noqa: F401  (first: sets OMP_WAIT_POLICY before torch loads OpenMP)
 import json
 
 import numpy as np
 import pytest
 import torch
 import torchvision.transforms.functional as FT
+from _bench_fixtures import cirr_query, write_cirr, write_fashioniq
 from PIL import Image
 
+import cir_core  # noqa: F401  (first: sets OMP_WAIT_POLICY before torch loads OpenMP)
 from cir_core.backbone import load_backbone
-from cir_core.benchmarks import load_benchmark
-from cir_core.benchmarks import fashioniq
+from cir_core.benchmarks import fashioniq, load_benchmark
 from cir_core.benchmarks.common import BenchmarkError, Embedded, StoredGallery, target_pad
 from cir_core.eval.cli import main as eval_main
 from cir_core.gallery import EmbeddingCache, GalleryItem
 from cir_core.methods import create_method, get_method_class
-
-from _bench_fixtures import cirr_query, write_cirr, write_fashioniq
 
 N = [f"dev-{i}-0-img0" for i in range(12)]
 

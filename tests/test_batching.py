@@ -1,13 +1,13 @@
 """cir_core.batching: concurrent calls merged into one batch per lane, each caller getting its own
 rows; one bad input failing only its caller; the admission limit answering "busy, N ahead"; the
 encoder and method wrappers equal to what they wrap."""
-import cir_core  # noqa: F401  (first: sets OMP_WAIT_POLICY before torch loads OpenMP)
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
 
+import cir_core  # noqa: F401  (first: sets OMP_WAIT_POLICY before torch loads OpenMP)
 from cir_core.batching import Admission, BatchedEncoder, BatchQueue, Busy
 from cir_core.engine.batched import BatchedMethod, stack_refs
 from cir_core.methods.refs import Refs

@@ -6,8 +6,8 @@ import json
 import pytest
 
 from cir_core.benchmarks import circo, load_benchmark
-from cir_core.eval.loop import evaluate
 from cir_core.benchmarks.common import BenchmarkError
+from cir_core.eval.loop import evaluate
 from tests._bench_fixtures import IndexBackbone, write_circo
 
 IDS = [9761, 85932, 489535, 57541, 375057, 119881, 100, 200, 300, 400, 500, 600]  # colour = position

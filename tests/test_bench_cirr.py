@@ -4,10 +4,10 @@ import json
 import numpy as np
 import pytest
 
-from cir_core.eval import cli as ev
 from cir_core.benchmarks import cirr, load_benchmark
-from cir_core.eval.loop import evaluate
 from cir_core.benchmarks.common import BenchmarkError
+from cir_core.eval import cli as ev
+from cir_core.eval.loop import evaluate
 from tests._bench_fixtures import IndexBackbone, cirr_query, write_cirr
 
 N = [f"dev-{i}-0-img0" for i in range(12)]

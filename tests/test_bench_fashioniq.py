@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from cir_core.benchmarks import fashioniq, load_benchmark
-from cir_core.eval.loop import evaluate
 from cir_core.benchmarks.common import BenchmarkError, compose_queries
+from cir_core.eval.loop import evaluate
 from cir_core.methods.base import Method
 from tests._bench_fixtures import IndexBackbone, write_fashioniq, write_image
 

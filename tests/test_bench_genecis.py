@@ -8,8 +8,8 @@ import pytest
 from PIL import Image
 
 from cir_core.benchmarks import genecis, load_benchmark
-from cir_core.eval.loop import evaluate
 from cir_core.benchmarks.common import BenchmarkError
+from cir_core.eval.loop import evaluate
 from cir_core.metrics import candidate_recall
 from tests._bench_fixtures import IndexBackbone, colour, write_genecis
 

@@ -5,8 +5,8 @@ import json
 import pytest
 
 from cir_core.benchmarks import lcirr, load_benchmark
-from cir_core.eval.loop import evaluate
 from cir_core.benchmarks.common import BenchmarkError
+from cir_core.eval.loop import evaluate
 from tests._bench_fixtures import IndexBackbone, cirr_query, write_cirr, write_jsonl
 
 N = [f"dev-{i}-1-img1" for i in range(12)]

@@ -3,8 +3,8 @@ identity@1/5/10 (queries without a character id are ranked but not scored)."""
 import pytest
 
 from cir_core.benchmarks import load_benchmark, load_movienet_queryset, movienet
-from cir_core.eval.loop import evaluate
 from cir_core.benchmarks.common import BenchmarkError
+from cir_core.eval.loop import evaluate
 from tests._bench_fixtures import IndexBackbone, write_jsonl, write_movienet
 
 CHARS = [["A"], ["A", "B"], ["B"], [], ["C"], ["A"], ["C", "D"], ["D"], [], [], [], []]

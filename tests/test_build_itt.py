@@ -13,9 +13,20 @@ import pytest
 
 from cir_core.errors import InputError
 from training.build_itt import main
-from training.itt import (EDIT_TYPES, EndpointGenerator, HFGenerator, TemplateGenerator, build,
-                          load_prompts, make_id, parse_answer, read_manifest, validate_file, validate_record)
-from training.itt import rules
+from training.itt import (
+    EDIT_TYPES,
+    EndpointGenerator,
+    HFGenerator,
+    TemplateGenerator,
+    build,
+    load_prompts,
+    make_id,
+    parse_answer,
+    read_manifest,
+    rules,
+    validate_file,
+    validate_record,
+)
 from training.itt.prompts import AnswerError
 
 CAPTIONS = ["A man riding a red bike down a street.", "Two dogs playing in the grass.",

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _movienet_fixtures import write_small_set
 from PIL import Image
 
 from cir_core.character_mark import BOX_RGB, CharacterMark, draw_mark, mark_from
-
-from _movienet_fixtures import write_small_set
 
 
 def amber(img) -> int:

@@ -1,6 +1,5 @@
 """cir_core.checkpoint: one description and one save/load pair for every trained method family;
 format-1 configs (the three schemas shipped before) still load; writes are atomic."""
-import cir_core  # noqa: F401  (first: sets OMP_WAIT_POLICY before torch loads OpenMP)
 import json
 import shutil
 from pathlib import Path
@@ -9,8 +8,19 @@ import numpy as np
 import pytest
 import torch
 
-from cir_core.checkpoint import (CONFIG, FORMAT_VERSION, WEIGHTS, Checkpoint, main, migrate_v1, read_checkpoint,
-                                 save_checkpoint, upgrade, write_weights)
+import cir_core  # noqa: F401  (first: sets OMP_WAIT_POLICY before torch loads OpenMP)
+from cir_core.checkpoint import (
+    CONFIG,
+    FORMAT_VERSION,
+    WEIGHTS,
+    Checkpoint,
+    main,
+    migrate_v1,
+    read_checkpoint,
+    save_checkpoint,
+    upgrade,
+    write_weights,
+)
 from cir_core.errors import CheckpointError
 from cir_core.fileio import atomic_write, atomic_write_path, sha256_file
 from cir_core.methods import create_method, get_method_class, list_methods

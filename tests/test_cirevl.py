@@ -1,7 +1,6 @@
 """CIReVL: the world's rules rewriter (caption + instruction → the target's description), the
 training-caption bank captioner, the OpenAI-compatible captioner / rewriter (a fake server), the
 method's queries and its val-chosen λ file."""
-import cir_core  # noqa: F401  (first: sets OMP_WAIT_POLICY before torch loads OpenMP)
 import json
 import random
 from types import SimpleNamespace
@@ -11,6 +10,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+import cir_core  # noqa: F401  (first: sets OMP_WAIT_POLICY before torch loads OpenMP)
 from cir_core.errors import InputError
 from cir_core.methods import create_method
 from cir_core.methods.cirevl import CIReVL, CIReVLConfig, GivenCaptioner, val_lambda, world_bank

@@ -6,14 +6,14 @@ import json
 
 import gradio as gr
 import pytest
-
 from _cir_fakes import fake_methods_engine, long_query, plain
+
 from cir_core.engine import MAX_STEPS
 from cir_core.engine.request import CompareRequest, admit, cut_edit, noted_number
 from cir_core.errors import CIRError
 from ui.compare import _load
-from ui.preview import preview_info
 from ui.permalink import from_query, link_query
+from ui.preview import preview_info
 from ui.results import compare_api, compare_view, moves
 
 EDIT = "Make the square blue. Move the character to the left."

@@ -5,13 +5,13 @@ filled under contention). With batching on (the app's default), the 16 share the
 and method forwards in batches, and still answer what one request at a time without batching
 answers: the same ids and λ, scores to float32 rounding (a batch's product rounds its last bits
 differently from one row's)."""
-import cir_core  # noqa: F401  (first: sets OMP_WAIT_POLICY before torch loads OpenMP)
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
 
+import cir_core  # noqa: F401  (first: sets OMP_WAIT_POLICY before torch loads OpenMP)
 from cir_core.engine import load_engine
 from cir_core.methods import default_columns, optional_methods
 from cir_core.settings import EngineConfig

@@ -1,7 +1,6 @@
 """`python -m cir_core.methods.convert`: pickles refused unless asked for, then read with
 weights_only=True; the command line's one-line errors. (Each method's own layout: test_pic2word,
 test_searle, test_lincir.)"""
-import cir_core  # noqa: F401  (first: sets OMP_WAIT_POLICY before torch loads OpenMP)
 import json
 import os
 
@@ -9,8 +8,9 @@ import pytest
 import torch
 from torch import nn
 
-from cir_core.errors import CheckpointError, InputError
+import cir_core  # noqa: F401  (first: sets OMP_WAIT_POLICY before torch loads OpenMP)
 from cir_core.checkpoint import read_state_file
+from cir_core.errors import CheckpointError, InputError
 from cir_core.methods.convert import convert, main
 
 

@@ -9,9 +9,8 @@ from sqlalchemy import Engine, delete, select, text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from db.migrate import init_db
-from db.sqlite import open_db, session_factory
 from db.judgments import judgments_for, upsert_judgment
+from db.migrate import init_db
 from db.models import (
     Annotator,
     Judgment,
@@ -21,6 +20,7 @@ from db.models import (
     RetrievedItem,
     Task,
 )
+from db.sqlite import open_db, session_factory
 
 
 @pytest.fixture()

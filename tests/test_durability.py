@@ -50,8 +50,9 @@ def test_the_fault_is_real_normal_sync_loses_acknowledged_writes(tmp_path: Path)
 def test_an_io_error_is_named_and_the_answer_checked(tmp_path: Path) -> None:
     """Item 4 on a real failing disk: the save after the fault is reported as an I/O error, with
     the answer read back (not in the database), never as "busy (nothing was lost)"."""
-    from db.faults import DBFault
     from test_annotate_guard import SET, _service
+
+    from db.faults import DBFault
 
     with fault.loop_fs(tmp_path) as fs:
         svc = _service(fs.mnt / "ann.sqlite")

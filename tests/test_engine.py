@@ -1,18 +1,17 @@
 """cir_core.engine: one compare request, shared encodes, marks, progression, failures per method."""
 import json
-
 import threading
 
 import numpy as np
 import pytest
+from _cir_fakes import NeedsCheckpoint, fake_trained_methods, long_query, make_test_engine
 from PIL import Image
 
-from _cir_fakes import NeedsCheckpoint, fake_trained_methods, long_query, make_test_engine
+from cir_core.engine import MAX_STEPS, resolve_checkpoints
+from cir_core.errors import CheckpointError, ImageLoadError, InputError
+from cir_core.memo import TextMemo
 from cir_core.settings import is_hub_repo_id
 from ui.settings import AppConfig, apply_offline_default, from_args
-from cir_core.engine import MAX_STEPS, resolve_checkpoints
-from cir_core.memo import TextMemo
-from cir_core.errors import CheckpointError, ImageLoadError, InputError
 
 COLUMNS = ["pact", "dice", "pace", "compose-only"]
 
@@ -234,6 +233,7 @@ def test_batched_search_matches_the_library_rank(engine, scoring):
 
 def test_small_gallery_is_scored_exactly():
     from _cir_fakes import backbone, world
+
     from cir_core.engine import Engine
 
     bench, gallery, emb = world()
@@ -305,6 +305,7 @@ def test_an_edit_longer_than_the_text_context_is_never_cut_silently(engine):
 
 def test_the_int8_filter_is_built_for_large_exact_galleries_only():
     from _cir_fakes import backbone
+
     from cir_core.engine import Engine
 
     bb = backbone()

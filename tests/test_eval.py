@@ -3,8 +3,8 @@ import json
 
 import numpy as np
 
-from cir_core.eval import cli as ev
 from cir_core.benchmarks.world import WorldEval
+from cir_core.eval import cli as ev
 from cir_core.eval.loop import evaluate
 from cir_core.search import ScoreOpts
 

@@ -4,8 +4,8 @@ an independent full ranking of the gallery, and the neighbourhood map is the PCA
 request's images with the queries projected onto it."""
 import numpy as np
 import pytest
-
 from _cir_fakes import fake_trained_methods, long_query, make_test_engine
+
 from cir_core.engine import explain as explain_mod
 from cir_core.search.scoring import Queries, ScoreOpts, score_matrix
 

@@ -9,7 +9,6 @@ import pytest
 from _db_fixture import COMMENT, build
 
 from cir_core.errors import InputError
-from db.sqlite import open_db, session_factory
 from db.export import (
     FIELDS,
     export_rows,
@@ -20,6 +19,7 @@ from db.export import (
     write_csv,
     write_jsonl,
 )
+from db.sqlite import open_db, session_factory
 
 
 @pytest.fixture(scope="module")

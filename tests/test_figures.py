@@ -3,9 +3,9 @@ import json
 
 import numpy as np
 import pytest
+from _cir_fakes import N_QUERIES, cache_root
 from PIL import Image
 
-from _cir_fakes import N_QUERIES, cache_root
 from cir_core.errors import InputError
 from cir_core.figures import Cell, Panel, main, parse_entries, render, save, to_image
 
@@ -103,6 +103,7 @@ def test_the_regenerate_command_works_from_another_folder(tmp_path):
     import subprocess
 
     from _cir_fakes import make_test_engine
+
     from cir_core.figures import export
     from cir_core.settings import EngineConfig, engine_argv
 
@@ -126,6 +127,7 @@ def test_a_figure_is_camera_ready_at_a_papers_column_and_text_width(tmp_path, wi
     placed at >= 300 ppi, the fonts are TrueType (no Type 3)."""
     from _cir_fakes import fake_trained_methods, make_test_engine
     from _pdf import Pdf
+
     from cir_core.figures import export
 
     with fake_trained_methods():
@@ -159,6 +161,7 @@ def test_a_figure_is_camera_ready_at_a_papers_column_and_text_width(tmp_path, wi
 def test_a_narrow_figure_says_what_it_left_out_and_ids_come_back_on_request(tmp_path):
     from _cir_fakes import fake_trained_methods, make_test_engine
     from _pdf import Pdf
+
     from cir_core.errors import InputError
     from cir_core.figures import export
 

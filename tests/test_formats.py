@@ -9,9 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from PIL import Image
-
 from _bench_fixtures import cirr_query, colour, write_cirr, write_fashioniq, write_image, write_jsonl
+from PIL import Image
 
 from cir_core.benchmarks import list_benchmarks, load_benchmark
 from cir_core.formats import FormatError, get_format, list_formats

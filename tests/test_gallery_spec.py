@@ -9,8 +9,16 @@ from pathlib import Path
 import pytest
 
 from cir_core.errors import GalleryError
-from cir_core.gallery_spec import (FORMS, KINDS, GalleryContext, GallerySpec, open_gallery_spec,
-                                   parse_gallery_spec, register_opener, spec_kind)
+from cir_core.gallery_spec import (
+    FORMS,
+    KINDS,
+    GalleryContext,
+    GallerySpec,
+    open_gallery_spec,
+    parse_gallery_spec,
+    register_opener,
+    spec_kind,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -18,8 +18,8 @@ from typing import Any
 
 import gradio as gr
 import pytest
-
 from _cir_fakes import N_QUERIES, fake_methods_engine
+
 from ui.settings import AppConfig
 
 HTML = "<img src=x onerror=alert(1)>"

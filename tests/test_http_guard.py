@@ -10,17 +10,18 @@ from pathlib import Path
 
 import httpx
 import pytest
-from sqlalchemy import select
-
 from _cir_fakes import N_QUERIES
 from _gradio_raw import call, fn_index, sign_in
+from sqlalchemy import select
 from test_annotate_ui import cir_engine  # noqa: F401 (the fixture: a small engine, methods loaded)
+
 from db.models import Annotator, Assignment, Task
 from ui.http_guard import UploadLimits, UploadQuota, same_origin
 
 
 def _launch(root: Path, engine, only: bool):
     from test_app_live import _free_port
+
     from ui import build_demo, launch_kwargs
     from ui.settings import AppConfig
 

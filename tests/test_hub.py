@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
-from cir_core.storage.repo import parse_spec, pull, push
 from cir_core.hub.__main__ import main
 from cir_core.storage import FolderStore, HFStore, StorageError
 from cir_core.storage.manifest import MANIFEST
+from cir_core.storage.repo import parse_spec, pull, push
 
 
 def _methods(folder: Path, scale: float = 1.0) -> Path:

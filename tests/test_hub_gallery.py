@@ -14,8 +14,8 @@ import pytest
 from cir_core.errors import GalleryError
 from cir_core.hub.__main__ import main as hub_main
 from cir_core.hub.gallery import open_hub_gallery, push_gallery
-from cir_core.storage.manifest import MANIFEST
 from cir_core.storage import FolderStore, HFStore, StorageError
+from cir_core.storage.manifest import MANIFEST
 
 N = 30
 
@@ -198,9 +198,8 @@ def test_cli_push_gallery_builds_and_pushes(source, tmp_path, capsys, tiny_backb
 def test_real_huggingface_hub_client_and_cache_layout(source, index, hub, tmp_path, tiny_backbone, monkeypatch):
     """HFStore, i.e. huggingface_hub itself, against an HTTP stand-in for the Hub: the files land
     in its cache layout (blobs + snapshot links), frames only when opened, then offline from it."""
-    from huggingface_hub import constants
-
     from _fake_hub import FakeHub
+    from huggingface_hub import constants
 
     done = pushed(source, index, hub, tmp_path)
     cache = tmp_path / "real-hf-cache"

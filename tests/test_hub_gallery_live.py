@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from test_app_live import CHROMIUM, CHROMIUM_ARGS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -25,9 +24,9 @@ def _free_port() -> int:
 
 @pytest.mark.skipif(not os.path.exists(CHROMIUM), reason=f"{CHROMIUM} absent: install Debian's chromium")
 def test_app_opens_a_hub_gallery_shows_thumbnails_and_opens_a_frame(tmp_path):
+    from _fake_hub import FakeHub, write_frames
     from playwright.sync_api import expect, sync_playwright
 
-    from _fake_hub import FakeHub, write_frames
     from cir_core.hub.gallery import push_gallery
     from cir_core.paths import DEFAULT_BACKBONE
     from cir_core.storage import FolderStore

@@ -12,13 +12,12 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from ui.settings import AppConfig
-from cir_core.index.shards import read_shard, shard_bounds, shard_path
 from cir_core.errors import GalleryError
-from cir_core.search import Index
 from cir_core.index.build import build, main
 from cir_core.index.prebuilt import is_prebuilt, open_prebuilt
-from cir_core.search import Queries, ScoreOpts, Searcher, gallery_norms, rank
+from cir_core.index.shards import read_shard, shard_bounds, shard_path
+from cir_core.search import Index, Queries, ScoreOpts, Searcher, gallery_norms, rank
+from ui.settings import AppConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = "cir-tiny-vit"

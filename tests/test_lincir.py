@@ -1,6 +1,5 @@
 """LinCIR: φ as navervision/lincir defines and saves it, converted and ranked; every `$` takes the
 pseudo-word; keyword masking and the text-only trainer (tiny, CPU)."""
-import cir_core  # noqa: F401  (first: sets OMP_WAIT_POLICY before torch loads OpenMP)
 import json
 import random
 
@@ -8,8 +7,10 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from _cir_fakes import fit, unit_rows
 from torch import nn
 
+import cir_core  # noqa: F401  (first: sets OMP_WAIT_POLICY before torch loads OpenMP)
 from cir_core.benchmarks.world import WorldEval
 from cir_core.errors import CheckpointError
 from cir_core.eval.loop import evaluate
@@ -17,7 +18,6 @@ from cir_core.methods import create_method
 from cir_core.methods.convert import convert
 from cir_core.methods.lincir import LinCIR
 from cir_core.methods.refs import Refs
-from _cir_fakes import fit, unit_rows
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

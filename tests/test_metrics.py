@@ -2,8 +2,18 @@ import numpy as np
 import pytest
 
 from cir_core.errors import InputError
-from cir_core.metrics import (candidate_recall, edit_at_1, identity_at_1, identity_at_k, map_at_k, prefix_recall,
-                              recall_at_k, subset_ranking, subset_recall, target_ranks)
+from cir_core.metrics import (
+    candidate_recall,
+    edit_at_1,
+    identity_at_1,
+    identity_at_k,
+    map_at_k,
+    prefix_recall,
+    recall_at_k,
+    subset_ranking,
+    subset_recall,
+    target_ranks,
+)
 
 
 def test_recall_at_k_hand_computed():

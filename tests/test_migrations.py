@@ -12,10 +12,9 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import CheckConstraint, Engine, MetaData, inspect, select, text
 
 from db import migrate
-from db.migrate import init_db
-from db.sqlite import open_db, session_factory
-from db.migrate import SchemaError, schema_diffs
+from db.migrate import SchemaError, init_db, schema_diffs
 from db.models import Annotator, Base
+from db.sqlite import open_db, session_factory
 
 
 @pytest.fixture()

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from _movienet_fixtures import BIG, FILM, RES, write_release
 
 from cir_core.benchmarks import load_movienet_queryset
 from cir_core.benchmarks.common import BenchmarkError
@@ -14,8 +15,6 @@ from cir_core.benchmarks.movienet.build import PRESETS, ReferenceRules, build_se
 from cir_core.benchmarks.movienet.edits import read_edits
 from cir_core.benchmarks.movienet.release import read_release
 from cir_core.world.export import export
-
-from _movienet_fixtures import BIG, FILM, RES, write_release
 
 
 @pytest.fixture()

@@ -18,7 +18,8 @@ from cir_core.benchmarks.movienet.edits import read_edits
 from cir_core.engine import load_engine
 from cir_core.settings import EngineConfig
 from cir_core.world.export import export
-from db.campaign_figures import THUMB, campaign_panels, main as campaign_figures
+from db.campaign_figures import THUMB, campaign_panels
+from db.campaign_figures import main as campaign_figures
 from db.migrate import init_db
 from db.pooling import movienet_queries, pool_query_set
 from db.report import format_report
@@ -88,7 +89,8 @@ def _publish_and_score_a_left_out_method(tmp_path, db_path, out, report):
     import pyarrow.parquet as pq
 
     from cir_core.eval.cli import main as evaluate
-    from cir_core.eval.qrels import main as score, read_qrels
+    from cir_core.eval.qrels import main as score
+    from cir_core.eval.qrels import read_qrels
     from cir_core.hub.__main__ import main as hub
     from db.publish import main as publish
 

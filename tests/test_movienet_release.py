@@ -7,10 +7,10 @@ import json
 import pytest
 from PIL import Image
 
+from cir_core.benchmarks.movienet.release import read_release
 from cir_core.world.export import export
 from cir_core.world.export.__main__ import main
 from cir_core.world.export.movienet_release import cast_pid
-from cir_core.benchmarks.movienet.release import read_release
 from cir_core.world.films.benchmark import build_film_benchmark
 
 SIZE = 64

@@ -1,5 +1,4 @@
 """PACT / compose-only: pseudo-word placement, LoRA, checkpoints, and the trainer (tiny, CPU)."""
-import cir_core  # noqa: F401  (first: sets OMP_WAIT_POLICY before torch loads OpenMP)
 import json
 import os
 import random
@@ -10,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+import cir_core  # noqa: F401  (first: sets OMP_WAIT_POLICY before torch loads OpenMP)
 from cir_core.errors import BackboneError, CheckpointError
 from cir_core.methods import create_method, get_method_class, list_methods
 from cir_core.methods.compose_only import ComposeOnly

@@ -11,7 +11,6 @@ of cir_core: φ reads the *raw* image feature `encode_image(x)`; the prompt is t
 (context 77, no trimming); the pseudo-token replaces the first `$` (SEARLE), every `$` (LinCIR) or
 the `*` at the first row's position (Pic2Word); the EOT feature is projected.
 """
-import cir_core  # noqa: F401  (first: sets OMP_WAIT_POLICY before torch loads OpenMP)
 import json
 
 import numpy as np
@@ -21,6 +20,7 @@ import torch
 from PIL import Image
 from torch import nn
 
+import cir_core  # noqa: F401  (first: sets OMP_WAIT_POLICY before torch loads OpenMP)
 from cir_core.backbone import load_backbone
 from cir_core.gallery import EmbeddingCache, Gallery
 from cir_core.methods import create_method

@@ -11,11 +11,11 @@ import pytest
 from _snapshot_fakes import CountingRemote, connect_wal, make_db, pushed_file, rows, write_pair
 
 from cir_core.errors import InputError
-from db.snapshot.persist import push, read_latest, restore
-from db.snapshot.scheduler import SnapshotScheduler, start_persistence
 from cir_core.storage import HFStore, Unreachable
 from db.snapshot.core import SnapshotError, snapshot
+from db.snapshot.persist import push, read_latest, restore
 from db.snapshot.remote import Remote, folder_remote, remote_from_spec
+from db.snapshot.scheduler import SnapshotScheduler, start_persistence
 
 
 @pytest.fixture()

@@ -1,6 +1,5 @@
 """Pic2Word: IM2TEXT as google-research/composed_image_retrieval defines and saves it, converted and
 ranked; its prompts; the image-only trainer (tiny, CPU)."""
-import cir_core  # noqa: F401  (first: sets OMP_WAIT_POLICY before torch loads OpenMP)
 import json
 import random
 
@@ -10,6 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+import cir_core  # noqa: F401  (first: sets OMP_WAIT_POLICY before torch loads OpenMP)
 from cir_core.benchmarks.world import WorldEval
 from cir_core.errors import CheckpointError
 from cir_core.eval.loop import evaluate

@@ -1,12 +1,12 @@
 """Chord λ is chosen where the val curve stops rising: the grid, then past its edge while the
 best is the largest λ tried (up to `lambda_max`); `python -m training.pick_lambda` re-chooses a
 checkpoint's λ that way and records it."""
-import cir_core  # noqa: F401  (first: sets OMP_WAIT_POLICY before torch loads OpenMP)
 import json
 import shutil
 
 import pytest
 
+import cir_core  # noqa: F401  (first: sets OMP_WAIT_POLICY before torch loads OpenMP)
 from training.heads import LAMBDA_GRID, ValBench
 from training.pick_lambda import repick
 

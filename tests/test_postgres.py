@@ -11,11 +11,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine, func, select
-
 from _postgres import Server, Unavailable
-from db.migrate import head, init_db
-from db.sqlite import db_url, open_db, session_factory
+from sqlalchemy import create_engine, func, select
 
 # The backend-independent tests, collected here a second time with this module's fixtures
 # (`engine`, `S`) giving a fresh PostgreSQL database instead of a SQLite file.
@@ -45,6 +42,9 @@ from test_queue import (  # noqa: F401
     test_queue_resumes_and_orders_per_annotator,
     test_skip_back_and_privacy,
 )
+
+from db.migrate import head, init_db
+from db.sqlite import db_url, open_db, session_factory
 
 
 @pytest.fixture(scope="module")
@@ -132,9 +132,9 @@ def test_commits_wait_for_the_wal_flush(pg_url, caplog) -> None:
 
 def test_annotation_service_on_postgres(pg_url, cir_engine) -> None:
     from db.export import export_rows
+    from db.judgments import StaleAnswer
     from db.models import JudgmentAudit
     from db.report import compute_report
-    from db.judgments import StaleAnswer
     from db.service import DEFAULT_SET, AnnotationService
 
     svc = AnnotationService(pg_url)

@@ -2,10 +2,8 @@
 import numpy as np
 import pytest
 
-from cir_core.search import prefilter
 from cir_core.errors import InputError
-from cir_core.search import Int8Filter, use_filter
-from cir_core.search import Queries, ScoreOpts, Searcher, gallery_norms, rank
+from cir_core.search import Int8Filter, Queries, ScoreOpts, Searcher, gallery_norms, prefilter, rank, use_filter
 
 COS = ScoreOpts("cosine")
 

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 from cir_core.errors import InputError
-from studies.progression_failures import breakdown, method_breakdown, step_table
 from cir_core.metrics import progression_summary
 from cir_core.stats import rate_by_group
+from studies.progression_failures import breakdown, method_breakdown, step_table
 
 
 def test_step_table_lists_every_real_step_by_hand():

@@ -27,8 +27,8 @@ def films(tiny_backbone, tmp_path_factory):
 def test_steps_and_worsened_ones_are_the_benchmarks(tiny_backbone, films):
     """Every progression step is counted once, and the worsened ones are progression_failures'
     (the ranks are recomputed with the benchmark's own scoring; a mismatch raises)."""
-    from studies.progression_failures import method_breakdown
     from cir_core.methods import create_method
+    from studies.progression_failures import method_breakdown
     from studies.progression_overtakers import method_overtakers, prefix_states
 
     bench, data = films

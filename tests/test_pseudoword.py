@@ -1,11 +1,10 @@
 """cir_core.methods.pseudoword: the one pseudo-word-at-a-placeholder that PACT and the zero-shot
 peers share (prompts, tokenizer checks, first / every placeholder)."""
-import cir_core  # noqa: F401  (first: sets OMP_WAIT_POLICY before torch loads OpenMP)
-
 import numpy as np
 import pytest
 import torch
 
+import cir_core  # noqa: F401  (first: sets OMP_WAIT_POLICY before torch loads OpenMP)
 from cir_core.errors import BackboneError
 from cir_core.methods import get_method_class
 from cir_core.methods.pact_model import PACTComposer, PACTConfig

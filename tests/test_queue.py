@@ -6,15 +6,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _cir_fakes import fake_trained_methods, make_test_engine
 from sqlalchemy import func, select
 
-from _cir_fakes import fake_trained_methods, make_test_engine
 from db import queue
 from db.migrate import init_db
-from db.sqlite import open_db as make_db, session_factory
 from db.models import Assignment, JudgmentAudit, Query, QuerySet, RetrievedItem, Task
 from db.pooling import PoolQuery, pool_query_set, world_queries
 from db.results import item_scores, load_set
+from db.sqlite import open_db as make_db
+from db.sqlite import session_factory
 
 METHODS = ["pact", "dice", "sum"]
 
@@ -240,6 +241,7 @@ def test_pool_cli_on_a_movienet_set(tmp_path: Path, capsys) -> None:
     """`python -m db.pooling --gallery movienet:ROOT`: a real-format identity set, gold identity
     from the character ids, random-init tiny backbone and baseline methods (no download)."""
     from _bench_fixtures import write_movienet
+
     from db.pooling import main
 
     frames = [(f"frames/f{i}.png", "tt1", [f"nm{i % 3}"]) for i in range(12)]

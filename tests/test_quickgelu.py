@@ -2,7 +2,6 @@
 (open_clip's table: quick_gelu) builds QuickGELU, and the id says so, so caches and checkpoints
 made under the other activation are refused. Offline: random ViT-B-32 weights in a fake Hugging
 Face cache under the repo open_clip resolves the tag to."""
-import cir_core  # noqa: F401  (first: sets OMP_WAIT_POLICY before torch loads OpenMP)
 import json
 import warnings
 
@@ -11,6 +10,7 @@ import open_clip
 import pytest
 import torch
 
+import cir_core  # noqa: F401  (first: sets OMP_WAIT_POLICY before torch loads OpenMP)
 from cir_core.backbone import _create, load_backbone, save_backbone_dir, tag_wants_quick_gelu, uses_quick_gelu
 from cir_core.backbone_id import activation
 from cir_core.errors import CheckpointError

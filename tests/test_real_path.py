@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from PIL import Image
 
-from ui.settings import from_args
 from cir_core.engine import load_engine
 from ui.results import compare_api, compare_view
+from ui.settings import from_args
 
 
 @pytest.fixture(scope="module")

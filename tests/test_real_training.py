@@ -7,8 +7,8 @@ import json
 
 import numpy as np
 import pytest
-
 from _bench_fixtures import cirr_query, write_cirr, write_image
+
 from cir_core.errors import InputError
 from training.itt import make_id
 from training.triplets import read_triplets
@@ -115,6 +115,7 @@ def test_pact_trains_from_an_itt_file_and_refuses_cirr(itt_file, cirr_root, tiny
 def test_lambda_chosen_on_a_real_val_split(cirr_root, tiny_backbone, tmp_path):
     """val=cirr:ROOT: Chord λ is chosen on CIRR's own val split, scored by its evaluator."""
     from _bench_fixtures import write_cirr as wc
+
     from training import train_dice
     from training.loop import run
 

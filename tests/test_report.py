@@ -7,13 +7,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _db_fixture import build
 
 from cir_core.errors import InputError
-from db.sqlite import open_db, session_factory
+from cir_core.stats import bootstrap_ci, bootstrap_means, paired_bootstrap
 from db.report import compute_report, format_report, main, report_figure
 from db.report_plot import save_figure
-from cir_core.stats import bootstrap_ci, bootstrap_means, paired_bootstrap
-from _db_fixture import build
+from db.sqlite import open_db, session_factory
 
 
 @pytest.fixture(scope="module")

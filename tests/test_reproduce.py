@@ -15,8 +15,14 @@ import pytest
 from cir_core.reproduce.__main__ import main
 from cir_core.reproduce.docs import reproduce_md
 from cir_core.reproduce.needs import Sources
-from cir_core.reproduce.registry import (PUBLISHED, REHEARSAL, RegistryError, load_registry, measured_metrics,
-                                         quote_numbers)
+from cir_core.reproduce.registry import (
+    PUBLISHED,
+    REHEARSAL,
+    RegistryError,
+    load_registry,
+    measured_metrics,
+    quote_numbers,
+)
 from cir_core.reproduce.rehearsal import export_datasets
 from cir_core.reproduce.runner import run_rows, within
 
@@ -283,8 +289,8 @@ def test_bad_files_or_checkpoints_skip_their_rows_with_the_reason(rehearsal, tmp
 
 
 def test_record_writes_a_run_into_a_rehearsal_registry_only(rehearsal, tmp_path):
-    from cir_core.reproduce.report import build_report
     from cir_core.reproduce.rehearsal import record
+    from cir_core.reproduce.report import build_report
 
     reg, _, _, results = rehearsal
     report = build_report(reg, "all", results, "cpu")

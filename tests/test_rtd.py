@@ -1,13 +1,13 @@
 """RTD: the peer's φ read by a tuned copy of the text tower; an untuned copy is the peer exactly;
 checkpoints (no token table unless tuned), the authors' Hugging Face text-encoder release converted
 (a random-init fixture in their key layout), and the trainer (tiny, CPU)."""
-import cir_core  # noqa: F401  (first: sets OMP_WAIT_POLICY before torch loads OpenMP)
 import json
 
 import numpy as np
 import pytest
 import torch
 
+import cir_core  # noqa: F401  (first: sets OMP_WAIT_POLICY before torch loads OpenMP)
 from cir_core.errors import CheckpointError, InputError
 from cir_core.methods import create_method, get_method_class
 from cir_core.methods.convert import convert, main

@@ -2,8 +2,17 @@ import numpy as np
 import pytest
 
 from cir_core.errors import InputError
-from cir_core.search import (DEFAULT_LAMBDA, Index, Queries, ScoreOpts, Searcher, chord_scores, cosine_scores,
-                             gallery_norms, rank)
+from cir_core.search import (
+    DEFAULT_LAMBDA,
+    Index,
+    Queries,
+    ScoreOpts,
+    Searcher,
+    chord_scores,
+    cosine_scores,
+    gallery_norms,
+    rank,
+)
 
 
 def _unit(x: np.ndarray) -> np.ndarray:

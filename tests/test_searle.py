@@ -1,6 +1,5 @@
 """SEARLE: φ as miccunifi/SEARLE defines and saves it, converted and ranked; its prompt; OTI and the
 φ distillation trainer (tiny, CPU)."""
-import cir_core  # noqa: F401  (first: sets OMP_WAIT_POLICY before torch loads OpenMP)
 import json
 import random
 
@@ -8,15 +7,16 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from _cir_fakes import fit, unit_rows
 from torch import nn
 
+import cir_core  # noqa: F401  (first: sets OMP_WAIT_POLICY before torch loads OpenMP)
 from cir_core.benchmarks.world import WorldEval
 from cir_core.errors import CheckpointError
 from cir_core.eval.loop import evaluate
 from cir_core.methods import create_method, get_method_class
 from cir_core.methods.convert import convert
 from cir_core.methods.searle import SEARLE
-from _cir_fakes import fit, unit_rows
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

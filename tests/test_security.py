@@ -9,9 +9,9 @@ import json
 from pathlib import Path
 
 import pytest
-
 from _cir_fakes import N_QUERIES, fake_methods_engine, plain
 from _gradio_raw import call, file_data, fn_index
+
 from cir_core.errors import InputError
 from cir_core.figures import PATHS_REFUSED, build_panels, export, parse_entries, resolve_image_path
 from ui.figures import CURRENT, LISTED
@@ -112,6 +112,7 @@ def test_an_upload_export_regenerates_from_its_folder(engine, tmp_path):
 @pytest.fixture(scope="module")
 def app(engine, tmp_path_factory):
     from test_app_live import _free_port
+
     from ui import build_demo, launch_kwargs
 
     cfg = AppConfig(world_queries=N_QUERIES, host="127.0.0.1", port=_free_port(),

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from db.sqlite import open_db
 from db.serve import JudgmentServer
+from db.sqlite import open_db
 from db.stress import request, seed_db
 
 

@@ -113,6 +113,7 @@ def test_failures_are_logged_without_the_password(caplog) -> None:
 def app(tmp_path_factory):
     from _cir_fakes import N_QUERIES, fake_trained_methods, make_test_engine
     from test_app_live import _free_port
+
     from ui import build_demo, launch_kwargs
     from ui.settings import AppConfig
     from ui.signin import signin_kwargs
@@ -171,9 +172,9 @@ def test_forwarded_for_is_ignored_unless_the_proxy_is_trusted(app, caplog) -> No
 
 def test_a_named_proxy_is_believed(tmp_path, caplog) -> None:
     import httpx
-
     from _cir_fakes import N_QUERIES, fake_trained_methods, make_test_engine
     from test_app_live import _free_port
+
     from ui import build_demo, launch_kwargs
     from ui.settings import AppConfig, from_args
 

@@ -13,7 +13,7 @@ from _snapshot_fakes import CountingRemote, connect_wal, make_db, pushed_file, r
 
 from cir_core.errors import InputError
 from cir_core.storage import NotFound, Unreachable
-from db.snapshot.persist import LATEST, push, read_latest, restore
+from db.snapshot.__main__ import run as cli
 from db.snapshot.core import (
     TS_RE,
     SnapshotError,
@@ -22,7 +22,7 @@ from db.snapshot.core import (
     snapshot,
     verify_snapshot,
 )
-from db.snapshot.__main__ import run as cli
+from db.snapshot.persist import LATEST, push, read_latest, restore
 
 
 @pytest.fixture()

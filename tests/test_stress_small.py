@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from db.sqlite import open_db, session_factory
 from db.judgments import upsert_judgment
+from db.sqlite import open_db, session_factory
 from db.stress import StressConfig, run_stress, seed_db
 from db.stress_verify import verify
 

@@ -2,13 +2,13 @@
 one-time builds (issue 44: under two overlapping requests one request's wait was charged to
 another's method, "PACT compose 9,780 ms"). Time is made to pass on demand (a fake clock), so
 nothing here depends on how fast the machine is."""
-import cir_core  # noqa: F401  (first: sets OMP_WAIT_POLICY before torch loads OpenMP)
 import threading
 import time
 
 import numpy as np
 import pytest
 
+import cir_core  # noqa: F401  (first: sets OMP_WAIT_POLICY before torch loads OpenMP)
 from cir_core import timing
 from cir_core.methods.base import Method
 from cir_core.progress import running

@@ -1,14 +1,13 @@
 """training.task: every method trainer exports through one base (λ on val, Method.save, nothing
 from a run stopped early); the loop's resumable state is checked like every checkpoint."""
-import cir_core  # noqa: F401  (first: sets OMP_WAIT_POLICY before torch loads OpenMP)
-
 import pytest
 
+import cir_core  # noqa: F401  (first: sets OMP_WAIT_POLICY before torch loads OpenMP)
 from cir_core.errors import CheckpointError
 from training.loop import run, saved_step
-from training.trainers import get_trainer, list_trainers
 from training.task import CachedHeadTask, MethodSettings, MethodTask
 from training.train_dice import DEFAULTS, DiCETask
+from training.trainers import get_trainer, list_trainers
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

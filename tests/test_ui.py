@@ -2,15 +2,14 @@
 import json
 
 import pytest
+from _cir_fakes import NeedsCheckpoint, fake_trained_methods, long_query, make_test_engine, plain
 from PIL import Image
 
-from _cir_fakes import NeedsCheckpoint, fake_trained_methods, long_query, make_test_engine, plain
-from ui.settings import AppConfig
 from ui import banner, build_demo
 from ui.common import hit_caption, mark
-from ui.compare import (NO_REFERENCE, PAGE_SIZE, compare_view, page_view, select_example,
-                                 select_from_page, upload_view)
+from ui.compare import NO_REFERENCE, PAGE_SIZE, compare_view, page_view, select_example, select_from_page, upload_view
 from ui.figures import CURRENT, LISTED, export_view
+from ui.settings import AppConfig
 
 EDIT = "Make the square blue. Move the character to the left."
 

@@ -12,8 +12,15 @@ import pytest
 
 from cir_core.world import spec
 from cir_core.world.benchmark import SUBSET_SIZE, WorldItem, build_benchmark
-from cir_core.world.data import (EDIT_TYPES, MAX_SENTENCES, TYPE_OPS, make_queries, query_stream,
-                                 sample_query, sequential_edits)
+from cir_core.world.data import (
+    EDIT_TYPES,
+    MAX_SENTENCES,
+    TYPE_OPS,
+    make_queries,
+    query_stream,
+    sample_query,
+    sequential_edits,
+)
 from cir_core.world.language import Edit, apply_edit, edit_text, possible_edits
 from cir_core.world.render import RENDER_VERSION, render
 from cir_core.world.spec import Character, Obj, Scene, sample_scene

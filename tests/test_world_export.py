@@ -12,7 +12,8 @@ from cir_core.eval.loop import embed, evaluate
 from cir_core.paths import DEFAULT_BACKBONE
 from cir_core.world.export import FORMATS, PROVENANCE, ExportError, export, world_queries
 from cir_core.world.export.__main__ import main as export_main
-from cir_core.world.export.check import compare, main as check_main
+from cir_core.world.export.check import compare
+from cir_core.world.export.check import main as check_main
 from cir_core.world.export.mapping import second_caption
 
 N = 6  # queries: 48 gallery images
@@ -68,8 +69,8 @@ def test_official_names_and_keys(exports):
 
 
 def test_itt_export_validates_with_the_itt_schema(exports, tmp_path):
-    from training.itt.manifest import read_manifest
     from training.itt import EDIT_TYPES, validate_file
+    from training.itt.manifest import read_manifest
 
     summary, root = exports["itt"]
     ok, errors = validate_file(root / "itt.jsonl")

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from cir_core.paths import ASSETS_DIR
 from cir_core.engine.core import SHOWCASE, open_gallery
+from cir_core.paths import ASSETS_DIR
 from cir_core.world import build_benchmark, store
 from cir_core.world.spec import Character, Obj, Scene
 

@@ -22,12 +22,20 @@ import argparse
 import json
 import sys
 
-from cir_core.errors import CIRError, InputError
-
-from .itt import (EDIT_TYPES, EndpointGenerator, HFGenerator, TemplateGenerator, build, load_prompts,
-                  read_manifest, validate_file)
 from cir_core import env
+from cir_core.errors import CIRError, InputError
 from cir_core.settings import add_seed_arg
+
+from .itt import (
+    EDIT_TYPES,
+    EndpointGenerator,
+    HFGenerator,
+    TemplateGenerator,
+    build,
+    load_prompts,
+    read_manifest,
+    validate_file,
+)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

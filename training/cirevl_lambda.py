@@ -17,10 +17,10 @@ from cir_core.config import git_commit
 from cir_core.encoder import Encoder
 from cir_core.fileio import atomic_write
 from cir_core.methods.cirevl import LAMBDA_FILE
+from cir_core.settings import add_backbone_args
 
 from .heads import LAMBDA_GRID, LAMBDA_MAX, ValBench
 from .registry import Trainer, register_trainer
-from cir_core.settings import add_backbone_args
 
 register_trainer(Trainer("cirevl-lambda", "training.cirevl_lambda", None, None, smoke=False, stage=3))
 

@@ -32,20 +32,26 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
-from cir_core.progress import bar as progress_bar
 
 from cir_core.encoder import Encoder
+from cir_core.fileio import atomic_folder, loads_json
 from cir_core.paths import cache_dir
+from cir_core.progress import bar as progress_bar
+from cir_core.settings import add_backbone_args, add_device_arg, add_seed_arg
 from cir_core.text import split_sentences
 from cir_core.world.films.film import FILM_VERSION
 from cir_core.world.films.render import FILM_RENDER_VERSION
-from cir_core.world.films.stream import FILM_SHARE, TRAIN_TYPES, query_keys, query_sources, render_item, \
-    training_queries
+from cir_core.world.films.stream import (
+    FILM_SHARE,
+    TRAIN_TYPES,
+    query_keys,
+    query_sources,
+    render_item,
+    training_queries,
+)
 from cir_core.world.render import RENDER_VERSION
 
 from .registry import Trainer, register_trainer
-from cir_core.fileio import atomic_folder, loads_json
-from cir_core.settings import add_backbone_args, add_device_arg, add_seed_arg
 
 FORMAT_VERSION = 2  # 2: the stream interleaves film queries (issue 25)
 # Not a trainer but a build step: the frozen embeddings DiCE, PACE and PACT's targets train on.

@@ -22,13 +22,12 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from cir_core import env
 from cir_core.checkpoint import check_fit, read_weights, shapes_of, write_weights
 from cir_core.config import DictConfig, git_commit
 from cir_core.errors import InputError
-from cir_core.progress import bar as progress_bar
 from cir_core.fileio import atomic_folder, folder_or_aside, loads_json
-from cir_core import env
-
+from cir_core.progress import bar as progress_bar
 
 C = TypeVar("C", bound="LoopConfig")
 

@@ -17,9 +17,9 @@ from pathlib import Path
 
 from cir_core.checkpoint import read_checkpoint
 from cir_core.encoder import Encoder
+from cir_core.settings import add_backbone_args
 
 from .heads import LAMBDA_GRID, LAMBDA_MAX, ValBench
-from cir_core.settings import add_backbone_args
 
 
 def repick(folder: Path, val: ValBench, backbone: Encoder, lambda_max: float, grid=LAMBDA_GRID) -> dict:

@@ -19,15 +19,15 @@ from pathlib import Path
 
 import numpy as np
 
-from cir_core.paths import cache_dir
+from cir_core import env
 from cir_core.encoder import Encoder, TensorEncoder
 from cir_core.errors import InputError
+from cir_core.paths import cache_dir
+from cir_core.settings import add_backbone_args, add_device_arg
 from cir_core.world import EDIT_TYPES
 
 from .embed_cache import ARRAYS, FORMAT_VERSION, TextFields, TrainEmbeddings, encode_texts_by_length, write_cache
 from .triplets import Triplet, read_triplets
-from cir_core import env
-from cir_core.settings import add_backbone_args, add_device_arg
 
 
 def stable_hash(text: str) -> int:

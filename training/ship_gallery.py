@@ -17,12 +17,12 @@ import argparse
 import tempfile
 from pathlib import Path
 
+from cir_core.gallery import EmbeddingCache, shipped_name, write_shipped
 from cir_core.paths import SHIPPED_EMBEDDINGS
 from cir_core.paths import SHIPPED_WORLD as SHIPPED_WORLD_DIR
-from cir_core.gallery import EmbeddingCache, shipped_name, write_shipped
+from cir_core.settings import add_backbone_args
 
 from .registry import Trainer, register_trainer
-from cir_core.settings import add_backbone_args
 
 register_trainer(Trainer("gallery-embeddings", "training.ship_gallery", stage=1))
 SHIPPED, SHIPPED_WORLD = SHIPPED_EMBEDDINGS, SHIPPED_WORLD_DIR
@@ -31,8 +31,7 @@ SHIPPED, SHIPPED_WORLD = SHIPPED_EMBEDDINGS, SHIPPED_WORLD_DIR
 def main(argv: list[str] | None = None) -> Path:
     from cir_core.backbone import DEFAULT_MODEL, load_backbone
     from cir_core.engine.core import SHOWCASE
-    from cir_core.world import build_benchmark
-    from cir_core.world import store
+    from cir_core.world import build_benchmark, store
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_backbone_args(ap, default=DEFAULT_MODEL, pretrained=False)

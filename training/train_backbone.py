@@ -29,17 +29,21 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from cir_core.backbone import (TINY_MODEL, load_weights_into, random_init_on_purpose, register_project_configs,
-                              save_backbone_dir)
+from cir_core.backbone import (
+    TINY_MODEL,
+    load_weights_into,
+    random_init_on_purpose,
+    register_project_configs,
+    save_backbone_dir,
+)
 from cir_core.text_tower import encode_tokens
 from cir_core.world import apply_edit, caption, possible_edits, render, sample_scene
-from cir_core.world.spec import (BACKGROUNDS, COLOURS, FACINGS, N_IDENTITIES, POSITIONS, SHAPES,
-                                 SIZES, Scene)
+from cir_core.world.spec import BACKGROUNDS, COLOURS, FACINGS, N_IDENTITIES, POSITIONS, SHAPES, SIZES, Scene
 
-from .loop import LoopConfig, parse_cli, run
-from .registry import CONFIGS, Trainer, register_trainer
 from .backbone_films import SLOT_HEADS, film_caption, film_part, frame_key, slot_labels
 from .backbone_val import Encoder, evaluate, heldout_set, to_tensor
+from .loop import LoopConfig, parse_cli, run
+from .registry import CONFIGS, Trainer, register_trainer
 
 FULL = {"name": True, "character": True, "background": True}
 

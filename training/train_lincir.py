@@ -32,8 +32,7 @@ from cir_core.text_tower import trim
 from .heads import np_rng
 from .registry import CONFIGS, Trainer, register_trainer
 from .task import cli
-from .textinv import (TextInvSettings, TextInvTask, cache_texts, caption_rows, clean_caption,
-                      mask_keywords)
+from .textinv import TextInvSettings, TextInvTask, cache_texts, caption_rows, clean_caption, mask_keywords
 
 
 @dataclass

@@ -31,9 +31,9 @@ from torch import nn
 
 from cir_core.backbone import load_backbone
 from cir_core.encoder import Towers
-from cir_core.paths import DEFAULT_CHECKPOINTS
 from cir_core.methods import get_method_class
 from cir_core.methods.pact_model import PACTComposer, PACTConfig
+from cir_core.paths import DEFAULT_CHECKPOINTS
 
 from .loop import LoopConfig, lr_factor
 from .pact_data import CacheSource, StreamSource

@@ -33,16 +33,26 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from cir_core.fileio import atomic_write
 from cir_core.encoder import Towers
+from cir_core.fileio import atomic_write
 from cir_core.methods.textinv import PhiConfig
 from cir_core.progress import bar as progress_bar
 
 from .heads import np_rng
 from .registry import CONFIGS, Trainer, register_trainer
 from .task import cli
-from .textinv import (TEMPLATES, TextInvSettings, TextInvTask, cache_texts, caption_rows,
-                      concept_embeddings, concept_phrases, replace_concept, top_concepts, world_concepts)
+from .textinv import (
+    TEMPLATES,
+    TextInvSettings,
+    TextInvTask,
+    cache_texts,
+    caption_rows,
+    concept_embeddings,
+    concept_phrases,
+    replace_concept,
+    top_concepts,
+    world_concepts,
+)
 
 
 @dataclass

@@ -15,8 +15,19 @@ from __future__ import annotations
 import argparse
 
 # Alphabetical: the registration order, which breaks ties within a build stage.
-from . import (cirevl_lambda, embed_cache, ship_gallery, train_backbone, train_dice,  # noqa: F401
-               train_lincir, train_pace, train_pact, train_pic2word, train_rtd, train_searle)
+from . import (  # noqa: F401
+    cirevl_lambda,
+    embed_cache,
+    ship_gallery,
+    train_backbone,
+    train_dice,
+    train_lincir,
+    train_pace,
+    train_pact,
+    train_pic2word,
+    train_rtd,
+    train_searle,
+)
 from .registry import Trainer, registered
 
 

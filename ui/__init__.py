@@ -13,9 +13,10 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Callable
 
+from cir_core import env
+
 from .common import CSS, POLL_S, EngineHolder, md_text, report_progress, theme, warn
 from .settings import AppConfig
-from cir_core import env
 
 if TYPE_CHECKING:
     from cir_core.engine import Engine
@@ -76,8 +77,9 @@ def build_demo(config: AppConfig | None = None, engine: Engine | None = None,
     `config.annotation_only` the app has the Annotate tab and the viewer's own Results only."""
     import gradio as gr
 
-    from . import annotate, annotation_results, compare, figures, review
     from db.users import load_roles
+
+    from . import annotate, annotation_results, compare, figures, review
 
     cfg = config or AppConfig()
     use_own_gradio_dir()

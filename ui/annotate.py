@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import gradio as gr
 
+from cir_core import env
 from db import questions
 from db.faults import DBFault, fault_kind, is_fault
 from db.faults import describe as describe_fault
@@ -34,7 +35,6 @@ from db.users import Roles
 from .annotate_help import GUIDELINES, guideline_examples
 from .annotate_images import IMAGE, IMAGES, ItemImages, pair_html  # noqa: F401 (the tab's pictures)
 from .common import EngineHolder, dict_in, md_text, text_in, warn
-from cir_core import env
 
 log = logging.getLogger(__name__)
 

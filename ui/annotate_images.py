@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import gradio as gr
 
-from cir_core.fileio import atomic_write
 from cir_core.character_mark import draw_mark, mark_from
+from cir_core.fileio import atomic_write
 
 log = logging.getLogger(__name__)
 

@@ -22,16 +22,38 @@ from cir_core.errors import CIRError
 from cir_core.methods import extra_methods, method_label, shown_methods
 from cir_core.search import DEFAULT_LAMBDA
 
-from .common import (LEGEND, EngineHolder, bool_in, event_index, int_in, list_in, md_text, run_reporting,
-                     text_in, warn)
+from .common import LEGEND, EngineHolder, bool_in, event_index, int_in, list_in, md_text, run_reporting, text_in, warn
 from .permalink import LINK_JS, UNLINK_JS, from_query, link_query
 from .preview import preview_box, wire_preview
+from .reference import (  # noqa: F401
+    NO_REFERENCE,
+    NO_REFERENCE_INFO,
+    PAGE_SIZE,
+    PICK_THUMB,
+    example_items,
+    hints,
+    page_view,
+    reference_info,
+    reference_key,
+    reference_view,
+    select_example,
+    select_from_page,
+    stale_status,
+    upload_view,
+)
+from .results import (  # noqa: F401
+    CompareView,
+    column_header,
+    compare_api,
+    compare_view,
+    details,
+    empty_headers,
+    progression_header,
+    render_compare,
+    status_line,
+    timings_line,
+)
 from .settings import AppConfig
-from .reference import (NO_REFERENCE, NO_REFERENCE_INFO, PAGE_SIZE, PICK_THUMB, example_items,  # noqa: F401
-                        hints, page_view, reference_info, reference_key, reference_view,
-                        select_example, select_from_page, stale_status, upload_view)
-from .results import (CompareView, column_header, compare_api, compare_view, render_compare,  # noqa: F401
-                      details, empty_headers, progression_header, status_line, timings_line)
 from .uploads import UploadRefused, uploaded_path  # noqa: F401
 
 if TYPE_CHECKING:

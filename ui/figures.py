@@ -16,8 +16,7 @@ from cir_core.methods import method_label, shown_methods, split_baseline
 from cir_core.search import DEFAULT_LAMBDA
 from cir_core.settings import engine_argv
 
-from .common import (EngineHolder, bool_in, choice_in, float_in, int_in, list_in, md_text, text_in,
-                     warn)
+from .common import EngineHolder, bool_in, choice_in, float_in, int_in, list_in, md_text, text_in, warn
 from .settings import AppConfig
 from .tempfiles import TEMP
 from .uploads import uploaded_path

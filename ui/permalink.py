@@ -12,7 +12,6 @@ from typing import Mapping, Sequence
 from urllib.parse import quote, urlencode
 
 from cir_core.engine import MAX_K
-
 from cir_core.engine.request import noted_number
 
 MAX_PARAM = 100_000  # characters of one value read from a URL (the edit is cut later, with a note)

@@ -13,8 +13,8 @@ from cir_core.errors import CIRError
 
 from .common import EngineHolder, dict_in, event_index, float_in, int_in, list_in, md_text, warn
 from .permalink import LINK_JS
-from .why import why_text
 from .reference import reference_view
+from .why import why_text
 
 if TYPE_CHECKING:
     from cir_core.engine import Engine

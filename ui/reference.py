@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import math
 import os
-from pathlib import Path
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cir_core.engine import NO_REFERENCE  # noqa: F401 (the engine's message; the tab imports it from here)

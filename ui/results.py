@@ -8,11 +8,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cir_core.backbone_id import is_world_backbone
 from cir_core.engine import Admitted, CompareRequest, CompareResult, admit
-from cir_core.methods import method_label
 from cir_core.errors import CIRError
 from cir_core.fileio import csv_cell
-from cir_core.backbone_id import is_world_backbone
+from cir_core.methods import method_label
 from cir_core.search import DEFAULT_LAMBDA
 
 from .common import fmt_ms, gallery_items, md_text

@@ -26,6 +26,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+
 from cir_core import env
 
 log = logging.getLogger(__name__)

@@ -16,10 +16,10 @@ import pkgutil
 from pathlib import Path
 from typing import Any
 
+from . import world  # noqa: F401  (registered first: the default)
 from .common import PREPROCESS, Benchmark, BenchmarkError, BenchmarkResult, Embedded, StoredGallery, pick
 from .registry import get_benchmark, list_benchmarks, register_benchmark
 
-from . import world  # noqa: F401  (registered first: the default)
 for _m in sorted(m.name for m in pkgutil.iter_modules(__path__)):  # every other benchmark module
     importlib.import_module(f"{__name__}.{_m}")
 

@@ -29,8 +29,18 @@ from cir_core.formats import circo as circo_format
 from cir_core.gallery import Gallery, GalleryItem
 from cir_core.metrics import map_at_k, recall_at_k
 
-from .common import (TOP, BenchmarkError, BenchmarkResult, Composed, Embedded, ScoreOpts, StoredGallery,
-                     compose_queries, pick, rank_queries)
+from .common import (
+    TOP,
+    BenchmarkError,
+    BenchmarkResult,
+    Composed,
+    Embedded,
+    ScoreOpts,
+    StoredGallery,
+    compose_queries,
+    pick,
+    rank_queries,
+)
 from .registry import register_benchmark
 
 PROTOCOLS = {

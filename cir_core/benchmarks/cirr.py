@@ -20,8 +20,17 @@ from cir_core.formats.cirr import OFFICIAL, VERSION
 from cir_core.gallery import Gallery, GalleryItem
 from cir_core.metrics import recall_at_k, subset_ranking, subset_recall
 
-from .common import (TOP, BenchmarkError, BenchmarkResult, Composed, Embedded, ScoreOpts, StoredGallery,
-                     compose_queries, rank_queries)
+from .common import (
+    TOP,
+    BenchmarkError,
+    BenchmarkResult,
+    Composed,
+    Embedded,
+    ScoreOpts,
+    StoredGallery,
+    compose_queries,
+    rank_queries,
+)
 from .registry import register_benchmark
 
 SUBSET_TOP = 3

@@ -10,12 +10,10 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
-
 from PIL import Image
 
 from cir_core.errors import InputError
-from cir_core.formats.common import FormatError
-from cir_core.formats.common import check_files, need, read_json, read_jsonl  # noqa: F401  (re-exported)
+from cir_core.formats.common import FormatError, check_files, need, read_json, read_jsonl  # noqa: F401  (re-exported)
 from cir_core.gallery import Gallery
 from cir_core.imageio import open_as_stored, rgb_as_official
 from cir_core.methods import Method

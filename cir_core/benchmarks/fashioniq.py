@@ -34,8 +34,19 @@ from cir_core.formats.fashioniq import CATEGORIES, join_captions
 from cir_core.gallery import Gallery, GalleryItem
 from cir_core.metrics import recall_at_k
 
-from .common import (BenchmarkError, BenchmarkResult, Composed, Embedded, ScoreOpts, StoredGallery,
-                     compose_queries, parse_subset, pick, rank_queries, refs_at)
+from .common import (
+    BenchmarkError,
+    BenchmarkResult,
+    Composed,
+    Embedded,
+    ScoreOpts,
+    StoredGallery,
+    compose_queries,
+    parse_subset,
+    pick,
+    rank_queries,
+    refs_at,
+)
 from .registry import register_benchmark
 
 KS = (10, 50)

@@ -17,15 +17,24 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
+from cir_core.errors import ImageLoadError
 from cir_core.formats import genecis as genecis_format
 from cir_core.formats.genecis import TASKS, GImage, GSample
 from cir_core.gallery import Gallery, GalleryItem
-from cir_core.errors import ImageLoadError
 from cir_core.imageio import open_as_stored, rgb_as_official
 from cir_core.metrics import candidate_recall
 
-from .common import (BenchmarkError, BenchmarkResult, Composed, Embedded, ScoreOpts, StoredGallery,
-                     compose_queries, parse_subset, score_candidates)
+from .common import (
+    BenchmarkError,
+    BenchmarkResult,
+    Composed,
+    Embedded,
+    ScoreOpts,
+    StoredGallery,
+    compose_queries,
+    parse_subset,
+    score_candidates,
+)
 from .registry import register_benchmark
 
 DILATION = 0.7

@@ -23,8 +23,18 @@ from cir_core.metrics import prefix_recall, progression_summary, recall_at_k, su
 from cir_core.text import split_sentences
 
 from .cirr import split_gallery
-from .common import (TOP, BenchmarkError, BenchmarkResult, Composed, Embedded, ScoreOpts, compose_queries,
-                     prefix_ranks, rank_queries, refs_at)
+from .common import (
+    TOP,
+    BenchmarkError,
+    BenchmarkResult,
+    Composed,
+    Embedded,
+    ScoreOpts,
+    compose_queries,
+    prefix_ranks,
+    rank_queries,
+    refs_at,
+)
 from .registry import register_benchmark
 
 MAX_STEPS = 8

@@ -17,13 +17,30 @@ import numpy as np
 
 from cir_core.gallery import Gallery
 from cir_core.methods import Method
-from cir_core.metrics import (edit_at_1, identity_at_1, map_at_k, progression_summary, recall_at_k,
-                                   subset_ranking, subset_recall, target_position)
+from cir_core.metrics import (
+    edit_at_1,
+    identity_at_1,
+    map_at_k,
+    progression_summary,
+    recall_at_k,
+    subset_ranking,
+    subset_recall,
+    target_position,
+)
 from cir_core.search.scoring import ScoreOpts
 from cir_core.world import WorldBenchmark, build_benchmark
 
-from .common import (TOP, BenchmarkError, BenchmarkResult, Composed, Embedded, compose_queries,
-                     prefix_ranks, rank_queries, refs_at)
+from .common import (
+    TOP,
+    BenchmarkError,
+    BenchmarkResult,
+    Composed,
+    Embedded,
+    compose_queries,
+    prefix_ranks,
+    rank_queries,
+    refs_at,
+)
 from .registry import register_benchmark
 
 if TYPE_CHECKING:

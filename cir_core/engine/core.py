@@ -11,7 +11,9 @@ from typing import Any, Callable, ContextManager, Iterable, Sequence
 import numpy as np
 from PIL import Image
 
+from .. import timing
 from ..batching import Admission, BatchedEncoder, BatchQueue
+from ..checkpoint_source import CheckpointSource, resolve_checkpoints
 from ..encoder import Encoder
 from ..errors import GalleryError, InputError
 from ..gallery import EmbeddingCache, Gallery, GalleryItem
@@ -22,17 +24,14 @@ from ..paths import DEFAULT_BACKBONE, DEFAULT_BACKBONE_DIR, DEFAULT_CHECKPOINTS
 from ..search.index import Index
 from ..search.searcher import RemoteSearcher, Searcher, VectorStore
 from ..settings import MAX_REQUESTS, EngineConfig
-from .. import timing
+from ..world.store import SHOWCASE  # noqa: F401  (re-exported: pooling skips the world's demo queries)
 from . import pipeline
 from .common import MAX_STEPS
-from .pipeline import check_edit
-from .request import NO_REFERENCE, Admitted
-from ..checkpoint_source import CheckpointSource, resolve_checkpoints
 from .gallery_view import GalleryView
 from .method_set import MethodSet
+from .pipeline import check_edit
+from .request import NO_REFERENCE, Admitted
 from .results import CompareResult, Reference
-from ..world.store import SHOWCASE  # noqa: F401  (re-exported: pooling skips the world's demo queries)
-
 
 log = logging.getLogger(__name__)
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import os
 import random
-from dataclasses import replace
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np

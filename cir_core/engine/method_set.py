@@ -9,13 +9,13 @@ from typing import Sequence, cast
 
 import numpy as np
 
+from ..batching import BatchQueue
+from ..checkpoint_source import CheckpointSource
 from ..errors import CheckpointError, CIRError
 from ..memo import LRU, TextMemo
-from ..timing import charged, one_time_build
 from ..methods import Method, create_method, get_method_class, list_methods, method_label, split_baseline
-from ..batching import BatchQueue
+from ..timing import charged, one_time_build
 from .batched import BatchedMethod
-from ..checkpoint_source import CheckpointSource
 
 log = logging.getLogger(__name__)
 Q_EMPTY = 512  # (method, reference) q_∅ kept

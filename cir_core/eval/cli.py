@@ -19,10 +19,10 @@ from pathlib import Path
 
 from cir_core.errors import CIRError
 from cir_core.gallery_spec import parse_gallery_spec
-from cir_core.search.scoring import SCORINGS, VARIANTS
 from cir_core.paths import DEFAULT_BACKBONE
-from cir_core.settings import (EngineConfig, add_engine_args, apply_offline_default,
-                               settings_from)
+from cir_core.search.scoring import SCORINGS, VARIANTS
+from cir_core.settings import EngineConfig, add_engine_args, apply_offline_default, settings_from
+
 from ..report_header import write_report
 
 

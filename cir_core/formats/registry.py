@@ -10,7 +10,6 @@ from typing import Any
 
 from .common import FormatError, Triplet
 
-
 # A training reader: the triplets of a root folder (or a file: ITT), images under `image_root`
 # where the format lets the images live elsewhere.
 TrainReader = Callable[[Path, "str | None"], list[Triplet]]

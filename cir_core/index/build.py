@@ -23,8 +23,9 @@ from typing import Any
 
 import numpy as np
 
+from cir_core import env
+
 from ..encoder import Encoder
-from .shards import Shard, embed_shards, gallery_rows, read_shard, shard_bounds, shard_path, write_shard
 from ..errors import CIRError, GalleryError, ImageLoadError, InputError
 from ..fileio import atomic_write, atomic_write_path
 from ..gallery import Gallery, safe_name
@@ -34,7 +35,7 @@ from ..search.searcher import DEFAULT_SHORTLIST
 from ..settings import milvus_token
 from .milvus import INDEXES, MilvusIndex, MilvusTarget
 from .prebuilt import BUILD_FILE, EMB_FILE, FORMAT, GALLERY_FILE, INDEX_FILE, NORMS_FILE, SKIPPED_FILE, read_meta
-from cir_core import env
+from .shards import Shard, embed_shards, gallery_rows, read_shard, shard_bounds, shard_path, write_shard
 
 # Chosen with bench/bench_ann.py (docs/BENCHMARKS.md, "Approximate search"): on 2 cores IVF-Flat
 # built 12x faster than HNSW at 100k with equal or better shortlist recall.

@@ -33,8 +33,7 @@ import numpy as np
 from ..encoder import Encoder
 from ..errors import GalleryError, InputError
 from ..gallery import Gallery, GalleryItem, RemoteGallery
-from ..gallery_spec import (GalleryContext, GallerySpec, OpenedGallery, open_gallery_spec, open_images,
-                            register_opener)
+from ..gallery_spec import GalleryContext, GallerySpec, OpenedGallery, open_gallery_spec, open_images, register_opener
 from ..search.searcher import DEFAULT_SHORTLIST
 from .shards import Shard
 

@@ -25,12 +25,13 @@ from typing import Any
 
 import numpy as np
 
+from cir_core.fileio import loads_json
+
 from ..encoder import Encoder
 from ..errors import GalleryError
 from ..gallery import Gallery, GalleryItem
 from ..gallery_spec import BUILD_FILE, GalleryContext, GallerySpec, OpenedGallery, register_opener
 from ..search.index import Index
-from cir_core.fileio import loads_json
 
 FORMAT = 2  # 2: norms.npy; a format-1 folder opens without raw norms
 READS = (1, 2)

@@ -8,9 +8,20 @@ compose-only, then the zero-shot peers), not by import order.
 import importlib
 import pkgutil
 
-from .base import (Method, default_baseline, default_columns, extra_methods, get_method_class, list_methods,
-                   method_label, optional_methods, register_method, shown_methods, split_baseline,
-                   unregister_method)
+from .base import (
+    Method,
+    default_baseline,
+    default_columns,
+    extra_methods,
+    get_method_class,
+    list_methods,
+    method_label,
+    optional_methods,
+    register_method,
+    shown_methods,
+    split_baseline,
+    unregister_method,
+)
 from .factory import create_method, default_checkpoint
 
 for _m in sorted(m.name for m in pkgutil.iter_modules(__path__)):

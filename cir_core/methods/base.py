@@ -24,8 +24,8 @@ from cir_core.config import DictConfig, git_commit
 from cir_core.errors import CheckpointError, InputError
 from cir_core.search.scoring import DEFAULT_LAMBDA
 
-from .refs import RefInput, Refs, as_refs
 from ..encoder import Encoder
+from .refs import RefInput, Refs, as_refs
 
 if TYPE_CHECKING:
     from torch import nn

@@ -35,10 +35,10 @@ from cir_core.fileio import atomic_write, loads_json
 from cir_core.paths import ASSETS_DIR, cache_dir
 from cir_core.timing import one_time_build
 
-from .base import Method, register_method
-from .refs import RefInput, Refs
 from .. import env as environment
 from ..encoder import Encoder
+from .base import Method, register_method
+from .refs import RefInput, Refs
 
 CAPTIONERS = ("bank", "given", "endpoint")
 LAMBDA_FILE = ASSETS_DIR / "cirevl-lambda.json"  # training/cirevl_lambda.py writes it (not a method folder: no weights)

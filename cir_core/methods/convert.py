@@ -28,11 +28,11 @@ from typing import Any
 from cir_core.checkpoint import Checkpoint, read_state_file, shapes_of, state_dict_in
 from cir_core.errors import CheckpointError, CIRError, InputError
 
+from ..encoder import Towers
+from ..settings import add_backbone_args, add_device_arg
 from .base import get_method_class
 from .pseudoword import token_width
 from .textinv import TextInversionMethod
-from ..encoder import Towers
-from ..settings import add_backbone_args, add_device_arg
 
 PICKLE_HINT = ("pass --allow-pickle to read it with torch.load(weights_only=True), "
                "or convert it to .safetensors first")

@@ -8,8 +8,9 @@ from typing import Iterable, Iterator
 from cir_core.errors import CheckpointError, CIRError
 from cir_core.paths import DEFAULT_CHECKPOINTS
 
-from .base import Method, get_method_class
 from ..encoder import Encoder
+from .base import Method, get_method_class
+
 
 def default_checkpoint(name: str) -> Path:
     """Where the shipped checkpoint of method `name` lives."""

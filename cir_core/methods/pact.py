@@ -13,11 +13,11 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..encoder import Encoder, Towers, as_towers
 from .base import Method, normalise, register_method
 from .pact_model import PACTComposer, PACTConfig
 from .pseudoword import EMPTY_PROMPT, PROMPT, edit_prompt, token_width
 from .refs import RefInput, Refs
-from ..encoder import Encoder, Towers, as_towers
 
 
 @register_method

@@ -20,9 +20,9 @@ from cir_core.config import DictConfig
 from cir_core.errors import BackboneError
 from cir_core.text_tower import supports_token_embeddings, trim
 
+from ..encoder import Towers
 from .lora import add_lora, is_lora_key
 from .pseudoword import EMPTY_PROMPT, PLACEHOLDER, PseudoWord, edit_prompt
-from ..encoder import Towers
 
 _TOWER_PARTS = ("token_embedding", "positional_embedding", "transformer", "ln_final",
                 "text_projection", "attn_mask")

@@ -26,10 +26,10 @@ from cir_core.checkpoint import check_fit
 from cir_core.config import DictConfig
 from cir_core.errors import BackboneError
 
+from ..encoder import Encoder, Towers, as_towers
 from .base import Method, normalise
 from .pseudoword import EMPTY_PROMPT, PLACEHOLDER, PROMPT, PseudoWord, fill, token_width
 from .refs import RefInput, Refs
-from ..encoder import Encoder, Towers, as_towers
 
 
 # -- φ as SEARLE publishes it (LinCIR's models.Phi is a copy of it) -----------------------------

@@ -12,8 +12,8 @@ from torch import nn
 
 from cir_core.memo import TextMemo
 
-from .base import Method
 from ..encoder import Encoder
+from .base import Method
 
 
 class GatedMLP(nn.Module):

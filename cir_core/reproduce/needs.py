@@ -12,10 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from cir_core import env
 from cir_core.paths import REPO_ROOT
 
 from .registry import Backbone, Checkpoint, Registry, Row
-from cir_core import env
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .registry import Registry, RegistryError
 from cir_core.fileio import loads_json
+
+from .registry import Registry, RegistryError
 
 
 def export_datasets(reg: Registry, root: Path, progress: bool = False) -> dict[str, Path]:

@@ -7,10 +7,19 @@ indexes, and `Searcher` + `rank`, how a fixed gallery is searched, decided once.
 """
 from .index import ANN_KINDS, EXACT_MAX, KINDS, Index, ivf_lists
 from .prefilter import Int8Filter, filter_for, use_filter
-from .scoring import (DEFAULT_LAMBDA, SCORINGS, VARIANTS, Queries, ScoreOpts, chord_scores, chord_terms,
-                      cosine_scores, gallery_norms, score_matrix)
-from .searcher import (DEFAULT_SHORTLIST, Ranking, RemoteSearcher, Searcher, StoreArray, VectorStore, rank,
-                       searcher_for)
+from .scoring import (
+                      DEFAULT_LAMBDA,
+                      SCORINGS,
+                      VARIANTS,
+                      Queries,
+                      ScoreOpts,
+                      chord_scores,
+                      chord_terms,
+                      cosine_scores,
+                      gallery_norms,
+                      score_matrix,
+)
+from .searcher import DEFAULT_SHORTLIST, Ranking, RemoteSearcher, Searcher, StoreArray, VectorStore, rank, searcher_for
 from .topk import topk
 
 __all__ = ["Searcher", "RemoteSearcher", "VectorStore", "StoreArray", "searcher_for", "rank", "Ranking", "Queries",

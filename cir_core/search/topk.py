@@ -16,7 +16,6 @@ import numpy as np
 
 from ..errors import InputError
 
-
 # One row this short is fully sorted: ~10 numpy calls instead of the partition and its proof's
 # ~25 (the int8 filter's few hundred candidates; a stable sort of 512 floats takes ~10 us).
 _SHORT = 512

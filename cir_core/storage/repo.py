@@ -23,13 +23,22 @@ from functools import partial
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
+from cir_core import env as environment
+
 from ..fileio import atomic_write_path
 from .base import NotCached, NotFound, Revision, StorageError, Store, Unreachable, matches
 from .folder import FolderStore
 from .hf import HFStore
-from .manifest import (KINDS, MANIFEST, LayoutCheck, build_manifest, check_layout, check_policy, list_files,
-                       verify_snapshot)
-from cir_core import env as environment
+from .manifest import (
+    KINDS,
+    MANIFEST,
+    LayoutCheck,
+    build_manifest,
+    check_layout,
+    check_policy,
+    list_files,
+    verify_snapshot,
+)
 
 log = logging.getLogger(__name__)
 

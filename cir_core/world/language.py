@@ -11,8 +11,7 @@ import random
 from dataclasses import dataclass, replace
 from typing import Protocol, Sequence
 
-from .spec import (BACKGROUNDS, COLOURS, FACINGS, POSITIONS, SHAPES, SIZES, Character, Obj,
-                   Scene)
+from .spec import BACKGROUNDS, COLOURS, FACINGS, POSITIONS, SHAPES, SIZES, Character, Obj, Scene
 
 BG_PHRASE = {
     "meadow": "a grassy meadow", "beach": "a sandy beach", "desert": "a desert",

@@ -14,8 +14,8 @@ from alembic import context
 from sqlalchemy import Connection
 from sqlalchemy.engine import make_url
 
-from db.sqlite import open_db
 from db.models import Base
+from db.sqlite import open_db
 
 config = context.config
 if config.config_file_name is not None and config.attributes.get("configure_logger", True):

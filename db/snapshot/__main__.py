@@ -9,12 +9,13 @@ import tempfile
 from pathlib import Path
 from typing import Sequence
 
-from cir_core.errors import CIRError
-from .persist import DEFAULT_KEEP, LATEST, SNAP_DIR, push, read_latest, restore
-from .scheduler import env_number
-from .core import load_snapshot, snapshot
-from .remote import remote_from_spec
 from cir_core import env
+from cir_core.errors import CIRError
+
+from .core import load_snapshot, snapshot
+from .persist import DEFAULT_KEEP, LATEST, SNAP_DIR, push, read_latest, restore
+from .remote import remote_from_spec
+from .scheduler import env_number
 
 
 def build_parser() -> argparse.ArgumentParser:

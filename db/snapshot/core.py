@@ -19,9 +19,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from cir_core import env
 from cir_core.errors import CIRError
 from cir_core.fileio import atomic_write, fsync_path, loads_json, sha256_file
-from cir_core import env
 
 # Lexicographic order == time order, which pruning relies on; microseconds keep two snapshots in
 # one second (a scheduled one, then the final one at shutdown) from colliding.

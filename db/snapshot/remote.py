@@ -12,10 +12,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Mapping, Sequence
 
+from cir_core import env
 from cir_core.storage import Store, store_for
 
 from .core import SnapshotError
-from cir_core import env
 
 FOLDER_REPO = "local/annotations"  # the repo a `file:///dir` remote keeps its snapshots in
 

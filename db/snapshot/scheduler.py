@@ -15,13 +15,13 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from cir_core import env
 from cir_core.errors import InputError
 from cir_core.storage import NotFound
 
 from .core import connect_existing, snapshot
 from .persist import ANY, DEFAULT_KEEP, RestoreResult, check_keep, push, restore
 from .remote import Remote, remote_from_spec
-from cir_core import env
 
 log = logging.getLogger(__name__)
 

@@ -18,10 +18,10 @@ import json
 import sys
 
 from ...errors import CIRError
-from .build import PRESETS, ReferenceRules, build_set, scaled
-from .release import BOX_SLACK
-from .edits import read_edits
 from ...settings import add_seed_arg
+from .build import PRESETS, ReferenceRules, build_set, scaled
+from .edits import read_edits
+from .release import BOX_SLACK
 
 
 def build_parser() -> argparse.ArgumentParser:

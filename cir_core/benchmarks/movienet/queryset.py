@@ -32,8 +32,19 @@ from cir_core.gallery import Gallery, GalleryItem
 from cir_core.gallery_spec import GalleryContext, GallerySpec, OpenedGallery, register_opener
 from cir_core.metrics import identity_at_k
 
-from ..common import (TOP, BenchmarkError, BenchmarkResult, Composed, Embedded, ScoreOpts, check_files,
-                     compose_queries, need, rank_queries, read_jsonl)
+from ..common import (
+    TOP,
+    BenchmarkError,
+    BenchmarkResult,
+    Composed,
+    Embedded,
+    ScoreOpts,
+    check_files,
+    compose_queries,
+    need,
+    rank_queries,
+    read_jsonl,
+)
 from ..registry import register_benchmark
 
 KS = (1, 5, 10)

@@ -22,10 +22,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from cir_core.fileio import loads_json
+
 from ...gallery import safe_name
 from ...index.prebuilt import BUILD_FILE, EMB_FILE, GALLERY_FILE, INDEX_FILE, NORMS_FILE, SKIPPED_FILE
 from ...storage import StorageError, is_plain_path
-from cir_core.fileio import loads_json
 
 FORMAT = "cir-gallery/1"
 GALLERY_JSON, CARD = "gallery.json", "README.md"

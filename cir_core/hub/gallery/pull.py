@@ -8,7 +8,6 @@ than a thumbnail asks for one. Offline, everything comes from the cache (and say
 """
 from __future__ import annotations
 
-
 import logging
 import threading
 from dataclasses import dataclass
@@ -17,19 +16,19 @@ from typing import Any, Callable, Mapping
 
 from PIL import Image
 
+from ... import env as environment
+from ...encoder import Encoder
 from ...errors import GalleryError
 from ...fileio import loads_json
 from ...gallery import Gallery, GalleryItem, ImageFn
 from ...gallery_spec import GalleryContext, GallerySpec, OpenedGallery, register_images, register_opener
-from ...storage.manifest import MANIFEST, ManifestMismatch, check_policy, read_manifest, verify_file
-from ...storage.repo import RepoRef, default_backend, fetch_file, parse_spec
 from ...imageio import load_image
 from ...index.prebuilt import Prebuilt, open_prebuilt
-from ...storage import NotCached, Store, StorageError, is_plain_path
+from ...storage import NotCached, StorageError, Store, is_plain_path
+from ...storage.manifest import MANIFEST, ManifestMismatch, check_policy, read_manifest, verify_file
+from ...storage.repo import RepoRef, default_backend, fetch_file, parse_spec
 from .layout import FRAME_KEY, GALLERY_JSON, METADATA, parse_info, startup_files, thumbnail_files
-from ...encoder import Encoder
 from .thumbs import ThumbPack
-from ... import env as environment
 
 log = logging.getLogger(__name__)
 FILE_KEY = "cir_file"  # an item's frame in the repo (frames/<file_name>): fetched when opened

@@ -16,8 +16,19 @@ import random
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
-from ..spec import BACKGROUNDS, COLOURS, FACINGS, HELD_OUT_CHAR_BG, HELD_OUT_OBJECTS, N_IDENTITIES, NAMES, \
-    POSITIONS, SHAPES, SIZES, Obj
+from ..spec import (
+    BACKGROUNDS,
+    COLOURS,
+    FACINGS,
+    HELD_OUT_CHAR_BG,
+    HELD_OUT_OBJECTS,
+    N_IDENTITIES,
+    NAMES,
+    POSITIONS,
+    SHAPES,
+    SIZES,
+    Obj,
+)
 from .spec import EXTRA_COLOURS, MAX_PROPS, POSES, Figure, Frame
 
 FILM_VERSION = 1  # bump when a film's story changes for the same (split, index)

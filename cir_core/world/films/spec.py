@@ -16,8 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..render import POSES
-from ..spec import (BACKGROUNDS, FACINGS, HELD_OUT_CHAR_BG, HELD_OUT_OBJECTS, N_IDENTITIES, POSITIONS,
-                    Obj)
+from ..spec import BACKGROUNDS, FACINGS, HELD_OUT_CHAR_BG, HELD_OUT_OBJECTS, N_IDENTITIES, POSITIONS, Obj
 
 EXTRA_COLOURS = ("beige", "olive", "maroon", "slate", "tan", "plum")  # no actor wears these
 OTHER = "others"  # MovieNet's pid of an uncredited person
