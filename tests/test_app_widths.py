@@ -15,6 +15,7 @@ import csv
 import os
 import re
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -112,6 +113,15 @@ def _captions(page, columns) -> dict[str, list[str]]:
     return {n: page.locator(f"#col-{n} .caption-label").all_inner_texts() for n in columns}
 
 
+def _topk_csv(page, path: Path) -> list[dict[str, str]]:
+    """The rows of "Top-k as CSV", downloaded as a user does."""
+    with page.expect_download() as dl:
+        page.locator("#topk-csv").click()
+    dl.value.save_as(path)
+    with open(path, newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
 def _shot(page, path: Path) -> None:
     """A full-page screenshot, as a small palette PNG."""
     from PIL import Image
@@ -199,9 +209,14 @@ def test_preview_use_as_reference_csv_and_the_counter(app, browser, tmp_path):
     page.locator("#edit-text textarea").fill(EDIT)
     expect(page.locator("#edit-counter")).to_contain_text(f"{len(EDIT)} / 2,000 characters")
     _compare(page, DEFAULT)
+    # the top-k of every column and step as CSV
+    rows = _topk_csv(page, tmp_path / "topk.csv")
+    assert len(rows) == 8 * len(DEFAULT) + 8 * 2 and {r["method"] for r in rows} >= set(DEFAULT)
+    first_ref = rows[0]["reference"]
     # a click on a result: full size, with its id; Esc closes it; "use as the reference"
     first = page.locator("#col-dice .thumbnail-item").nth(1)
     item = first.locator(".caption-label").inner_text().splitlines()[1]
+    assert [r["item_id"] for r in rows if r["method"] == "dice"][1] == item
     first.click()
     box = page.locator("#result-preview")
     expect(box).to_be_visible(timeout=20_000)
@@ -214,15 +229,12 @@ def test_preview_use_as_reference_csv_and_the_counter(app, browser, tmp_path):
     page.locator("#result-preview-use").click()
     expect(page.locator("#ref-id input, #ref-id textarea").first).to_have_value(item, timeout=20_000)
     expect(box).to_be_hidden()
-    # the top-k of every column and step as CSV
-    with page.expect_download() as dl:
-        page.locator("#topk-csv").click()
-    path = tmp_path / "topk.csv"
-    dl.value.save_as(path)
-    with open(path, newline="", encoding="utf-8") as f:
-        rows = list(csv.DictReader(f))
-    assert len(rows) == 8 * len(DEFAULT) + 8 * 2 and {r["method"] for r in rows} >= set(DEFAULT)
-    assert [r["item_id"] for r in rows if r["method"] == "dice"][1] == item
+    # ... and Compare runs again on it (the edit kept): the CSV follows once that answer is in
+    deadline = time.monotonic() + 120
+    while (again := _topk_csv(page, tmp_path / "again.csv"))[0]["reference"] != item:
+        assert again[0]["reference"] == first_ref and time.monotonic() < deadline, again[0]
+        page.wait_for_timeout(500)
+    assert again[0]["edit"] == rows[0]["edit"] and len(again) == len(rows)
     # an edit over the limit: counted as typed, cut with a note
     page.locator("#edit-text textarea").fill("Make the square blue. " * 240)
     expect(page.locator("#edit-counter")).to_contain_text("5,279 / 2,000 characters: over the limit")
