@@ -59,6 +59,15 @@ class Towers(TensorEncoder, Protocol):
     tokenizer: Any  # open_clip's tokenizer (texts -> token ids)
 
 
+def tensor_encoder(backbone: Encoder) -> TensorEncoder | None:
+    """`backbone` as a `TensorEncoder` when it has that protocol's attributes (looked up by name,
+    so a wrapper that forwards them counts), else None (a test's stand-in: it is given decoded
+    images through `encode_images`)."""
+    if all(hasattr(backbone, a) for a in ("device", "preprocess", "image_tensor", "encode_image_batch")):
+        return cast(TensorEncoder, backbone)
+    return None
+
+
 def as_towers(backbone: Encoder, who: str) -> Towers:
     """`backbone` for `who` (a method, a trainer) that runs its towers itself; a BackboneError
     naming `who` when it has no open_clip model and tokenizer (a test's stand-in, a bare encoder)."""

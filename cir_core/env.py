@@ -7,7 +7,7 @@ of `os.environ` anywhere else (setting a process default with `setdefault` is no
 from __future__ import annotations
 
 import os
-from typing import Mapping
+from typing import Mapping, overload
 
 # name -> what it does (docs/APP.md lists the settings; this is the rest)
 VARIABLES: dict[str, str] = {
@@ -41,6 +41,12 @@ VARIABLES: dict[str, str] = {
 FAMILIES: dict[str, str] = {
     "CIR_CIREVL_": "CIReVL's configuration, one variable per CIReVLConfig field (docs/METHODS.md, CIReVL)",
 }
+
+
+@overload
+def read(name: str, default: str, env: Mapping[str, str] | None = None) -> str: ...
+@overload
+def read(name: str, default: None = None, env: Mapping[str, str] | None = None) -> str | None: ...
 
 
 def read(name: str, default: str | None = None, env: Mapping[str, str] | None = None) -> str | None:

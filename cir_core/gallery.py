@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any, Protocol, overload
 
 import numpy as np
+import torch
 from PIL import Image
 
-from .encoder import Encoder
+from .encoder import Encoder, tensor_encoder
 from .errors import GalleryError, ImageLoadError
 from .fileio import atomic_write, loads_json, read_table
 from .imageio import load_image
@@ -44,7 +45,7 @@ class Gallery:
 
     def __init__(self, name: str, items: Sequence[GalleryItem], image_fn: ImageFn | None = None):
         self.name = name
-        self.items = list(items)
+        self.items: Sequence[GalleryItem] = list(items)
         self.image_fn = image_fn
         self._pos: dict[str, int] = {}
         for i, it in enumerate(self.items):
@@ -207,10 +208,7 @@ class _Rows(Sequence[GalleryItem]):
         if not 0 <= i < len(self):
             raise IndexError(f"row {i} is outside 0..{len(self) - 1}")
         hit = self.cache.get(i)
-        if hit is None:
-            self.prefetch([i])
-            hit = self.cache.get(i)
-        return hit
+        return hit if hit is not None else self._read([i])[0]
 
     def __iter__(self) -> Iterator[GalleryItem]:
         for a in range(0, len(self), 1000):  # a scan: in pages
@@ -220,8 +218,18 @@ class _Rows(Sequence[GalleryItem]):
     def prefetch(self, rows: Sequence[int]) -> None:
         """Read the rows not remembered yet, in one call."""
         missing = sorted({int(r) for r in rows if int(r) not in self.cache})
-        for r, item in zip(missing, self.source.items(missing) if missing else []):
+        if missing:
+            self._read(missing)
+
+    def _read(self, rows: list[int]) -> list[GalleryItem]:
+        """The items at `rows` from the source, remembered; GalleryError when it gives another count."""
+        got = self.source.items(rows)
+        if len(got) != len(rows):
+            raise GalleryError(f"the gallery's source gave {len(got)} items for {len(rows)} rows "
+                               f"({rows[0]}..{rows[-1]})")
+        for r, item in zip(rows, got):
             self.cache.put(r, item)
+        return got
 
 
 class RemoteGallery(Gallery):
@@ -232,7 +240,8 @@ class RemoteGallery(Gallery):
 
     def __init__(self, name: str, source: RowSource, image_fn: ImageFn | None = None, keep: int = 50_000):
         self.name, self.source, self.image_fn = name, source, image_fn
-        self.items = _Rows(source, keep)  # type: ignore[assignment]  (a Sequence, not a list)
+        self._rows = _Rows(source, keep)
+        self.items = self._rows
 
     def __len__(self) -> int:
         return len(self.source)
@@ -244,7 +253,7 @@ class RemoteGallery(Gallery):
         return row
 
     def prefetch(self, rows: Sequence[int]) -> None:
-        self.items.prefetch(rows)
+        self._rows.prefetch(rows)
 
     def find(self, words: Sequence[str], limit: int = 10_000) -> list[int]:
         return self.source.find([w.lower() for w in words], limit)
@@ -333,15 +342,20 @@ class EmbeddingCache:
         chunks = [[int(i) for i in todo[s : s + batch_size]] for s in range(0, len(todo), batch_size)]
         # A backbone that takes preprocessed batches gets them, prepared ahead with the decoding;
         # any other (a test's stand-in) gets the decoded images through encode_images.
-        tensors = hasattr(backbone, "encode_image_batch")
-        rows = GalleryRows(gallery, backbone.preprocess if tensors else None,
+        tensors = tensor_encoder(backbone)
+        rows = GalleryRows(gallery, tensors.preprocess if tensors is not None else None,
                            draft=getattr(backbone, "image_size", None))
         for chunk, x, errors in batches(rows, chunks, workers=self.threads):  # decoding runs ahead
             if errors:
                 i, msg = errors[0]
                 raise ImageLoadError(f"gallery {gallery.name!r} item {gallery.items[i].id!r}: {msg}")
-            out[chunk], norms[chunk] = backbone.encode_image_batch(x, with_norms=True) if tensors else \
-                backbone.encode_images(x, batch_size=batch_size, progress=False, with_norms=True)
+            if tensors is not None:
+                assert isinstance(x, torch.Tensor)  # no error: every row loaded, preprocessed and stacked
+                out[chunk], norms[chunk] = tensors.encode_image_batch(x, with_norms=True)
+            else:
+                assert isinstance(x, list)  # no error: every row loaded, a decoded image each
+                out[chunk], norms[chunk] = backbone.encode_images(x, batch_size=batch_size, progress=False,
+                                                                  with_norms=True)
             done[chunk] = True
             n_done += len(chunk)
             task.update(len(chunk))

@@ -47,7 +47,10 @@ WORLD_SPLITS = {"world": "test", "world:test": "test", "world:val": "val",
                 "world:films": "test", "world:films-val": "val"}
 # Milvus's own rule for collection names: a letter or underscore, then letters, digits, underscores
 COLLECTION_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}")
-MILVUS_OPTIONS = {"shortlist": int, "nprobe": int, "ef": int, "search_list": int, "timeout": float, "images": str}
+# a Milvus gallery's search options: the numbers, and `images` (a Hub gallery's spec)
+MILVUS_NUMBERS: dict[str, type[int] | type[float]] = {"shortlist": int, "nprobe": int, "ef": int, "search_list": int,
+                                                      "timeout": float}
+MILVUS_OPTIONS = (*MILVUS_NUMBERS, "images")
 BUILD_FILE = "build.json"  # what marks an index folder (cir_core.index.prebuilt writes it last)
 
 
@@ -131,11 +134,12 @@ def _milvus(text: str, rest: str) -> GallerySpec:
             options[key] = value
             continue
         try:
-            options[key] = MILVUS_OPTIONS[key](value)
+            number = MILVUS_NUMBERS[key](value)
         except ValueError:
             raise _bad(text, f"Milvus option {key}={value!r} is not a number") from None
-        if options[key] <= 0:
+        if number <= 0:
             raise _bad(text, f"Milvus option {key} must be > 0, got {value}")
+        options[key] = number
     return GallerySpec("milvus", uri.strip(), text, collection, options)
 
 

@@ -238,3 +238,41 @@ def test_shipped_embeddings_give_a_cold_cache_a_head_start_only_when_they_match(
     assert other.encoded == len(g)
     (shipped / shipped_name(g)).write_bytes(b"not an npz")  # unreadable: ignored, not fatal
     assert read_shipped(shipped / shipped_name(g), bb) == {}
+
+
+class _Source:
+    """A `RowSource` of n items that counts its reads; `drop` rows it never returns."""
+
+    def __init__(self, n: int, drop: frozenset[int] = frozenset()):
+        self.n, self.drop, self.reads = n, drop, []
+
+    def __len__(self):
+        return self.n
+
+    def items(self, rows):
+        self.reads.append(list(rows))
+        return [GalleryItem(f"id{r}", None, {"row": r}) for r in rows if r not in self.drop]
+
+    def row_of(self, item_id):
+        return int(item_id[2:]) if item_id.startswith("id") and int(item_id[2:]) < self.n else None
+
+    def find(self, words, limit):
+        return []
+
+
+def test_remote_gallery_reads_rows_once_and_a_source_that_loses_one_is_an_error():
+    from cir_core.gallery import RemoteGallery
+
+    src = _Source(10)
+    g = RemoteGallery("remote", src, keep=4)
+    g.prefetch([3, 1, 3])
+    assert src.reads == [[1, 3]] and g.items[1].id == "id1" and g.items[-1].id == "id9"
+    assert src.reads == [[1, 3], [9]]  # row 1 remembered, row 9 read alone
+    assert g.index_of("id7") == 7 and [it.id for it in g.items[2:4]] == ["id2", "id3"]
+    with pytest.raises(IndexError, match="row 10"):
+        g.items[10]
+    lossy = RemoteGallery("lossy", _Source(10, drop=frozenset({5})))
+    with pytest.raises(GalleryError, match="gave 0 items for 1 rows"):
+        lossy.items[5]  # once: None, handed on as an item
+    with pytest.raises(GalleryError, match="gave 2 items for 3 rows"):
+        lossy.prefetch([4, 5, 6])  # once: row 5 silently remembered as item id6

@@ -80,6 +80,10 @@ def test_compare_on_milvus_equals_the_in_process_search(engines):
             np.testing.assert_allclose([h.score for h in x.hits], [h.score for h in y.hits], atol=1e-5)
         assert [[h.item_id for h in s.hits] for s in a.progression.steps] == \
                [[h.item_id for h in s.hits] for s in b.progression.steps]
+        # the map of the neighbourhood reads its rows from the collection: the folder's map
+        assert a.map is not None and b.map is not None
+        assert [(p.kind, p.row, p.method) for p in a.map.points] == [(p.kind, p.row, p.method) for p in b.map.points]
+        np.testing.assert_allclose([(p.x, p.y) for p in a.map.points], [(p.x, p.y) for p in b.map.points], atol=1e-4)
     # the build's index parameters reach Milvus Lite (pymilvus 3 flattens them; Lite reads them nested)
     info = on_milvus.view.store.client.describe_index("photos", "vector")
     assert info["params"] == {"M": 32, "efConstruction": 40}

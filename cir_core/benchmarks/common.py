@@ -118,10 +118,11 @@ class BenchmarkResult:
 @dataclass(frozen=True)
 class Embedded:
     """A benchmark's galleries embedded, by gallery name: rows (N, D) and, where recorded, each
-    row's raw feature norm (N,)."""
+    row's raw feature norm (N,); a gallery held in a vector store is its `StoreArray`s (rows read
+    when indexed: `cir_core.eval.loop.stored_benchmark`)."""
 
-    emb: dict[str, np.ndarray]
-    norms: dict[str, np.ndarray] = field(default_factory=dict)
+    emb: dict[str, np.ndarray | StoreArray]
+    norms: dict[str, np.ndarray | StoreArray] = field(default_factory=dict)
 
     def refs(self, name: str, rows: np.ndarray | slice) -> Refs:
         """The references at `rows` of gallery `name`, with their raw norms when recorded."""
@@ -143,9 +144,9 @@ class Benchmark(Protocol):
     def score(self, method: Method, composed: Any, data: Embedded, opts: ScoreOpts) -> BenchmarkResult: ...
 
 
-def refs_at(emb: np.ndarray, norms: np.ndarray | None, rows: np.ndarray | slice) -> Refs:
-    """The references at `rows` of a gallery's embeddings, with their raw feature norms when the
-    gallery's are known (`norms`, aligned with `emb`)."""
+def refs_at(emb: np.ndarray | StoreArray, norms: np.ndarray | StoreArray | None, rows: np.ndarray | slice) -> Refs:
+    """The references at `rows` of a gallery's embeddings (in process or a store's), with their
+    raw feature norms when the gallery's are known (`norms`, aligned with `emb`)."""
     return Refs(emb[rows], None if norms is None else norms[rows])
 
 
@@ -180,7 +181,7 @@ def rank_queries(method: Method, q: np.ndarray, q0: np.ndarray, refs: np.ndarray
     return rank(Queries(q, q0, refs), searcher_for(gallery), opts.for_method(method), k, exclude, cols)
 
 
-def score_candidates(method: Method, q: np.ndarray, q0: np.ndarray, refs: np.ndarray, emb: np.ndarray,
+def score_candidates(method: Method, q: np.ndarray, q0: np.ndarray, refs: np.ndarray, emb: np.ndarray | StoreArray,
                      cands: Sequence[np.ndarray], opts: ScoreOpts) -> list[np.ndarray]:
     """Per-query galleries (GeneCIS): scores of query i against rows `cands[i]` of `emb`."""
     opts = opts.for_method(method)
@@ -188,9 +189,9 @@ def score_candidates(method: Method, q: np.ndarray, q0: np.ndarray, refs: np.nda
             for i, c in enumerate(cands)]
 
 
-def prefix_ranks(steps: Callable[[int], np.ndarray], method: Method, gallery: np.ndarray,
+def prefix_ranks(steps: Callable[[int], np.ndarray], method: Method, gallery: np.ndarray | StoreArray,
                  ref_rows: np.ndarray, target_rows: np.ndarray | Sequence[set[int]], opts: ScoreOpts,
-                 width: int, norms: np.ndarray | None = None) -> np.ndarray:
+                 width: int, norms: np.ndarray | StoreArray | None = None) -> np.ndarray:
     """(Q, width) 0-based target ranks (reference removed, ties to the lower row) after each
     step of each query's progression: `steps(i)` gives query i's step queries (n_i, D); a query
     with fewer than `width` steps repeats its last rank. A target given as a set of rows (the

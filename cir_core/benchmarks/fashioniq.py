@@ -24,6 +24,7 @@ Text protocol (`protocol=`), because published code disagrees:
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +34,7 @@ from cir_core.formats import fashioniq as fiq_format
 from cir_core.formats.fashioniq import CATEGORIES, join_captions
 from cir_core.gallery import Gallery, GalleryItem
 from cir_core.metrics import recall_at_k
+from cir_core.search.searcher import StoreArray
 
 from .common import (
     BenchmarkError,
@@ -150,19 +152,26 @@ def authors_form(method) -> str:
     return getattr(type(method), "authors_protocols", {}).get("fashioniq", DEFAULT_PROTOCOL)
 
 
-def pool(emb: dict[str, np.ndarray], c: Category) -> np.ndarray:
+def pool(emb: Mapping[str, np.ndarray | StoreArray], c: Category) -> np.ndarray | StoreArray:
     """Embeddings of [gallery; ref_gallery] for category `c` (the rows `ref_rows` index)."""
-    return np.concatenate([emb[c.name], emb[c.name + "-refs"]]) if len(c.ref_gallery) else emb[c.name]
+    return _joined(emb[c.name], emb[c.name + "-refs"], c) if len(c.ref_gallery) else emb[c.name]
 
 
-def pool_norms(norms: dict[str, np.ndarray] | None, c: Category) -> np.ndarray | None:
+def pool_norms(norms: Mapping[str, np.ndarray | StoreArray] | None, c: Category) -> np.ndarray | StoreArray | None:
     """Raw norms of [gallery; ref_gallery] for category `c`, when both are known."""
     if not norms or c.name not in norms:
         return None
     if not len(c.ref_gallery):
         return norms[c.name]
     extra = norms.get(c.name + "-refs")
-    return None if extra is None else np.concatenate([norms[c.name], extra])
+    return None if extra is None else _joined(norms[c.name], extra, c)
+
+
+def _joined(gallery: np.ndarray | StoreArray, refs: np.ndarray | StoreArray, c: Category) -> np.ndarray:
+    if isinstance(gallery, StoreArray) or isinstance(refs, StoreArray):  # two galleries: never one store's
+        raise BenchmarkError(f"FashionIQ {c.name}: its gallery and reference gallery cannot be searched in a "
+                             "vector store (it holds one gallery)")
+    return np.concatenate([gallery, refs])
 
 
 def category(files: fiq_format.FIQCategory, protocol: str, split: str) -> Category:

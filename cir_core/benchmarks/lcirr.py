@@ -20,6 +20,7 @@ from cir_core.formats import cirr as cirr_format
 from cir_core.formats import lcirr as lcirr_format
 from cir_core.gallery import Gallery
 from cir_core.metrics import prefix_recall, progression_summary, recall_at_k, subset_ranking, subset_recall
+from cir_core.search.searcher import StoreArray
 from cir_core.text import split_sentences
 
 from .cirr import split_gallery
@@ -72,15 +73,16 @@ class LCIRRBench:
         """Every query's long text (for the text-context check of `evaluation.evaluate`)."""
         return list(self.texts)
 
-    def progression(self, method, g: np.ndarray, opts: ScoreOpts, norms: np.ndarray | None = None) -> dict[str, dict]:
+    def progression(self, method, g: np.ndarray | StoreArray, opts: ScoreOpts,
+                    norms: np.ndarray | StoreArray | None = None) -> dict[str, dict]:
         """Per protocol: `prefix` for every method, `states` for one with its own step states."""
         out = {"prefix": self._progression(method, g, opts, method.prefix_queries, norms, "R@10 sentences 1-{k}")}
         if method.native_progression:
             out["states"] = self._progression(method, g, opts, method.progression, norms, "R@10 after step {k}")
         return out
 
-    def _progression(self, method, g: np.ndarray, opts: ScoreOpts, steps,
-                     norms: np.ndarray | None, label: str) -> dict[str, float]:
+    def _progression(self, method, g: np.ndarray | StoreArray, opts: ScoreOpts, steps,
+                     norms: np.ndarray | StoreArray | None, label: str) -> dict[str, float]:
         rows = [i for i, s in enumerate(self.sentences) if len(s) > 1]
         if not rows:
             return {}

@@ -28,6 +28,7 @@ from cir_core.metrics import (
     target_position,
 )
 from cir_core.search.scoring import ScoreOpts
+from cir_core.search.searcher import StoreArray
 from cir_core.world import WorldBenchmark, build_benchmark
 
 from .common import (
@@ -143,8 +144,8 @@ class WorldEval(Generic[W]):
             groups.setdefault("R@10[novel]" if q.novel else "R@10[seen]", []).append(h)
         return {k: round(float(np.mean(v)), 4) for k, v in sorted(groups.items())}
 
-    def progression_ranks(self, method: Method, g: np.ndarray, opts: ScoreOpts,
-                          norms: np.ndarray | None = None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    def progression_ranks(self, method: Method, g: np.ndarray | StoreArray, opts: ScoreOpts,
+                          norms: np.ndarray | StoreArray | None = None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
         """Over multi-sentence queries, per protocol, (target ranks after each step (Q, W), real
         steps (Q,)): `prefix` (every method, PACE included, given only sentences 1..k: comparable
         across methods) and, for a method with its own step states, `states` (its states on the
@@ -162,8 +163,8 @@ class WorldEval(Generic[W]):
         more than one sentence."""
         return [i for i, q in enumerate(self.world.queries) if len(q.sentences) > 1]
 
-    def _step_ranks(self, method: Method, g: np.ndarray, opts: ScoreOpts, steps, rows: list[int],
-                    norms: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    def _step_ranks(self, method: Method, g: np.ndarray | StoreArray, opts: ScoreOpts, steps, rows: list[int],
+                    norms: np.ndarray | StoreArray | None) -> tuple[np.ndarray, np.ndarray]:
         t, qs = self.truth, self.world.queries
         n = np.array([len(qs[i].sentences) for i in rows])
         one = lambda j: refs_at(g, norms, slice(t["ref"][rows[j]], t["ref"][rows[j]] + 1))  # noqa: E731

@@ -96,7 +96,7 @@ def load_engine(cfg: EngineConfig, progress_cb: Callable[..., None] | None = Non
     ckpts = resolve_checkpoints(cfg.checkpoints, names + extra_methods(cfg.methods), overrides=cfg.method_checkpoints)
     if ckpts.error:
         notes.append(ckpts.error)
-    if getattr(ckpts, "note", None):  # e.g. "offline: using the cached snapshot of org/name ..."
+    if ckpts.note:  # e.g. "offline: using the cached snapshot of org/name ..."
         notes.append(ckpts.note)
     return Engine(backbone, opened.gallery, emb, bench=opened.bench, checkpoints=ckpts, methods=names,
                   notes=notes, n_examples=cfg.examples, index=opened.index, feature_norms=norms,
@@ -133,10 +133,12 @@ class Engine:
         if self.view.store is not None:  # the vectors stay in the store: its shortlist, re-scored here
             self.searcher = RemoteSearcher(self.view.store)
         else:
-            if index is not None and (index.ntotal, index.dim) != self.view.embeddings.shape:
+            emb = self.view.embeddings
+            assert emb is not None, "without a store the view holds the embeddings"
+            if index is not None and (index.ntotal, index.dim) != emb.shape:
                 raise GalleryError(f"prebuilt index ({index.ntotal} x {index.dim}) does not match the "
-                                   f"embeddings {self.view.embeddings.shape} of gallery {gallery.name!r}")
-            self.searcher = Searcher.for_gallery(self.view.embeddings, index=index, kind=index_kind,
+                                   f"embeddings {emb.shape} of gallery {gallery.name!r}")
+            self.searcher = Searcher.for_gallery(emb, index=index, kind=index_kind,
                                                  prefilter=not filter_in_background)
         if filter_in_background and isinstance(self.searcher, Searcher) and self.searcher.index is None:
             # 5-10 s for 100k x 768 rows on 2 cores: built after the start, not before the first
@@ -147,8 +149,11 @@ class Engine:
         self.notes = list(notes)
 
     def _build_filter(self) -> None:
+        searcher = self.searcher
+        if not isinstance(searcher, Searcher):  # a store's searcher: the store filters, not an int8 filter
+            return
         try:
-            self.searcher = self.searcher.with_prefilter()  # one assignment: a request sees either
+            self.searcher = searcher.with_prefilter()  # one assignment: a request sees either
         except Exception:  # noqa: BLE001 - the exact search goes on answering
             log.exception("the int8 filter could not be built; searching without it")
 
@@ -248,8 +253,9 @@ class Engine:
         """Read these rows' items at once (a vector store's gallery: one call for a page, not one a row)."""
         self.view.prefetch(rows)
 
-    def search_gallery(self, words: str) -> list[int]:
-        """Rows of the items whose id, caption or character contain every word (any case)."""
+    def search_gallery(self, words: str) -> Sequence[int]:
+        """Rows of the items whose id, caption or character contain every word (any case). A
+        sequence: a store's gallery searched for no words gives a `range`, not a list of every row."""
         return self.view.search(words)
 
     def examples(self, n: int | None = None) -> list[Any]:

@@ -66,18 +66,20 @@ def explain_hits(items: Sequence[Explained], reference: Reference, searcher: Sea
 
 def neighbourhood_map(reference: Reference, queries: dict[str, np.ndarray], results: Sequence[MethodResult],
                       progression: Progression | None, steps: np.ndarray | None, targets: Sequence[int],
-                      gallery: np.ndarray) -> NeighbourhoodMap | None:
+                      searcher: Searcher | RemoteSearcher) -> NeighbourhoodMap | None:
     """The map of one request: PCA of the images (the reference, every method's top-k, up to
     `MAP_TARGETS` ground-truth rows), every query (`queries`: method -> (1, D)) and the
     progression's step queries (`steps`, (n, D)) projected onto its two axes. Axes are signed so
-    that the reference lies at x <= 0, y <= 0. None with fewer than three distinct images."""
+    that the reference lies at x <= 0, y <= 0. None with fewer than three distinct images. The
+    images' vectors are read through `searcher` (the gallery in process, or a vector store's rows)."""
     rows = list(dict.fromkeys([h.row for m in results for h in m.hits] + sorted(targets)[:MAP_TARGETS]))
     if reference.row is not None:
         rows = [r for r in rows if r != reference.row]
-    shown = np.asarray(gallery[rows], np.float32).reshape(len(rows), -1)  # one read (a vector store's too)
-    images = np.concatenate([np.asarray(reference.embedding, np.float32)[None], shown])
-    if len(images) < 3:
+    if len(rows) < 2:  # the reference and at most one other image
         return None
+    # the rows' vectors in one read, through the searcher: in process or from a vector store
+    shown = searcher.fetch(np.asarray(rows, np.int64))[1]
+    images = np.concatenate([np.asarray(reference.embedding, np.float32)[None], shown])
     images = (images / np.maximum(np.linalg.norm(images, axis=1, keepdims=True), 1e-12)).astype(np.float64)
     mean = images.mean(0)
     centred = images - mean

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -40,9 +40,14 @@ class GalleryView:
 
     def __init__(self, gallery: Gallery, embeddings: np.ndarray | VectorStore, encoder: Encoder, *,
                  feature_norms: np.ndarray | None = None, bench: Any = None, n_examples: int = 6):
-        self.store = embeddings if isinstance(embeddings, VectorStore) else None
-        emb = None if self.store is not None else np.ascontiguousarray(embeddings, dtype=np.float32)
-        shape = (len(self.store), int(self.store.dim)) if self.store is not None else emb.shape
+        self.store: VectorStore | None
+        emb: np.ndarray | None
+        if isinstance(embeddings, VectorStore):
+            self.store, emb = embeddings, None
+            shape: tuple[int, ...] = (len(embeddings), int(embeddings.dim))
+        else:
+            self.store, emb = None, np.ascontiguousarray(embeddings, dtype=np.float32)
+            shape = emb.shape
         if shape != (len(gallery), int(encoder.dim)):
             raise GalleryError(f"embeddings {shape} do not match gallery {gallery.name!r} "
                                f"({len(gallery)} items) x backbone dim {encoder.dim}")
@@ -111,13 +116,15 @@ class GalleryView:
             meta = self.gallery.items[row].meta
             return str(meta.get("caption") or meta.get("text") or "")
         if self._captions is None:
-            self._captions = self._make_captions()
+            self._captions = self._make_captions(self.bench)
         return self._captions[row]
 
-    def _make_captions(self) -> list[str]:
+    @staticmethod
+    def _make_captions(bench: Any) -> list[str]:
+        """Every item's caption, generated from the world benchmark `bench`'s scenes."""
         from ..world import caption
 
-        return [caption(it.scene, random.Random(it.item_id)) for it in self.bench.items]
+        return [caption(it.scene, random.Random(it.item_id)) for it in bench.items]
 
     def prefetch(self, rows: Sequence[int]) -> None:
         """Read the items at `rows` in one call when they live in a store (a page, a ranking)."""
@@ -143,10 +150,12 @@ class GalleryView:
 
     def vector(self, row: int) -> tuple[np.ndarray, float | None]:
         """Row `row`'s embedding (D,) and raw feature norm (None: not recorded)."""
+        norm: float | None
         if self.store is not None:
             emb, norms = self.store.vectors(np.array([row], np.int64))
             emb, norm = np.asarray(emb[0], np.float32), float(norms[0])
         else:
+            assert self.embeddings is not None, "without a store the view holds the embeddings"
             emb = self.embeddings[row]
             norm = None if self.feature_norms is None else float(self.feature_norms[row])
         return emb, (norm if norm is not None and np.isfinite(norm) else None)
@@ -168,8 +177,8 @@ class GalleryView:
         n = self.n_examples if n is None else n
         qs = self.queries.queries
         picked: list[Any] = []
-        wanted = [lambda q: q.edit_type == "long" and 2 <= len(q.sentences) <= 3]
-        wanted += [lambda q, t=t: q.edit_type == t for t in ("two", "attribute", "spatial", "scene", "short")]
+        wanted: list[Callable[[Any], bool]] = [lambda q: q.edit_type == "long" and 2 <= len(q.sentences) <= 3]
+        wanted += [_of_type(t) for t in ("two", "attribute", "spatial", "scene", "short")]
         wanted += [lambda q: q.edit_type == "long" and len(q.sentences) >= 4]
         for pred in wanted:
             hit = next((q for q in qs if pred(q) and q not in picked), None)
@@ -262,3 +271,7 @@ class GalleryView:
             self._uploads.put(key, ref)
         return ref
 
+
+def _of_type(edit_type: str) -> Callable[[Any], bool]:
+    """Whether a query's edit is of `edit_type`."""
+    return lambda q: q.edit_type == edit_type

@@ -373,4 +373,4 @@ def explain(req: Request, jobs: list[Job], methods: MethodSet, view: GalleryView
     results = [j.owner for j in jobs if isinstance(j.owner, MethodResult)]
     prog = prog_job.owner if prog_job is not None and isinstance(prog_job.owner, Progression) else None
     steps = prog_job.queries if prog_job is not None and prog is not None and prog.native else None
-    return neighbourhood_map(req.reference, queries, results, prog, steps, sorted(targets), view.embeddings)
+    return neighbourhood_map(req.reference, queries, results, prog, steps, sorted(targets), searcher)

@@ -116,6 +116,7 @@ def evaluate(bench: Benchmark, backbone: Encoder, methods: Sequence[str], scorin
               "gallery_size": {k: len(g) for k, g in bench.galleries().items()}}
     if remote is not None:
         s = remote.store
+        assert s is not None  # `stored_benchmark` refused a gallery without a store
         report["search"] = f"{s.kind} collection {remote.gallery.name!r}: each query's {s.shortlist_size}-row " \
                            "cosine shortlist re-scored exactly"
     overflow = text_overflow(bench, backbone)

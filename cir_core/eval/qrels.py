@@ -31,7 +31,7 @@ import argparse
 import math
 import sys
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence, TypeGuard
 
 import numpy as np
 
@@ -124,7 +124,7 @@ def read_rankings(path: str | Path) -> Rankings:
     return out
 
 
-def _judged(rel: int | None) -> bool:
+def _judged(rel: int | None) -> TypeGuard[int]:
     return rel is not None and rel != UNJUDGED
 
 
@@ -132,7 +132,7 @@ def _dcg(gains: list[float]) -> float:
     return sum(g / math.log2(i + 2) for i, g in enumerate(gains))
 
 
-def query_metrics(judged: dict[str, int], ranking: list[str], ks: list[int], min_rel: int) -> dict[str, float]:
+def query_metrics(judged: dict[str, int], ranking: list[str], ks: Sequence[int], min_rel: int) -> dict[str, float]:
     """One query's metrics (module docstring); NaN where undefined (bpref without a relevant item)."""
     out: dict[str, float] = {}
     rel = [judged.get(d) for d in ranking]
@@ -162,7 +162,7 @@ def query_metrics(judged: dict[str, int], ranking: list[str], ks: list[int], min
     return out
 
 
-def score(qrels: Qrels, rankings: Rankings, ks: list[int] = (1, 5, 10), min_rel: int = 2,
+def score(qrels: Qrels, rankings: Rankings, ks: Sequence[int] = (1, 5, 10), min_rel: int = 2,
           n_boot: int = 2000, seed: int = 0) -> list[dict[str, Any]]:
     """Per (method, scoring): every metric's mean over the judged queries it ranks, with a
     bootstrap interval; `queries` judged, `missing` judged queries it has no ranking for."""

@@ -25,7 +25,7 @@ import numpy as np
 
 from cir_core import env
 
-from ..encoder import Encoder
+from ..encoder import TensorEncoder
 from ..errors import CIRError, GalleryError, ImageLoadError, InputError
 from ..fileio import atomic_write, atomic_write_path
 from ..gallery import Gallery, safe_name
@@ -89,7 +89,7 @@ def _barrier(device: str) -> None:
         dist.barrier(device_ids=[int(device.split(":")[1])] if device.startswith("cuda:") else None)
 
 
-def build(gallery: str, backbone: Encoder, pretrained: str | None, out: str | os.PathLike, *,
+def build(gallery: str, backbone: str | TensorEncoder, pretrained: str | None, out: str | os.PathLike, *,
           batch_size: int = 64, workers: int = 2, exact_max: int = EXACT_MAX, kind: str = "auto",
           device: str | None = None, shard_size: int = 4096, hnsw_m: int = HNSW_M,
           ef_construction: int = EF_CONSTRUCTION, ef_search: int = EF_SEARCH, ann: str = ANN,

@@ -146,11 +146,13 @@ class MilvusIndex:
 
         return MilvusIndex(self.type, {**self.params, "nlist": ivf_lists(min(n, SEGMENT_ROWS))}, self.search)
 
-    def search_params(self, limit: int, options: Mapping[str, float] | None = None) -> dict[str, Any]:
-        """Milvus search parameters for `limit` hits (graph beams widened to hold them)."""
+    def search_params(self, limit: int, options: Mapping[str, int | float | str] | None = None) -> dict[str, Any]:
+        """Milvus search parameters for `limit` hits (graph beams widened to hold them); `options`
+        a gallery spec's (`nprobe`, `ef`, `search_list` set the index's search parameter)."""
         params: dict[str, Any] = dict(self.search)
+        options = options or {}
         for opt, key in SPEC_SEARCH.items():
-            if opt in (options or {}) and key == INDEXES[self.type][1]:
+            if opt in options and key == INDEXES[self.type][1]:
                 params[key] = int(options[opt])
         for key in AT_LEAST_LIMIT:
             if key in params:
@@ -176,8 +178,8 @@ class MilvusStore:
     """One collection as a `cir_core.search.VectorStore` (shortlists with vectors, rows' vectors)
     and a `cir_core.gallery.RowSource` (items by row, a row by id, rows by words). Holds no vectors."""
 
-    def __init__(self, client: Any, collection: str, props: Mapping[str, str], options: Mapping[str, float],
-                 where: str):
+    def __init__(self, client: Any, collection: str, props: Mapping[str, str],
+                 options: Mapping[str, int | float | str], where: str):
         self.client, self.collection, self.where = client, collection, where
         self.index = MilvusIndex.from_json(props["cir.index"])
         self.n, self._dim = int(props["cir.n"]), int(props["cir.dim"])
@@ -272,13 +274,16 @@ def open_milvus(spec: GallerySpec, ctx: GalleryContext) -> OpenedGallery:
     `MilvusStore`; images from the Hub gallery `?images=` names, else each row's file, or the
     generated world it was built from."""
     where = f"gallery {spec.text!r}"
+    collection = spec.collection
+    if collection is None:  # a spec parsed by `parse_gallery_spec` has one
+        raise GalleryError(f"{where}: a Milvus gallery is milvus:COLLECTION@URI")
     timeout = float(spec.options.get("timeout", DEFAULT_TIMEOUT))
     client = connect(spec.target, ctx.milvus_token, timeout)
-    props = _properties(client, spec.collection, where)
+    props = _properties(client, collection, where)
     if props is None:
         with _errors(where):
             have = client.list_collections()
-        raise GalleryError(f"{where}: {spec.target!r} has no collection {spec.collection!r} (it has: "
+        raise GalleryError(f"{where}: {spec.target!r} has no collection {collection!r} (it has: "
                            f"{', '.join(have) or 'none'}); build it with python -m cir_core.index build "
                            "--backend milvus")
     check_written(props, where)
@@ -291,11 +296,11 @@ def open_milvus(spec: GallerySpec, ctx: GalleryContext) -> OpenedGallery:
                            f"but the app runs {bb.id!r} (dim {bb.dim}): start the app with the same "
                            "--backbone/--pretrained, or build the collection again with this backbone")
     with _errors(where):
-        client.load_collection(spec.collection, timeout=max(timeout, LOAD_TIMEOUT))
-    store = MilvusStore(client, spec.collection, props, spec.options, where)
+        client.load_collection(collection, timeout=max(timeout, LOAD_TIMEOUT))
+    store = MilvusStore(client, collection, props, spec.options, where)
     images = spec.options.get("images")  # a Hub gallery of the same frames (a Space has no local files)
     image_fn = open_images(str(images), ctx) if images else _generated_images(props, ctx)
-    return OpenedGallery(RemoteGallery(props.get("cir.name") or spec.collection, store, image_fn=image_fn),
+    return OpenedGallery(RemoteGallery(props.get("cir.name") or collection, store, image_fn=image_fn),
                          store=store)
 
 

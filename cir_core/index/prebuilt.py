@@ -99,7 +99,7 @@ def open_prebuilt(folder: str | os.PathLike) -> Prebuilt:
         index = None if meta.get("kind") == "flat" else Index.load(folder / INDEX_FILE)
         rows = [loads_json(line) for line in
                 (folder / GALLERY_FILE).read_text(encoding="utf-8").splitlines() if line.strip()]
-        norms = np.load(folder / NORMS_FILE) if meta.get("format") >= 2 else None
+        norms = np.load(folder / NORMS_FILE) if meta["format"] >= 2 else None  # a format READS holds
     except (OSError, ValueError, RuntimeError) as exc:
         raise GalleryError(f"index folder {str(folder)!r} is damaged: {type(exc).__name__}: {exc}"
                            .splitlines()[0]) from None

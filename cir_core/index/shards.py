@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import torch
 
-from ..encoder import Encoder
+from ..encoder import TensorEncoder
 from ..fileio import atomic_write, loads_json
 from ..gallery import Gallery
 from ..ingest import FileRows, GalleryRows, batches
@@ -75,7 +76,7 @@ def read_shard(path: Path, backbone_id: str, fingerprints: Sequence[str], dim: i
     return Shard(start, stop, rows, emb, [(int(r), str(m)) for r, m in head.get("errors", [])], norms)
 
 
-def gallery_rows(gallery: Gallery, backbone: Encoder) -> tuple[FileRows, bool]:
+def gallery_rows(gallery: Gallery, backbone: TensorEncoder) -> tuple[FileRows, bool]:
     """(the rows to embed, whether worker processes may decode them): a gallery of plain files
     decodes in processes; a generated or benchmark gallery (its own `decode`) in threads."""
     files = (type(gallery).decode is Gallery.decode and gallery.image_fn is None
@@ -86,7 +87,7 @@ def gallery_rows(gallery: Gallery, backbone: Encoder) -> tuple[FileRows, bool]:
 
 
 def embed_shards(
-    backbone: Encoder,
+    backbone: TensorEncoder,
     rows: FileRows,
     todo: Sequence[tuple[int, int]],
     batch_size: int,
@@ -122,6 +123,7 @@ def embed_shards(
                 (bar.write if progress else log.warning)(f"skipped {paths[row] or f'row {row}'!r}: {msg}")
             errors += errs
             if x is not None:
+                assert isinstance(x, torch.Tensor)  # `gallery_rows` preprocess: the rows come stacked
                 e, n = backbone.encode_image_batch(x, with_norms=True)
                 embs.append(e)
                 norms.append(n)

@@ -85,6 +85,7 @@ class Index:
             raise InputError("embeddings have dimension 0")
         if kind == "auto":
             kind = "flat" if n <= exact_max else ann
+        index: faiss.Index
         if kind == "flat":
             index = faiss.IndexFlatIP(d)
         elif kind == "ivf-flat":
@@ -94,11 +95,12 @@ class Index:
             index = faiss.index_factory(d, f"IVF{lists},Flat", faiss.METRIC_INNER_PRODUCT)
             sample = np.sort(np.random.default_rng(0).choice(n, min(n, 40 * lists), replace=False))
             index.train(np.ascontiguousarray(emb[sample]))  # seeded sample: same rows, same index
-            index.nprobe = nprobe
+            faiss.extract_index_ivf(index).nprobe = nprobe  # the factory's index is typed as a bare Index
         else:
-            index = faiss.IndexHNSWFlat(d, hnsw_m, faiss.METRIC_INNER_PRODUCT)
-            index.hnsw.efSearch = ef_search
-            index.hnsw.efConstruction = ef_construction
+            hnsw = faiss.IndexHNSWFlat(d, hnsw_m, faiss.METRIC_INNER_PRODUCT)
+            hnsw.hnsw.efSearch = ef_search
+            hnsw.hnsw.efConstruction = ef_construction
+            index = hnsw
         if kind == "hnsw":  # one add: faiss orders HNSW insertions by level within a call
             with one_time_build(f"indexing {n:,} vectors (HNSW)", total=n, unit="vector") as task:
                 index.add(emb)

@@ -256,4 +256,7 @@ def score_matrix(queries: Queries, gallery: np.ndarray, opts: ScoreOpts,
     if opts.scoring == "cosine":
         return cosine_scores(queries.q, gallery, norms)
     lams = opts.lams(len(as_rows(queries.q, "query")))
+    assert lams is not None  # Chord's options give one λ per query (`lams` raises when unresolved)
+    if queries.v_ref is None:
+        raise InputError("Chord scores need the queries' reference (v_ref)")
     return chord_scores(queries.q, queries.q_empty, queries.v_ref, gallery, lams, opts.variant, norms=norms)

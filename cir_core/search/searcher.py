@@ -110,6 +110,7 @@ class Searcher:
 
     def shortlists(self, qn: np.ndarray, size: int) -> list[Shortlist]:
         """Each query's approximate cosine shortlist from the index (at most `size` rows)."""
+        assert self.index is not None, "only an approximate searcher has shortlists (`rank` asks it alone)"
         cand = self.index.search(qn, min(size, len(self)))[1]
         return [self.fetch(ids[ids >= 0]) for ids in cand]
 
@@ -259,6 +260,7 @@ def rank(queries: Queries, searcher: Searcher | RemoteSearcher, opts: ScoreOpts,
     def score(sub: np.ndarray, sub_n: np.ndarray, qi: slice) -> np.ndarray:
         if opts.scoring == "cosine":  # without re-checking what rank checked
             return cosine_unit(qn[qi], sub, sub_n, b)
+        assert lams is not None  # Chord's options: one λ per query
         part = Queries(qn[qi], _pick(queries.q_empty, qi, b), _pick(queries.v_ref, qi, b))
         return score_matrix(part, sub, ScoreOpts("chord", tuple(lams[qi]), opts.variant), sub_n)
 

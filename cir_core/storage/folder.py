@@ -103,14 +103,14 @@ class FolderStore:
         repo = self._repo(repo_id, repo_type)
         if not repo.is_dir():
             raise NotFound(f"{repo_id}@{rev}: no such repository in {self.root}")
-        sha = self._ref(repo, rev)
-        if sha is None:
+        commit = self._ref(repo, rev)
+        if commit is None:
             raise NotFound(f"{repo_id}@{rev}: no such revision (branch, tag or commit)")
-        snap = cache / "snapshots" / sha
-        _copy_tree(repo / "commits" / sha, snap, allow_patterns)
+        snap = cache / "snapshots" / commit
+        _copy_tree(repo / "commits" / commit, snap, allow_patterns)
         (cache / "refs" / rev).parent.mkdir(parents=True, exist_ok=True)
-        (cache / "refs" / rev).write_text(sha)
-        return Revision(snap, sha)
+        (cache / "refs" / rev).write_text(commit)
+        return Revision(snap, commit)
 
     def fetch_file(self, repo_id: str, path: str, *, repo_type: str, revision: str | None,
                    local_files_only: bool) -> Revision:
@@ -126,23 +126,23 @@ class FolderStore:
         if not self.online:
             raise Unreachable(f"{repo_id}@{rev}: the local hub is set offline")
         repo = self._repo(repo_id, repo_type)
-        sha = self._ref(repo, rev) if repo.is_dir() else None
-        if sha is None:
+        commit = self._ref(repo, rev) if repo.is_dir() else None
+        if commit is None:
             raise NotFound(f"{repo_id}@{rev}: no such " + ("revision (branch, tag or commit)" if repo.is_dir()
                                                           else f"repository in {self.root}"))
-        src, snap = repo / "commits" / sha / path, cache / "snapshots" / sha
+        src, snap = repo / "commits" / commit / path, cache / "snapshots" / commit
         if not src.is_file():
-            raise NotFound(f"{repo_id}@{rev}: no file {path!r} at commit {sha[:12]}")
+            raise NotFound(f"{repo_id}@{rev}: no file {path!r} at commit {commit[:12]}")
         dst = snap / path
         if not dst.is_file():  # concurrent fetches of one file: each writes its own temp, one wins
             dst.parent.mkdir(parents=True, exist_ok=True)
             tmp = dst.with_name(f".{dst.name}.{os.getpid()}.{threading.get_ident()}.tmp")
             shutil.copyfile(src, tmp)
             os.replace(tmp, dst)
-        if rev != sha:
+        if rev != commit:
             (cache / "refs" / rev).parent.mkdir(parents=True, exist_ok=True)
-            (cache / "refs" / rev).write_text(sha)
-        return Revision(snap, sha)
+            (cache / "refs" / rev).write_text(commit)
+        return Revision(snap, commit)
 
     # -- single files on main (the annotation DB's snapshots) -------------------------------------
     def _main_tree(self, repo_id: str, repo_type: str) -> Path | None:
@@ -160,9 +160,8 @@ class FolderStore:
         sha = _tree_digest({rel: sha256_file(p) for rel, p in adds.items()},
                            parent + message + "\0".join(sorted(deletes)))
         def build(tmp: Path) -> None:
-            kept = [] if base is None else [p for p in base.rglob("*") if p.is_file()]
-            for p in kept:
-                rel = p.relative_to(base).as_posix()
+            kept = [] if base is None else [(p, p.relative_to(base).as_posix()) for p in base.rglob("*") if p.is_file()]
+            for p, rel in kept:
                 if rel not in adds and rel not in deletes:
                     (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
                     _link_or_copy(p, tmp / rel)

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from types import TracebackType
+from typing import Any, Callable, Literal, Mapping, Sequence
 
 from .base import NotCached, NotFound, Revision, StorageError, Unreachable
 
@@ -175,7 +176,8 @@ class _translated:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, kind, exc, tb) -> bool:
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> Literal[False]:  # never swallows one: it goes on, or a StorageError
         if exc is None or isinstance(exc, StorageError):
             return False
         from huggingface_hub import errors

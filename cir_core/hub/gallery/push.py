@@ -10,12 +10,13 @@ import shutil
 import sys
 import time
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from ...errors import GalleryError
 from ...fileio import atomic_write, loads_json, sha256_file
-from ...gallery import Gallery, safe_name
+from ...gallery import Gallery, GalleryItem, safe_name
 from ...index.prebuilt import BUILD_FILE, EMB_FILE, GALLERY_FILE, INDEX_FILE, NORMS_FILE, SKIPPED_FILE, read_meta
 from ...storage import Store, is_plain_path
 from .layout import CARD, FORMAT, FRAME_KEY, FRAMES, GALLERY_JSON, METADATA, backbone_slug
@@ -71,6 +72,13 @@ def _index_rows(folder: Path, src: Gallery) -> tuple[dict[str, Any], list[dict[s
     return meta, rows
 
 
+def _file(item: GalleryItem, gallery: Gallery) -> str:
+    """The file of an item of a folder or manifest gallery (each has one)."""
+    if item.path is None:
+        raise GalleryError(f"gallery {gallery.name!r} item {item.id!r} has no file to publish")
+    return item.path
+
+
 def _link(src: Path, dst: Path) -> None:
     dst.parent.mkdir(parents=True, exist_ok=True)
     try:  # a hard link costs nothing for gigabytes of frames and vectors
@@ -96,14 +104,15 @@ def stage(src: str, indexes: Sequence[Path], out: Path, repo: str, thumb_size: i
     items = [it for it in gallery.items if it.id in wanted]  # unreadable everywhere: left out
     names = dict(zip((it.id for it in items), file_names(items)))
     position = {it.id: k for k, it in enumerate(items)}
-    digest = {it.id: f"sha256:{sha256_file(it.path)}" for it in items}
+    files = {it.id: _file(it, gallery) for it in items}
+    digest = {it.id: f"sha256:{sha256_file(files[it.id])}" for it in items}
     columns_of = {it.id: {k: v for k, v in it.meta.items() if k != "fingerprint"} for it in items}
     shutil.rmtree(out, ignore_errors=True)
     (out / FRAMES).mkdir(parents=True)
     for it in items:
-        _link(Path(it.path), out / FRAMES / names[it.id])
+        _link(Path(files[it.id]), out / FRAMES / names[it.id])
     _jsonl(out / METADATA, [{"file_name": names[it.id], "id": it.id, **columns_of[it.id]} for it in items])
-    shards = write_thumbs([it.path for it in items], out, thumb_size, progress=progress)
+    shards = write_thumbs([files[it.id] for it in items], out, thumb_size, progress=progress)
     backbones = {}
     for folder, meta, rows in built:
         slug = backbone_slug(meta["backbone"])
@@ -118,7 +127,7 @@ def stage(src: str, indexes: Sequence[Path], out: Path, repo: str, thumb_size: i
         # the columns as the source has them now (the index folder may predate an edited caption)
         _jsonl(dst / GALLERY_FILE, [{"id": i, "path": f"{FRAMES}/{names[i]}", **columns_of[i], "fingerprint": digest[i],
                                      FRAME_KEY: position[i]} for i in (str(r["id"]) for r in rows)])
-        atomic_write(dst / BUILD_FILE, lambda f, m=meta: json.dump({**m, "source": f"hf:{repo}"}, f, indent=1), False)
+        atomic_write(dst / BUILD_FILE, partial(json.dump, {**meta, "source": f"hf:{repo}"}, indent=1), False)
         backbones[slug] = {"backbone": meta["backbone"], "dim": int(meta["dim"]), "n": int(meta["n"]),
                            "kind": meta["kind"]}
     columns = sorted({k for it in items for k in it.meta if k != "fingerprint"})

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -50,7 +51,7 @@ def write_thumbs(paths: Sequence[str], out: Path, size: int, per_shard: int = PE
             sizes = np.array([len(b) for b in blobs], np.int64)
             offsets[rows.start:rows.stop] = np.stack([np.cumsum(sizes) - sizes, np.cumsum(sizes)], 1)
             blob = np.frombuffer(b"".join(blobs), np.uint8)
-            atomic_write(out / thumb_shard(s), lambda f, blob=blob: np.save(f, blob, allow_pickle=False), True)
+            atomic_write(out / thumb_shard(s), partial(np.save, arr=blob, allow_pickle=False), True)
     atomic_write(out / OFFSETS, lambda f: np.save(f, offsets, allow_pickle=False), True)
     return n_shards
 
