@@ -31,23 +31,31 @@ def loads_json(text: str | bytes) -> Any:
         raise ValueError("JSON nested too deeply") from None
 
 
+def jsonl_objects(text: str, where: str, error: type[Exception],
+                  bad_json: str = "not valid JSON") -> list[tuple[int, dict[str, Any]]]:
+    """The JSON objects of JSONL `text` as (line number, dict), blank lines skipped. A line that is
+    not JSON, or not an object, raises `error` naming `where` and the line (`bad_json`: the words
+    a reader's messages already use)."""
+    rows = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = loads_json(line)
+        except ValueError as exc:
+            raise error(f"{where} line {n}: {bad_json} ({getattr(exc, 'msg', exc)})") from None
+        if not isinstance(row, dict):
+            raise error(f"{where} line {n}: expected a JSON object")
+        rows.append((n, row))
+    return rows
+
+
 def read_table(path: Path, error: type[Exception]) -> tuple[list[tuple[int, dict[str, Any]]], list[str] | None]:
     """(rows as (line number, dict), CSV header or None for JSONL) of a JSONL or CSV file:
     JSONL if the first non-blank character is '{'. Bad JSON lines raise `error` naming the line."""
     text = path.read_text(encoding="utf-8-sig")
     if text.lstrip().startswith("{"):
-        rows = []
-        for n, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                row = loads_json(line)
-            except ValueError as exc:
-                raise error(f"manifest {str(path)!r} line {n}: invalid JSON ({getattr(exc, 'msg', exc)})") from None
-            if not isinstance(row, dict):
-                raise error(f"manifest {str(path)!r} line {n}: expected a JSON object")
-            rows.append((n, row))
-        return rows, None
+        return jsonl_objects(text, f"manifest {str(path)!r}", error, bad_json="invalid JSON"), None
     reader = csv.DictReader(text.splitlines())
     rows = [(reader.line_num, dict(row)) for row in reader]
     return rows, list(reader.fieldnames or [])

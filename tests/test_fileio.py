@@ -48,3 +48,24 @@ def test_a_csv_cell_never_runs_as_a_formula_and_reads_back_exactly(text):
     assert not str(cell).startswith(("=", "+", "-", "@", "\t", "\r")) or cell == text == ""
     assert csv_uncell(cell) == text
     assert csv_cell(None) == "" and csv_cell(3) == 3
+
+
+@pytest.mark.parametrize("reader", ["formats", "rankings", "manifest"])
+def test_every_jsonl_reader_names_the_file_and_line_of_a_bad_record(tmp_path, reader):
+    """The three JSONL readers share `jsonl_objects`: a line that is not JSON, or not an object, is
+    an error naming the file and the line, in each reader's own error type."""
+    from cir_core.errors import InputError
+    from cir_core.eval.qrels import read_rankings
+    from cir_core.fileio import read_table
+    from cir_core.formats.common import FormatError, read_jsonl
+
+    read, error = {"formats": (read_jsonl, FormatError), "rankings": (read_rankings, InputError),
+                   "manifest": (lambda p: read_table(p, InputError), InputError)}[reader]
+    good = '{"method": "pact", "scoring": "cosine", "query_id": "q1", "top": ["a", "b"]}'
+    path = tmp_path / "rows.jsonl"
+    for bad, words in (("{not json", "JSON"), ("[1, 2]", "expected a JSON object"), ("[" * 200_000, "JSON")):
+        path.write_text(f"{good}\n\n{bad}\n", encoding="utf-8")
+        with pytest.raises(error, match=rf"{path.name}.* line 3: .*{words}"):
+            read(path)
+    path.write_text(f"{good}\n\n", encoding="utf-8")
+    assert len(read(path)[0] if reader == "manifest" else read(path)) == 1

@@ -36,7 +36,7 @@ from typing import Any, Iterable, Sequence, TypeGuard
 import numpy as np
 
 from cir_core.errors import CIRError, InputError
-from cir_core.fileio import atomic_write, loads_json
+from cir_core.fileio import atomic_write, jsonl_objects
 from cir_core.stats import bootstrap_ci
 
 UNJUDGED = -1
@@ -99,15 +99,7 @@ def read_rankings(path: str | Path) -> Rankings:
     if not p.is_file():
         raise InputError(f"{p}: rankings file not found")
     out: Rankings = {}
-    for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = loads_json(line)
-        except ValueError as e:
-            raise InputError(f"{p} line {n}: not valid JSON ({e})") from None
-        if not isinstance(row, dict):
-            raise InputError(f"{p} line {n}: expected a JSON object")
+    for n, row in jsonl_objects(p.read_text(encoding="utf-8"), str(p), InputError):
         for key in ("method", "query_id", "top"):
             if key not in row:
                 raise InputError(f"{p} line {n}: missing key {key!r}")

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from cir_core.errors import InputError
-from cir_core.fileio import loads_json
+from cir_core.fileio import jsonl_objects, loads_json
 
 
 class FormatError(InputError):
@@ -32,18 +32,7 @@ def read_jsonl(path: Path) -> list[dict]:
     """Rows of a JSON-lines file (blank lines skipped), each a JSON object."""
     if not path.is_file():
         raise FormatError(f"{path}: file not found")
-    rows = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = loads_json(line)
-        except ValueError as e:
-            raise FormatError(f"{path} line {n}: not valid JSON ({e})") from None
-        if not isinstance(row, dict):
-            raise FormatError(f"{path} line {n}: expected a JSON object")
-        rows.append(row)
-    return rows
+    return [row for _, row in jsonl_objects(path.read_text(encoding="utf-8"), str(path), FormatError)]
 
 
 def need(entry: Any, key: str, kind: type | tuple[type, ...], where: str) -> Any:
