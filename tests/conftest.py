@@ -105,3 +105,18 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Headless Chromium (Debian's, test_walkthrough.CHROMIUM) driven by playwright, one per module
+    that asks for it; a module without Chromium skips itself before this runs."""
+    from playwright.sync_api import sync_playwright
+    from test_walkthrough import CHROMIUM, CHROMIUM_ARGS
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield b
+        finally:
+            b.close()

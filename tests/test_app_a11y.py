@@ -18,7 +18,7 @@ import re
 import pytest
 from _axe import axe_violations, describe
 from _cir_fakes import N_QUERIES, fake_trained_methods, make_test_engine
-from test_app_live import CHROMIUM, CHROMIUM_ARGS, COLUMNS, _free_port
+from test_app_live import CHROMIUM, COLUMNS, _free_port
 
 from ui import build_demo, launch_kwargs
 from ui.settings import AppConfig
@@ -41,18 +41,6 @@ def app():
         yield demo, engine
     finally:
         demo.close()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
 
 
 def _clean(page, where: str) -> None:

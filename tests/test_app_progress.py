@@ -8,7 +8,7 @@ import threading
 
 import pytest
 from _cir_fakes import N_QUERIES, fake_trained_methods, make_test_engine
-from test_app_live import CHROMIUM, CHROMIUM_ARGS, EDIT, _free_port
+from test_app_live import CHROMIUM, EDIT, _free_port
 
 from cir_core import timing
 from cir_core.methods.base import Method
@@ -40,18 +40,6 @@ def _launch(**kw):
     demo = build_demo(cfg, **kw)
     demo.launch(prevent_thread_lock=True, quiet=True, **launch_kwargs(cfg))
     return demo
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
 
 
 @pytest.mark.parametrize("width", WIDTHS)

@@ -14,7 +14,7 @@ from urllib.parse import quote
 
 import pytest
 from _cir_fakes import N_QUERIES, fake_trained_methods, make_test_engine
-from test_app_live import CHROMIUM, CHROMIUM_ARGS, COLUMNS, EDIT, _free_port
+from test_app_live import CHROMIUM, COLUMNS, EDIT, _free_port
 
 from ui import build_demo, launch_kwargs
 from ui.settings import AppConfig
@@ -37,18 +37,6 @@ def app():
         yield demo, engine
     finally:
         demo.close()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
 
 
 def _open(browser, demo, width):

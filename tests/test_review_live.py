@@ -18,7 +18,7 @@ import re
 import pytest
 from _axe import axe_violations, describe
 from _cir_fakes import N_QUERIES, fake_methods_engine
-from test_app_live import CHROMIUM, CHROMIUM_ARGS, _free_port
+from test_app_live import CHROMIUM, _free_port
 
 from db.migrate import init_db
 from db.pooling import pool_pairwise, pool_query_set, world_queries
@@ -71,18 +71,6 @@ def app(tmp_path_factory):
         yield demo
     finally:
         demo.close()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
 
 
 def _page(browser, demo, user: str, width: int):
