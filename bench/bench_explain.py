@@ -22,24 +22,11 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a clone, no install needed
+from bench_compare import prepare_methods  # noqa: E402  (bench/ is this script's folder)
+
 from cir_core.search import Index  # noqa: E402,F401  (sets OMP_WAIT_POLICY before faiss loads)
 
 EDIT = "Make the square blue. Move the character {i} steps to the left."
-
-
-def prepare(engine) -> list[str]:
-    """Build every column; a method whose checkpoint does not fit runs at random init."""
-    from cir_core.errors import CIRError
-    from cir_core.methods import get_method_class
-
-    random_init = []
-    for name in engine.methods.default():
-        try:
-            engine.methods.get(name)
-        except CIRError:
-            engine.methods.install(name, get_method_class(name)(engine.memo))
-            random_init.append(name)
-    return random_init
 
 
 def once(engine, row: int, text: str, k: int, explained: bool) -> tuple[float, dict]:
@@ -59,7 +46,7 @@ def pcts(xs: list[float]) -> dict[str, float]:
 
 
 def run(engine, label: str, k: int, repeats: int) -> dict:
-    random_init = prepare(engine)
+    random_init = prepare_methods(engine)
     n = len(engine.view.gallery)
     once(engine, n - 1, EDIT.format(i=-1), k, True)  # warm-up: thread pools, lazy imports
     off, on, explain_ms = [], [], []
