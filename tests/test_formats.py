@@ -21,7 +21,7 @@ D = [f"B00D{i:04d}" for i in range(6)]
 
 
 def test_every_format_is_registered_with_what_reads_and_writes_it():
-    assert list_formats() == ["itt", "cirr", "circo", "fashioniq", "genecis", "lcirr"]
+    assert list_formats() == ["itt", "cirr", "circo", "fashioniq", "genecis", "lcirr", "movienet"]
     for name in list_formats():
         f = get_format(name)
         assert f.name == name and f.description and f.write is not None and (f.read or f.read_train)
@@ -29,7 +29,7 @@ def test_every_format_is_registered_with_what_reads_and_writes_it():
             assert f.benchmark in list_benchmarks() and f.read is not None
     assert KINDS == tuple(list_formats("read_train")) == ("itt", "cirr", "fashioniq", "lcirr")
     assert list_formats("write_train") == ["itt", "cirr", "lcirr"]
-    assert set(list_formats("write")) < set(FORMATS)  # and the two MovieNet exports, not yet moved
+    assert FORMATS == (*list_formats("write"), "movienet-release")  # the release: a source the builder reads
     with pytest.raises(FormatError, match="unknown format 'coco'; choose from itt, cirr"):
         get_format("coco")
 
@@ -138,3 +138,50 @@ def test_cirr_and_lcirr_train_read_either_layout_with_the_evaluations_checks(tmp
     with pytest.raises(FormatError, match=r"train\.jsonl query 1: target 'train-9-0-img0' is not in "
                                           r"image_splits/split\.rc2\.train\.json"):
         read_triplets(f"lcirr:{tmp_path / 'official'}")
+
+
+def test_movienet_writer_and_builder_records_read_back_with_the_reader(tmp_path):
+    """The MovieNet identity set's writer (a `Split`: several characters on a picture, a query
+    with no character) and its record functions (the builder's: cast boxes) read back with its
+    reader; a duplicate frame and a box that is not the character's are named by file and line."""
+    from cir_core.formats import Folder, Picture, Query, Split
+    from cir_core.formats import movienet as mn
+
+    def draw():
+        return Image.new("RGB", (16, 16), (200, 10, 10))
+
+    pics = [Picture("a", "src-a", draw, characters=("Ann", "Bo"), film="f1"),
+            Picture("b", "src-b", draw, characters=(), film="f1"), Picture("c", "src-c", draw, film="f2")]
+    split = Split("val", pics, [Query("q0", 0, None, "Make it blue.", character="Bo"),
+                                Query("q1", 2, None, "Zoom out.")])
+    out = Folder(tmp_path / "w", 16, False)
+    assert mn.write(split, out) == {"split_name": "val", "queries": 2, "gallery": 3}
+    frames, queries = get_format("movienet").read(tmp_path / "w", "val")
+    assert [(f.frame, f.film_id, f.character_ids) for f in frames] == [
+        ("frames/f1/shot_000000_img_0.jpg", "f1", ["Ann", "Bo"]), ("frames/f1/shot_000001_img_0.jpg", "f1", []),
+        ("frames/f2/shot_000002_img_0.jpg", "f2", [])]
+    assert [(q.query_id, q.reference_frame, q.film_id, q.character_id) for q in queries] == [
+        ("q0", frames[0].frame, "f1", "Bo"), ("q1", frames[2].frame, "f2", None)]
+    assert out.items["frames/f1/shot_000001_img_0.jpg"] == "src-b" and out.queries == {"q0": "q0", "q1": "q1"}
+    with pytest.raises(ValueError, match="needs every picture's film"):
+        mn.write(Split("val", [Picture("x", "x", draw)], []), Folder(tmp_path / "x", 16, False))
+    with pytest.raises(FormatError, match="one split; use --split val, not 'test'"):
+        mn.read(tmp_path / "w", "test")
+
+    root = tmp_path / "built"  # the builder's records: cast boxes, a box given or the character's only one
+    f0 = frames[0].frame
+    write_image(root / f0, 0)
+    gal = [mn.gallery_record(f0, "f1", ["Ann"], [("Ann", (1, 2, 8, 9)), ("others", (0, 0, 4, 4))], (16, 16))]
+    write_jsonl(root / mn.GALLERY, gal)
+    write_jsonl(root / mn.QUERIES, [mn.query_record("0", f0, "Smile.", "f1", "Ann", character_name="Ann A",
+                                                    actor="Al", edit_type="short"),
+                                    mn.query_record("1", f0, "Frown.", "f1", "Ann", character_box=[1, 2, 8, 9])])
+    _, (q0, q1) = mn.read_set(root)
+    assert (q0.character_box, q0.character_name, q0.actor, q0.edit_type) == ([1.0, 2.0, 8.0, 9.0], "Ann A", "Al", "short")
+    assert q1.character_box == [1.0, 2.0, 8.0, 9.0] and q1.character_name is None
+    write_jsonl(root / mn.QUERIES, [mn.query_record("0", f0, "Smile.", "f1", "Ann", character_box=[0, 0, 4, 4])])
+    with pytest.raises(FormatError, match=r"queries\.jsonl line 1: 'character_box' \[0\.0, 0\.0, 4\.0, 4\.0\] is not a box of 'Ann'"):
+        mn.read_set(root)
+    write_jsonl(root / mn.GALLERY, gal * 2)
+    with pytest.raises(FormatError, match=rf"gallery\.jsonl line 2: duplicate frame '{f0}'"):
+        mn.read_set(root)

@@ -16,11 +16,13 @@ from PIL import Image
 
 @dataclass(frozen=True)
 class Picture:
-    """One image of a split: drawn on demand."""
+    """One image of a split: drawn on demand. Each field after `draw` is read by the formats that have it."""
 
     id: str  # its id in the source (a gallery item's id; a per-query render: the query's id)
     source: str  # what it is in the source, for the provenance
     draw: Callable[[], Image.Image]
+    characters: tuple[str, ...] = ()  # who it shows (MovieNet's character_ids)
+    film: str = ""  # the film it is a frame of (MovieNet's film_id)
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,7 @@ class Query:
     target_caption: str = ""  # the target's caption (ITT)
     negatives: tuple[str, ...] = ()  # captions of failed edits (ITT)
     ops: tuple[str, ...] = ()  # the edit's operations (ITT)
+    character: str = ""  # the character the query follows, "" unknown (MovieNet's character_id)
 
 
 @dataclass(frozen=True)

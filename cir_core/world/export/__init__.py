@@ -8,8 +8,9 @@ FORMAT is one of `FORMATS`. Files, keys, ids and image names are laid out as the
 releases lay them out (CIRR, CIRCO, FashionIQ, GeneCIS), as this project documents its own
 formats (L-CIRR, MovieNet identity), and as the trainers read them (ITT). Each format's writer is
 its own module's in `cir_core.formats`, beside its readers; here are the world's side (`mapping.py`:
-the world as a `cir_core.formats.Split`), the dispatcher (`run.py`), the MovieNet exports
-(`movienet.py`, `movienet_release.py`) and the round-trip check (`check.py`). Beside the files,
+the world as a `cir_core.formats.Split`), the dispatcher (`run.py`), the film world in MovieNet's
+release layout (`movienet_release.py`: a source release the MovieNet set builder consumes, not a
+benchmark's layout) and the round-trip check (`check.py`). Beside the files,
 `world_export.json` records where every file came from (world split, item and query ids); no
 evaluator reads it. docs/WORLD.md ("Exports") says how each world concept maps to each format.
 """

@@ -9,6 +9,8 @@ onto the formats (docs/WORLD.md, "Exports").
 - its second wording rephrases the same edits with a rng of its own (FashionIQ's second caption);
   what reference and target share is the character (CIRCO `shared_concept`); colour, size and
   shape edits change attributes only (GeneCIS change_attribute, the rest change_object);
+- every gallery item is a frame of one film, `world-SPLIT`, showing its character (MovieNet's
+  `character_ids`, by the character's name); a query follows its reference's character;
 - the world knows every target, so test files carry them too (the official test files do not);
 - the train split (itt, cirr, lcirr) is the training stream `query_stream(0)`: each query's own
   reference and target renders, as the native trainers see them (`query_split`).
@@ -69,10 +71,12 @@ def _query(q: WorldQuery, reference: int, target: int, **more) -> Query:
 
 def gallery_split(bench: WorldBenchmark, size: int) -> Split:
     """A test or val split: the benchmark's gallery, every query pointing into it."""
-    pictures = [Picture(it.item_id, it.item_id, partial(it.image, size)) for it in bench.items]
+    film = f"world-{bench.split}"
+    pictures = [Picture(it.item_id, it.item_id, partial(it.image, size), characters=(it.scene.character.name,),
+                        film=film) for it in bench.items]
     gts = bench.gt_sets()
     queries = [_query(q, ref, tgt, subset=tuple(sub), gt=tuple(sorted(gt)), second_text=second_caption(q),
-                      shared_concept=shared_concept(bench, ref))
+                      shared_concept=shared_concept(bench, ref), character=bench.items[ref].scene.character.name)
                for q, ref, tgt, sub, gt in zip(bench.queries, bench.reference_idx, bench.target_idx, bench.subsets, gts)]
     return Split(bench.split, pictures, queries, GENERATOR)
 

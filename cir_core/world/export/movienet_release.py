@@ -1,4 +1,6 @@
 """The film world in MovieNet's release layout (`python -m cir_core.world.export movienet-release`).
+It stays here rather than in `cir_core.formats`: it is a source release the MovieNet set builder
+consumes (read by `cir_core.benchmarks.movienet.release`), not a benchmark's layout.
 
 Checked against the public MovieNet tooling, `movienet/movienet-tools` at d3f66b2
 (`docs/wiki/data.md`, `docs/wiki/annotation.md`; keyframe names from

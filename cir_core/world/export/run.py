@@ -18,9 +18,10 @@ from ..benchmark import build_benchmark
 from ..data import WorldQuery, query_stream
 from ..render import RENDER_VERSION
 from .mapping import gallery_split, query_split
-from .movienet import export_movienet
 
-OWN = ("movienet", "movienet-release")  # written here: their readers live with the MovieNet set builder
+# Written here, not by a format: movienet-release is a source release the MovieNet set builder
+# consumes (read by cir_core.benchmarks.movienet.release), not a benchmark's layout.
+OWN = ("movienet-release",)
 FORMATS = (*list_formats("write"), *OWN)
 TRAIN_FORMATS = tuple(list_formats("write_train"))  # the formats whose train split a trainer reads (data=)
 SPLITS = ("test", "val", "train")
@@ -71,8 +72,6 @@ def export(fmt: str, split: str, out: str | Path, n_queries: int | None = None, 
 
         summary = export_movienet_release(build_film_benchmark(split, n, n_films), o, split)
         source = f"cir_core.world.films.build_film_benchmark({split!r}, {n}, {n_films})"
-    elif fmt == "movienet":
-        summary = export_movienet(build_benchmark(split, n), o, split)
     elif split == "train":
         write = get_format(fmt).write_train
         assert write is not None
