@@ -17,8 +17,10 @@ What it picks (docs/MOVIENET.md, "Building a set"; every number is a flag):
   (`read_edits`), e.g. the ITT generators' output for the `references.jsonl` manifest this
   builder writes (captions from the scene's place and action tags).
 
-The set (this project's format, `queryset.py`) keeps every frame's cast ids and boxes; the
-keyframes are hard-linked (copied across devices) under OUT with their release paths.
+The set (this project's format, `cir_core.formats.movienet`, whose record functions write its
+records) keeps every frame's cast ids and boxes; the keyframes are hard-linked (copied across
+devices) under OUT with their release paths. (The format's `write` draws a `Split`'s pictures;
+a set links its keyframes, writes atomically and has more files, so only the records are shared.)
 
 Before anything is written, every keyframe the set uses is decoded whole and its size compared
 with the `resolution` of each cast record on it (`check_keyframes`): a truncated or unreadable
@@ -38,6 +40,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from ...fileio import atomic_write
+from ...formats import movienet as movienet_format
 from ..common import BenchmarkError
 from .edits import Edit, assign_edits, captions_for
 from .release import BOX_SLACK, Person, ReleaseFilm, read_release
@@ -202,9 +205,8 @@ def pick_gallery(films: dict[str, ReleaseFilm], refs: list[Reference], preset: P
 
 def gallery_record(film: ReleaseFilm, key: tuple[int, int]) -> dict[str, Any]:
     persons = film.persons[key]
-    return {"frame": film.keyframes[key], "film_id": film.imdb_id, "character_ids": film.credited_on(key),
-            "cast": [{"pid": p.pid, "bbox": list(p.box)} for p in persons],
-            "resolution": list(persons[0].resolution)}
+    return movienet_format.gallery_record(film.keyframes[key], film.imdb_id, film.credited_on(key),
+                                          [(p.pid, p.box) for p in persons], persons[0].resolution)
 
 
 def reference_record(film: ReleaseFilm, r: Reference) -> dict[str, Any]:
@@ -284,14 +286,14 @@ def build_set(release: str | Path, out: str | Path, preset: Preset, *, films: Se
     for fid, key in tqdm(frames, desc="keyframes", unit="frame", disable=not progress):
         p = rel[fid].keyframes[key]
         _link(release / p, out / p)
-    _write_jsonl(out / "gallery.jsonl", (gallery_record(rel[f], k) for f, k in frames))
+    _write_jsonl(out / movienet_format.GALLERY, (gallery_record(rel[f], k) for f, k in frames))
     per_ref = -(-preset.n_queries // preset.n_references)
     _write_jsonl(out / "references.jsonl",
                  (row for r, ref in zip(refs, ref_rows) for row in captions_for(rel[r.film], r.key[0], ref, per_ref)))
     if queries is not None:
-        _write_jsonl(out / "queries.jsonl", queries)
-    elif (out / "queries.jsonl").exists():
-        (out / "queries.jsonl").unlink()  # a rebuild without edits must not keep stale queries
+        _write_jsonl(out / movienet_format.QUERIES, queries)
+    elif (out / movienet_format.QUERIES).exists():
+        (out / movienet_format.QUERIES).unlink()  # a rebuild without edits must not keep stale queries
     summary = {"preset": asdict(preset), "seed": seed, "rules": asdict(rules), "release": str(release),
                "films_read": len(rel), "reference_films": len(dict.fromkeys(r.film for r in refs)),
                "gallery_films": len(gfilms), "gallery": len(frames), "references": len(refs),

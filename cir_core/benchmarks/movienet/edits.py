@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ...fileio import read_table
+from ...formats.movienet import query_record
 from ...inputs import MAX_EDIT_CHARS, collapse_whitespace
 from ..common import BenchmarkError
 from .release import ReleaseFilm
@@ -104,8 +105,8 @@ def assign_edits(refs: list[dict[str, Any]], n_queries: int, edits: list[Edit]) 
             want = sum(1 for j, _ in plan if j == i)
             raise BenchmarkError(f"no edit left for query {qid} on reference {refs[i]['reference_frame']!r} "
                                  f"(it needs {want}); add rows for it to the edits file")
-        row = {"query_id": qid, **{k: v for k, v in refs[i].items() if k != "cast_record"}, "edit": given.text}
-        if given.edit_type:
-            row["edit_type"] = given.edit_type
-        out.append(row)
+        r = refs[i]
+        out.append(query_record(qid, r["reference_frame"], given.text, r["film_id"], r["character_id"],
+                                character_box=r["character_box"], character_name=r["character_name"],
+                                actor=r["actor"], edit_type=given.edit_type or None))
     return out
