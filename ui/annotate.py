@@ -150,11 +150,12 @@ def chosen_css(identity: str | None, edit: str | None, answers: dict | None = No
     if not ids:
         return ""
     # hovered too: under the pointer that just chose it, the hover colours (lighter fill, grey text:
-    # 1.95:1, axe) would otherwise win over the chosen ones
+    # 1.95:1, axe) would otherwise win over the chosen ones. No transition: Gradio's buttons ease
+    # "all 0.2s", and for those 0.2 s the half-way colours failed contrast (2.01:1, axe, under load)
     sel = ", ".join(f"{i}, {i}:hover" for i in ids)
     return (f"<style>{sel} {{background: var(--button-primary-background-fill) !important; "
             f"color: var(--button-primary-text-color) !important; "
-            f"border-color: var(--button-primary-border-color) !important;}} "
+            f"border-color: var(--button-primary-border-color) !important; transition: none !important;}} "
             + ", ".join(f"{i}::before" for i in ids) + " {content: '✓ ';}</style>")
 
 
