@@ -29,7 +29,7 @@ def test_the_documented_example_runs_from_an_install(tmp_path) -> None:
     # clone would carry files the clone no longer has into the wheel.
     clone = tmp_path / "clone"
     shutil.copytree(REPO, clone, ignore=shutil.ignore_patterns(
-        ".git", ".venv", "build", "*.egg-info", "runs", "__pycache__", ".*_cache"))
+        ".git", ".venv", "build", "*.egg-info", "runs", "cache", ".whl", ".gl", "__pycache__", ".*_cache"))
     site = tmp_path / "site"  # what the wheel carries (code, assets, scripts) and nothing else
     pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
                           "--no-index", "--target", str(site), str(clone)], capture_output=True, text=True, timeout=600)
