@@ -185,3 +185,7 @@ def test_movienet_writer_and_builder_records_read_back_with_the_reader(tmp_path)
     write_jsonl(root / mn.GALLERY, gal * 2)
     with pytest.raises(FormatError, match=rf"gallery\.jsonl line 2: duplicate frame '{f0}'"):
         mn.read_set(root)
+    # blank lines between records: the error names the file's own line, not the record's count
+    (root / mn.GALLERY).write_text("\n\n".join(json.dumps(r) for r in gal * 2) + "\n", encoding="utf-8")
+    with pytest.raises(FormatError, match=rf"gallery\.jsonl line 3: duplicate frame '{f0}'"):
+        mn.read_set(root)

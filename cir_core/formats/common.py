@@ -28,11 +28,16 @@ def read_json(path: Path) -> Any:
         raise FormatError(f"{path}: not valid JSON ({e})") from None
 
 
-def read_jsonl(path: Path) -> list[dict]:
-    """Rows of a JSON-lines file (blank lines skipped), each a JSON object."""
+def read_jsonl_lines(path: Path) -> list[tuple[int, dict]]:
+    """(line number, row) of a JSON-lines file, blank lines skipped: errors name the file's own line."""
     if not path.is_file():
         raise FormatError(f"{path}: file not found")
-    return [row for _, row in jsonl_objects(path.read_text(encoding="utf-8"), str(path), FormatError)]
+    return jsonl_objects(path.read_text(encoding="utf-8"), str(path), FormatError)
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    """Rows of a JSON-lines file (blank lines skipped), each a JSON object."""
+    return [row for _, row in read_jsonl_lines(path)]
 
 
 def need(entry: Any, key: str, kind: type | tuple[type, ...], where: str) -> Any:

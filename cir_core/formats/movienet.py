@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .common import FormatError, check_files, need, read_jsonl
+from .common import FormatError, check_files, need, read_jsonl_lines
 from .registry import Format, register_format
 from .writing import Folder, Split
 
@@ -133,7 +133,7 @@ def read_set(root: Path) -> tuple[list[Frame], list[IdentityQuery]]:
     file there; FormatError naming the file, the line and the key otherwise."""
     gpath, qpath = root / GALLERY, root / QUERIES
     frames: dict[str, Frame] = {}
-    for n, r in enumerate(read_jsonl(gpath), 1):
+    for n, r in read_jsonl_lines(gpath):
         f = check_frame(r, root, f"{gpath} line {n}")
         if f.frame in frames:
             raise FormatError(f"{gpath} line {n}: duplicate frame {f.frame!r}")
@@ -142,7 +142,7 @@ def read_set(root: Path) -> tuple[list[Frame], list[IdentityQuery]]:
         raise FormatError(f"{gpath}: no gallery frames")
     check_files((f.path for f in frames.values()), str(gpath))
     queries, seen = [], set()
-    for n, r in enumerate(read_jsonl(qpath), 1):
+    for n, r in read_jsonl_lines(qpath):
         q = check_query(r, frames, f"{qpath} line {n}", gpath.name)
         if q.query_id in seen:
             raise FormatError(f"{qpath} line {n}: duplicate query_id {q.query_id!r}")
