@@ -84,6 +84,16 @@ def test_compare_on_milvus_equals_the_in_process_search(engines):
         assert a.map is not None and b.map is not None
         assert [(p.kind, p.row, p.method) for p in a.map.points] == [(p.kind, p.row, p.method) for p in b.map.points]
         np.testing.assert_allclose([(p.x, p.y) for p in a.map.points], [(p.x, p.y) for p in b.map.points], atol=1e-4)
+    # the explanation reads its rows from the collection once (hits' terms and map together), not
+    # once per method and again for the map
+    calls, store, reference = [], on_milvus.searcher.store, on_milvus.view.reference_from_id(ref)
+    vectors = store.vectors
+    store.vectors = lambda rows: calls.append(len(rows)) or vectors(rows)
+    try:
+        on_milvus.compare(reference, EDIT, k=8, scoring="chord")
+    finally:
+        del store.vectors
+    assert len(calls) == 1 and calls[0] >= 8, calls
     # the build's index parameters reach Milvus Lite (pymilvus 3 flattens them; Lite reads them nested)
     info = on_milvus.view.store.client.describe_index("photos", "vector")
     assert info["params"] == {"M": 32, "efConstruction": 40}

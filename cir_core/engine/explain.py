@@ -11,16 +11,39 @@ scores, and a query's offset from the images (the text–image gap) is mostly of
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Iterable, Protocol, Sequence
 
 import numpy as np
 
 from ..search.scoring import Queries, ScoreOpts, chord_terms
-from ..search.searcher import RemoteSearcher, Searcher, rank
+from ..search.searcher import RemoteSearcher, Searcher, Shortlist, rank
 from .results import MapPoint, MethodResult, NeighbourhoodMap, Progression, Reference, Why
 
 MAP_TARGETS = 12  # ground-truth rows drawn at most (a film query can have dozens)
 RANK_DEPTH = 200  # a result's rank under the other scoring is looked for this deep (None: deeper)
+
+
+class RowSource(Protocol):
+    """Where gallery rows' vectors are read: a searcher, or `FetchedRows`."""
+
+    def fetch(self, rows: np.ndarray) -> Shortlist: ...
+
+
+class FetchedRows:
+    """`searcher.fetch` of the rows a request explains, read in one call and then served from
+    memory: a vector store answers once, not once per method and again for the map."""
+
+    def __init__(self, searcher: Searcher | RemoteSearcher, rows: Iterable[int]):
+        self._ids = np.asarray(sorted(set(rows)), np.int64)
+        self._vecs, self._norms = np.zeros((0, 0), np.float32), np.zeros(0, np.float32)
+        if len(self._ids):  # nothing to read (every column failed) asks the store nothing
+            _, self._vecs, self._norms = searcher.fetch(self._ids)
+        self._at = {r: i for i, r in enumerate(self._ids.tolist())}
+
+    def fetch(self, rows: np.ndarray) -> Shortlist:
+        """(rows, their vectors, their norms); a row not read at construction is a KeyError."""
+        idx = np.array([self._at[int(r)] for r in rows], np.int64)
+        return rows, self._vecs[idx], self._norms[idx]
 
 
 @dataclass(frozen=True)
@@ -35,13 +58,15 @@ class Explained:
 
 
 def explain_hits(items: Sequence[Explained], reference: Reference, searcher: Searcher | RemoteSearcher,
-                 variant: str = "empty") -> None:
+                 variant: str = "empty", vectors: RowSource | None = None) -> None:
     """Set each hit's `why`: its cosine and direction terms (exact, on its own row) and its rank
     under cosine and under Chord (λ the method's), the reference left out, ranked the way the
     searcher ranks the gallery (`cir_core.search.rank`: ties to the lower row; an approximate
-    index ranks its shortlist), as deep as `RANK_DEPTH` (None below it)."""
+    index ranks its shortlist), as deep as `RANK_DEPTH` (None below it). The hits' vectors are read
+    from `vectors` (default: the searcher)."""
     if not items:
         return
+    source: RowSource = searcher if vectors is None else vectors
     q = np.concatenate([it.q for it in items])
     q0 = np.concatenate([it.q_empty for it in items])
     v_r = np.asarray(reference.embedding, np.float32)[None]
@@ -56,7 +81,7 @@ def explain_hits(items: Sequence[Explained], reference: Reference, searcher: Sea
         rows = np.array([h.row for h in it.result.hits], np.int64)
         if not len(rows):
             continue
-        _, vecs, norms = searcher.fetch(rows)  # in process or from a vector store: the same rows
+        _, vecs, norms = source.fetch(rows)  # in process or from a vector store: the same rows
         c, d = (x[0] for x in chord_terms(it.q, it.q_empty, v_r, vecs, variant, norms=norms))
         at_cos = {int(r): i + 1 for i, r in enumerate(by_cos.ids[b].tolist()) if r >= 0}
         at_chord = {int(r): i + 1 for i, r in enumerate(by_chord.ids[b].tolist()) if r >= 0}
@@ -66,19 +91,19 @@ def explain_hits(items: Sequence[Explained], reference: Reference, searcher: Sea
 
 def neighbourhood_map(reference: Reference, queries: dict[str, np.ndarray], results: Sequence[MethodResult],
                       progression: Progression | None, steps: np.ndarray | None, targets: Sequence[int],
-                      searcher: Searcher | RemoteSearcher) -> NeighbourhoodMap | None:
+                      vectors: RowSource) -> NeighbourhoodMap | None:
     """The map of one request: PCA of the images (the reference, every method's top-k, up to
     `MAP_TARGETS` ground-truth rows), every query (`queries`: method -> (1, D)) and the
     progression's step queries (`steps`, (n, D)) projected onto its two axes. Axes are signed so
     that the reference lies at x <= 0, y <= 0. None with fewer than three distinct images. The
-    images' vectors are read through `searcher` (the gallery in process, or a vector store's rows)."""
+    images' vectors are read from `vectors` (a searcher: the gallery in process or a vector store's
+    rows; or `FetchedRows`)."""
     rows = list(dict.fromkeys([h.row for m in results for h in m.hits] + sorted(targets)[:MAP_TARGETS]))
     if reference.row is not None:
         rows = [r for r in rows if r != reference.row]
     if len(rows) < 2:  # the reference and at most one other image
         return None
-    # the rows' vectors in one read, through the searcher: in process or from a vector store
-    shown = searcher.fetch(np.asarray(rows, np.int64))[1]
+    shown = vectors.fetch(np.asarray(rows, np.int64))[1]
     images = np.concatenate([np.asarray(reference.embedding, np.float32)[None], shown])
     images = (images / np.maximum(np.linalg.norm(images, axis=1, keepdims=True), 1e-12)).astype(np.float64)
     mean = images.mean(0)

@@ -20,7 +20,7 @@ from ..search.scoring import Queries, ScoreOpts
 from ..search.searcher import Ranking, RemoteSearcher, Searcher, rank
 from ..text import split_sentences
 from .common import MAX_K, MAX_STEPS
-from .explain import Explained, explain_hits, neighbourhood_map
+from .explain import MAP_TARGETS, Explained, FetchedRows, explain_hits, neighbourhood_map
 from .gallery_view import GalleryView
 from .method_set import MethodSet
 from .results import CompareResult, Hit, MethodResult, NeighbourhoodMap, Progression, Reference, Step
@@ -369,8 +369,10 @@ def explain(req: Request, jobs: list[Job], methods: MethodSet, view: GalleryView
         assert q0 is not None and lam is not None  # both are Chord's, and these options are Chord's
         items.append(Explained(res, job.queries, q0, float(lam)))
         queries[res.name] = job.queries
-    explain_hits(items, req.reference, searcher, req.opts.variant)
     results = [j.owner for j in jobs if isinstance(j.owner, MethodResult)]
+    # every row the hits' terms and the map read, in one fetch (a vector store: one round trip)
+    vectors = FetchedRows(searcher, [h.row for m in results for h in m.hits] + sorted(targets)[:MAP_TARGETS])
+    explain_hits(items, req.reference, searcher, req.opts.variant, vectors)
     prog = prog_job.owner if prog_job is not None and isinstance(prog_job.owner, Progression) else None
     steps = prog_job.queries if prog_job is not None and prog is not None and prog.native else None
-    return neighbourhood_map(req.reference, queries, results, prog, steps, sorted(targets), searcher)
+    return neighbourhood_map(req.reference, queries, results, prog, steps, sorted(targets), vectors)
